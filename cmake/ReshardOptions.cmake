@@ -1,0 +1,18 @@
+# Compiler warnings and sanitizers, applied through reshard_add_library / reshard_add_executable.
+add_library(reshard_warnings INTERFACE)
+target_compile_options(reshard_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wimplicit-fallthrough>)
+
+if(RESHARD_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# reshard_add_library(name SOURCES a.cc b.cc LINKS lib1 lib2 [PRIVATE_LINKS ...])
+# Every module names its sources and its link dependencies explicitly (no globbing).
+function(reshard_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LINKS;PRIVATE_LINKS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${RESHARD_INCLUDE_ROOT})
+  target_link_libraries(${name} PUBLIC ${ARG_LINKS} PRIVATE reshard_warnings ${ARG_PRIVATE_LINKS})
+endfunction()

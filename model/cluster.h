@@ -1,0 +1,92 @@
+// The cluster: nodes, GPUs, NVLink domains, links and memory — as data with units.
+//
+// Link performance lives in LinkProfile (latency, peak bandwidth, and a
+// size-dependent efficiency curve, as NCCL's channel ramp-up makes small
+// transfers slow). Presets carry datasheet or measured numbers (`measured`
+// says which); a calibration profile (JSON, written by `reshard calibrate`)
+// replaces them. Every field can be overridden from the scenario.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace reshard {
+
+enum class LinkClass : uint8_t { kLocal, kNvlink, kNetwork, kPcie };
+std::string_view LinkClassName(LinkClass c);  // "local", "nvlink", "network", "pcie"
+
+struct EfficiencyPoint {
+  int64_t bytes;       // transfer size
+  double fraction;     // achieved / peak bandwidth at that size, in (0, 1]
+  friend bool operator==(const EfficiencyPoint&, const EfficiencyPoint&) = default;
+};
+
+struct LinkProfile {
+  int64_t latency_ns = 0;              // per-op fixed cost
+  double bytes_per_s = 0;              // peak, one direction
+  double duplex_bytes_per_s = 0;       // per direction when both directions run at once (0 = same as bytes_per_s)
+  std::vector<EfficiencyPoint> efficiency;  // sorted by bytes; empty = always 1
+
+  // Efficiency at `bytes`: log-linear interpolation between points, clamped at the ends.
+  double Efficiency(int64_t bytes) const;
+  friend bool operator==(const LinkProfile&, const LinkProfile&) = default;
+};
+
+// Fixed memory terms the simulator adds to the plan's own buffers.
+struct MemoryOverheads {
+  int64_t cuda_context_bytes = 0;      // per GPU
+  int64_t nccl_bytes_per_peer = 0;     // per connected peer (all channels)
+  friend bool operator==(const MemoryOverheads&, const MemoryOverheads&) = default;
+};
+
+struct Cluster {
+  std::string name;                    // preset name or "custom"
+  int32_t nodes = 1;
+  int32_t gpus_per_node = 8;
+  int32_t nvlink_domain_nodes = 1;     // nodes per NVLink domain (1 = a node; 18 = GB200 NVL72 rack)
+  int32_t nics_per_node = 0;
+  int64_t gpu_memory_bytes = 0;        // per GPU
+  int64_t host_memory_bytes = 0;       // per node
+  LinkProfile nvlink;                  // per GPU port (egress = ingress capacity)
+  LinkProfile network;                 // per NIC
+  LinkProfile pcie;                    // per GPU, pinned host<->device, each way
+  LinkProfile pcie_pageable;           // per GPU, pageable host memory
+  LinkProfile device_copy;             // on-device copies (copy engines / copy kernels)
+  MemoryOverheads overheads;
+  bool measured = false;               // numbers come from `reshard calibrate`, not datasheets
+  std::string profile_source;          // "preset h200-x2 (DESIGN measured ceilings)", or the profile path
+
+  int32_t Gpus() const { return nodes * gpus_per_node; }
+  int32_t NodeOf(int32_t gpu) const { return gpu / gpus_per_node; }
+  int32_t DomainOf(int32_t gpu) const { return NodeOf(gpu) / nvlink_domain_nodes; }
+  int32_t NicOf(int32_t gpu) const;    // node-global NIC index a GPU uses (GPUs spread evenly over NICs)
+  LinkClass Between(int32_t a, int32_t b) const;  // kLocal, kNvlink (same domain) or kNetwork
+  const LinkProfile& Link(LinkClass c) const;
+
+  // Stable hash of the topology, memory and link numbers; plans record it so a
+  // plan made for another cluster is refused.
+  std::string Fingerprint() const;
+  friend bool operator==(const Cluster&, const Cluster&) = default;
+};
+
+std::vector<std::string> ClusterPresetNames();  // h200-x2, dgx-h100, dgx-h200, gb200-nvl72, ...
+Cluster ClusterPreset(const std::string& name, const std::string& file = "<cluster>",
+                      const std::string& field = "cluster.preset");
+
+// JSON with units in field names (bytes, bytes_per_s, latency_ns). FromJson
+// throws InputError(file, field, ...) on bad or missing fields.
+void to_json(nlohmann::json& j, const Cluster& c);
+Cluster ClusterFromJson(const nlohmann::json& j, const std::string& file);
+void to_json(nlohmann::json& j, const LinkProfile& l);
+LinkProfile LinkProfileFromJson(const nlohmann::json& j, const std::string& file, const std::string& field);
+
+// Calibration profile: {"name", "measured", "links": {"nvlink": LinkProfile, ...},
+// "memory": {"cuda_context_bytes", "nccl_bytes_per_peer"}}. Applied onto a cluster.
+void ApplyProfileFile(Cluster& c, const std::string& path);
+void ApplyProfileJson(Cluster& c, const nlohmann::json& j, const std::string& path);
+nlohmann::json ProfileJson(const Cluster& c);
+
+}  // namespace reshard

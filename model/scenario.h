@@ -1,0 +1,91 @@
+// A refit scenario: model, cluster, both layouts, GPU placement, memory state
+// at refit start and planning options — read from YAML or JSON (DESIGN.md,
+// "Scenario file"). Every error names the file, the field and the problem.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/cluster.h"
+#include "model/dtype.h"
+#include "model/layout.h"
+#include "model/model.h"
+
+namespace reshard {
+
+enum class OffloadMode : uint8_t { kNone, kAll, kAuto, kFraction };
+
+struct OptimizerConfig {
+  double bytes_per_param = 12;   // Adam: fp32 master + 2 moments
+  bool distributed = true;       // Megatron distributed optimizer: sharded over DP
+  OffloadMode offload = OffloadMode::kAuto;
+  double fraction = 0;           // for kFraction, in [0, 1]
+};
+
+struct MemoryConfig {
+  OptimizerConfig optimizer;
+  bool keep_gradients = false;   // false: gradient buffers are freed before refit (NeMo-RL default)
+  double grad_bytes_per_param = 4;
+  int64_t kv_cache_bytes = 0;    // per destination GPU, resident through the refit
+  int64_t reserve_bytes = 0;     // per GPU, never planned into
+};
+
+struct PlanOptions {
+  int64_t segment_bytes = 0;     // 0 = auto
+};
+
+struct Scenario {
+  std::string name;
+  std::string path;              // file it was read from ("<builtin:NAME>" for built-ins)
+  ModelSpec model;
+  DType dtype = DType::kBF16;    // training weights
+  DType destination_dtype = DType::kBF16;
+  Cluster cluster;
+  SourceParallel source;
+  DestinationParallel destination;
+  std::vector<int32_t> source_gpus;       // source rank r lives on GPU source_gpus[r]
+  std::vector<int32_t> destination_gpus;  // destination rank r on destination_gpus[r] (initial placement)
+  bool destination_placement_free = false;// planner may permute destination ranks over destination_gpus
+  MemoryConfig memory;
+  PlanOptions plan;
+};
+
+// Reads a scenario (YAML, or JSON by content). HF config paths resolve
+// relative to the scenario file. Throws InputError naming file and field.
+Scenario LoadScenario(const std::string& path);
+Scenario ParseScenario(const std::string& text, const std::string& path);
+// Built-in scenarios (the README's main job runs one without any file).
+std::vector<std::string> BuiltinScenarioNames();
+Scenario BuiltinScenario(const std::string& name);
+
+// Sizes like "256MiB", "4 GiB", "1.5GB", 1048576. Throws InputError on junk,
+// negative values, NaN/inf, or overflow of int64.
+int64_t ParseBytes(const std::string& text, const std::string& file, const std::string& field);
+
+// Memory of one GPU when the refit starts, before the plan allocates anything.
+struct GpuMemoryAtStart {
+  int32_t gpu = 0;
+  int64_t training_weights = 0;
+  int64_t gradients = 0;
+  int64_t optimizer = 0;          // resident on device (before any offload the planner chooses)
+  int64_t kv_cache = 0;
+  int64_t reserve = 0;
+  int64_t overheads = 0;          // CUDA context
+  int64_t Total() const { return training_weights + gradients + optimizer + kv_cache + reserve + overheads; }
+};
+std::vector<GpuMemoryAtStart> MemoryAtStart(const Scenario& s, const Layout& source);
+
+// "Does not fit" is a result, not an error.
+struct Feasibility {
+  bool fits = true;
+  int32_t gpu = -1;               // the GPU missing the most bytes
+  int64_t missing_bytes = 0;
+  std::string message;            // "GPU 3 needs 151.2 GiB but has 139.8 GiB: 11.4 GiB missing"
+};
+Feasibility CheckStartFits(const Scenario& s, const std::vector<GpuMemoryAtStart>& mem);
+
+std::string FormatBytes(int64_t bytes);  // "8.03 GB (7.48 GiB)"-style human form
+
+}  // namespace reshard

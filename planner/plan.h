@@ -1,0 +1,178 @@
+// The Plan: the contract between planner, simulator and executor.
+//
+// A Plan is a plain value: buffers (device or host memory on one GPU), and ops
+// on (GPU, stream) queues with dependencies and group ids. Semantics both
+// consumers honour (DESIGN.md, "Plan semantics"):
+//  1. Ops on one (gpu, stream) run in the order they appear in `ops`.
+//  2. An op starts only after all its `deps` finished (cross-stream = event).
+//  3. Ops sharing a `group` id are issued together (one NCCL group; concurrent
+//     flows in the simulator). A send and its matching recv share a group.
+//  4. A buffer exists between its kAlloc and kFree op; `preexisting` buffers
+//     exist from the start (no kAlloc), buffers without kFree live to the end.
+//     Replaying alloc/free gives the memory timeline.
+//  5. Verify(): acyclic; every send has a matching recv of equal bytes; every
+//     access stays inside its buffer and inside the buffer's lifetime; the
+//     cluster fingerprint matches.
+// It also says what the bytes mean: `sources` lists what each source buffer
+// holds (filled before a run), `destinations` what each destination buffer
+// must hold afterwards (checked after a run).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/box.h"
+#include "model/cluster.h"
+#include "model/dtype.h"
+
+namespace reshard {
+
+enum class OpKind : uint8_t { kAlloc, kFree, kCopy, kSend, kRecv, kOffload, kReload };
+enum class MemorySpace : uint8_t { kDevice, kHost };
+enum class BufferRole : uint8_t {
+  kSourceWeights,       // training weights (preexisting)
+  kDestinationWeights,  // generation weights (filled by the plan; survive)
+  kOptimizer,           // optimizer state on device (preexisting; may be offloaded)
+  kGradients,           // gradient buffers (preexisting when kept)
+  kKvCache,             // KV cache placeholder (preexisting on destination GPUs)
+  kStaging,             // pack/unpack/segment buffers
+  kHost,                // pinned host memory (offload targets)
+};
+std::string_view OpKindName(OpKind k);
+std::string_view BufferRoleName(BufferRole r);
+
+// Conventional streams; a plan may use more (stream_names lists them).
+inline constexpr int32_t kStreamCompute = 0;  // pack / unpack / local copies
+inline constexpr int32_t kStreamComm = 1;     // NCCL send / recv
+inline constexpr int32_t kStreamHost = 2;     // offload / reload over PCIe
+
+struct PlanBuffer {
+  int32_t id = -1;
+  int32_t gpu = -1;
+  MemorySpace space = MemorySpace::kDevice;
+  BufferRole role = BufferRole::kStaging;
+  int64_t bytes = 0;
+  int32_t layer = -1;        // decoder layer it belongs to, -1 if none / several
+  bool preexisting = false;  // allocated before the refit starts
+  std::string name;
+  friend bool operator==(const PlanBuffer&, const PlanBuffer&) = default;
+};
+
+// A strided byte region of one buffer, up to 3 levels: `planes` blocks of
+// `rows` rows of `row_bytes` contiguous bytes. Bytes are enumerated in
+// (plane, row, byte) order; a copy writes the source's sequence into the
+// destination's sequence, so both sides need equal Bytes() but not shapes.
+struct Region {
+  int32_t buffer = -1;
+  int64_t offset_bytes = 0;
+  int64_t row_bytes = 0;
+  int64_t rows = 1;
+  int64_t row_stride_bytes = 0;
+  int64_t planes = 1;
+  int64_t plane_stride_bytes = 0;
+
+  int64_t Bytes() const { return row_bytes * rows * planes; }
+  bool Contiguous() const;  // one run of bytes
+  int64_t End() const;      // one past the last byte touched (relative to buffer start)
+  friend bool operator==(const Region&, const Region&) = default;
+};
+Region ContiguousRegion(int32_t buffer, int64_t offset_bytes, int64_t bytes);
+
+struct CopyPair {
+  Region src, dst;
+  friend bool operator==(const CopyPair&, const CopyPair&) = default;
+};
+
+struct Op {
+  int32_t id = -1;           // == index in Plan::ops
+  OpKind kind = OpKind::kCopy;
+  int32_t gpu = -1;
+  int32_t stream = 0;
+  int32_t group = -1;        // ops with equal group >= 0 are issued together
+  std::vector<int32_t> deps; // op ids that must finish first
+  int32_t buffer = -1;       // kAlloc / kFree
+  std::vector<CopyPair> copies;  // kCopy: a batch run as one launch; kOffload / kReload: device<->host pairs
+  Region region;             // kSend: bytes sent; kRecv: bytes received (contiguous)
+  int32_t peer = -1;         // kSend / kRecv: the other GPU
+  int32_t match = -1;        // kSend / kRecv: id of the matching op on the peer
+  int32_t segment = -1;      // segment id (reporting, traces)
+  std::string label;         // short human tag, e.g. "seg 12 L3"
+
+  int64_t Bytes() const;     // bytes moved (copies summed); 0 for alloc/free
+  friend bool operator==(const Op&, const Op&) = default;
+};
+
+// What a buffer holds: box `box` of tensor `tensor` stored at `offset_elems`
+// with per-dimension strides (elements), as model/layout.h's Piece.
+struct ContentPiece {
+  int32_t buffer = -1;
+  int32_t tensor = -1;
+  Box box;
+  int64_t offset_elems = 0;
+  Extents stride_elems{0, 0, 1};
+  friend bool operator==(const ContentPiece&, const ContentPiece&) = default;
+};
+
+struct PlanTensor {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::kBF16;
+  friend bool operator==(const PlanTensor&, const PlanTensor&) = default;
+};
+
+struct BytesMoved {
+  int64_t local = 0, nvlink = 0, network = 0, pcie = 0;
+  friend bool operator==(const BytesMoved&, const BytesMoved&) = default;
+};
+
+// What the planner chose and predicted; consumers may ignore it.
+struct PlanSummary {
+  int64_t segment_bytes = 0;
+  double offload_fraction = 0;
+  std::string memory_policy;          // e.g. "dest-per-layer+source-offload"
+  BytesMoved bytes_moved;
+  double lower_bound_s = 0;
+  double predicted_time_s = 0;
+  std::vector<int64_t> predicted_peak_bytes;  // per GPU
+  friend bool operator==(const PlanSummary&, const PlanSummary&) = default;
+};
+
+struct Plan {
+  int32_t format_version = 1;
+  std::string name;                   // scenario name
+  Cluster cluster;                    // the plan runs on this cluster only (fingerprint)
+  std::string cluster_fingerprint;    // Cluster::Fingerprint() at planning time
+  std::vector<std::string> stream_names{"compute", "comm", "host"};
+  std::vector<PlanTensor> tensors;
+  std::vector<PlanBuffer> buffers;    // id == index
+  std::vector<Op> ops;                // id == index; per-(gpu,stream) order = order here
+  std::vector<ContentPiece> sources;       // content of source buffers at start
+  std::vector<ContentPiece> destinations;  // required content of destination buffers at end
+  PlanSummary summary;
+
+  int32_t Gpus() const { return cluster.Gpus(); }
+  friend bool operator==(const Plan&, const Plan&) = default;
+};
+
+// JSON round trip: PlanFromJson(PlanToJson(p)) == p. PlanFromJson throws
+// InputError(file, field, ...) on malformed input.
+nlohmann::json PlanToJson(const Plan& p);
+Plan PlanFromJson(const nlohmann::json& j, const std::string& file);
+void WritePlan(const Plan& p, const std::string& path);
+Plan ReadPlan(const std::string& path);
+
+struct VerifyResult {
+  bool ok() const { return problems.empty(); }
+  std::vector<std::string> problems;  // each names the op / buffer at fault
+};
+// Checks DESIGN's plan semantics. `expected` (optional) is the cluster the
+// plan is about to run on; a fingerprint mismatch is a problem.
+VerifyResult Verify(const Plan& p, const Cluster* expected = nullptr);
+
+std::string ToString(const Plan& p);  // readable listing: buffers, then ops per GPU and stream
+std::string ToDot(const Plan& p);     // GraphViz of ops and dependencies (small plans)
+
+}  // namespace reshard
