@@ -51,6 +51,7 @@ struct TensorSpec {
   TensorKind kind;
   int32_t layer;      // decoder layer; -1 = before the first (embedding), num_layers = after the last (final norm, lm_head)
   Shape shape;
+  friend bool operator==(const TensorSpec&, const TensorSpec&) = default;
 };
 
 // Architecture numbers (Hugging Face config.json names in comments).
@@ -73,7 +74,10 @@ struct ModelConfig {
   int64_t moe_intermediate = 0;  // moe_intermediate_size
   int32_t shared_experts = 0;    // n_shared_experts (deepseek); shared MLP width = shared_experts * moe_intermediate
   int32_t first_dense_layers = 0;// first_k_dense_replace (deepseek); qwen3_moe: 0
-  int32_t moe_layer_freq = 1;    // every n-th layer is MoE (after the dense ones)
+  int32_t moe_layer_freq = 1;    // every n-th layer is MoE (after the dense ones); qwen3_moe: decoder_sparse_step
+  int32_t moe_layer_offset = 0;  // layer l (>= first_dense_layers) is MoE when (l + offset) % freq == 0:
+                                 // deepseek 0 (layer_idx % moe_layer_freq), qwen3_moe 1 ((layer_idx+1) % step)
+  std::vector<int32_t> mlp_only_layers;  // qwen3_moe mlp_only_layers: forced dense (sorted, unique)
   bool router_bias = false;      // e_score_correction_bias (deepseek-v3 noaux_tc)
   // MLA (q_lora_rank == 0 and kv_lora_rank == 0: standard attention)
   int64_t q_lora_rank = 0;
@@ -81,10 +85,13 @@ struct ModelConfig {
   int64_t qk_nope_head_dim = 0;
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
+  // Defaults: BuildModel's config has them filled: head_dim 0 -> hidden / heads (MLA: the q head
+  // width qk_nope_head_dim + qk_rope_head_dim); kv_heads 0 -> heads.
 
   bool IsMoe() const { return experts > 0; }
   bool IsMla() const { return kv_lora_rank > 0; }
   bool IsMoeLayer(int32_t layer) const;
+  friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
 
 struct ModelSpec {
@@ -97,7 +104,18 @@ struct ModelSpec {
 
 // Builds the inventory of a config. Throws InputError(source, field, ...) when
 // the config is inconsistent (e.g. heads not divisible by kv_heads).
+// MLA without q compression (q_lora_rank == 0, e.g. DeepSeek-V2-Lite) has a plain
+// self_attn.q_proj [heads*(qk_nope_head_dim+qk_rope_head_dim), hidden] of kind kAttnQ
+// (column-parallel by heads, head width = config.head_dim).
+// Per-layer order: input_layernorm; q(,bias) k(,bias) v(,bias) o [, q_norm, k_norm] or the MLA
+// tensors (q_a_proj, q_a_layernorm, q_b_proj | q_proj, kv_a_proj_with_mqa, kv_a_layernorm,
+// kv_b_proj, o_proj); post_attention_layernorm; dense gate/up/down or MoE router, router bias,
+// stacked experts gate/up/down, shared_experts gate/up/down. Then model.norm, lm_head.
+// Element counts are checked: a config whose parameters overflow int64 throws InputError.
 ModelSpec BuildModel(const ModelConfig& c, const std::string& source = "<model>");
+// The validation BuildModel runs, with the defaults above filled in; throws InputError(source,
+// field, ...) naming the Hugging Face config field.
+ModelConfig NormalizeModelConfig(const ModelConfig& c, const std::string& source = "<model>");
 
 // Presets: llama3-8b, llama3-70b, llama3-405b, qwen3-30b-a3b, qwen3-235b-a22b,
 // deepseek-v3, kimi-k2, and tiny test models. Unknown names throw InputError with a suggestion.
