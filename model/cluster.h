@@ -76,6 +76,11 @@ std::vector<std::string> ClusterPresetNames();  // h200-x2, dgx-h100, dgx-h200, 
 Cluster ClusterPreset(const std::string& name, const std::string& file = "<cluster>",
                       const std::string& field = "cluster.preset");
 
+// Checks counts, sizes and that every link the topology needs has bandwidth
+// (NVLink when a domain holds several GPUs, the network when there are several
+// domains). Throws InputError(file, field + ".<name>", ...).
+void ValidateCluster(const Cluster& c, const std::string& file, const std::string& field = "cluster");
+
 // JSON with units in field names (bytes, bytes_per_s, latency_ns). FromJson
 // throws InputError(file, field, ...) on bad or missing fields.
 void to_json(nlohmann::json& j, const Cluster& c);

@@ -29,7 +29,8 @@ namespace reshard {
 
 struct SourceParallel {              // Megatron-Core
   int32_t tp = 1, pp = 1, vpp = 1, ep = 1, etp = 1, dp = 1, cp = 1;
-  std::vector<int32_t> pp_layers;    // optional: decoder layers of each pipeline stage (sums to layers)
+  std::vector<int32_t> pp_layers;    // optional: decoder layers of each pipeline stage (sums to layers);
+                                     // with vpp > 1 one entry per virtual chunk (pp*vpp entries, chunk k on stage k % pp)
   int32_t Ranks() const { return tp * cp * dp * pp; }
   friend bool operator==(const SourceParallel&, const SourceParallel&) = default;
 };
@@ -81,9 +82,19 @@ Layout MakeDestinationLayout(const ModelSpec& m, const DestinationParallel& p, D
 
 // Decoder layers per pipeline stage: explicit list if given (validated), else
 // even; when layers % stages != 0 the middle stages take ceil(layers/stages)
-// and the first and last stages share the deficit (first takes the larger part).
+// and the first and last stages share the deficit (first takes the larger part);
+// throws InputError(file, field) when the middle stages alone would exceed `layers`.
+// An explicit list needs `stages` entries, each >= 0 (a stage may hold only the
+// embedding or the output layer), summing to `layers`.
 std::vector<int32_t> StageLayers(int32_t layers, int32_t stages, const std::vector<int32_t>& explicit_layers,
                                  const std::string& file, const std::string& field);
+
+// vLLM's own split (vllm/distributed/utils.py get_pp_indices), used for the
+// destination: floor(layers/stages) each, the remainder one each to the stages
+// before the last, from the second-to-last backwards (61 over 16: 3, 3, 4 x 13, 3).
+// An explicit list is validated as for StageLayers.
+std::vector<int32_t> VllmStageLayers(int32_t layers, int32_t stages, const std::vector<int32_t>& explicit_layers,
+                                     const std::string& file, const std::string& field);
 
 // Position of element idx of tensor piece p in its buffer (elements).
 int64_t LocalOffset(const Piece& p, const Extents& idx);

@@ -123,7 +123,11 @@ std::vector<std::string> ModelPresetNames();
 ModelConfig ModelPreset(const std::string& name, const std::string& file = "<model>",
                         const std::string& field = "model");
 
-// Reads a Hugging Face config.json. Throws InputError naming the file and field.
+// Reads a Hugging Face config.json. Throws InputError naming the file and field. The result is
+// normalized (NormalizeModelConfig) and named after the file's directory ("qwen3-8b/config.json"
+// -> "qwen3-8b"). Family by model_type, else by architectures (kimi_k2 -> deepseek_v3).
+// Options that change shapes in ways not modelled (attention_bias on non-qwen2, mlp_bias) are
+// rejected; qwen3_moe mlp_only_layers and decoder_sparse_step are supported.
 ModelConfig ReadHfConfig(const std::string& path);
 ModelConfig ParseHfConfig(const std::string& json_text, const std::string& path);
 

@@ -43,6 +43,7 @@ enum class BufferRole : uint8_t {
 };
 std::string_view OpKindName(OpKind k);
 std::string_view BufferRoleName(BufferRole r);
+std::string_view MemorySpaceName(MemorySpace s);  // "device", "host"
 
 // Conventional streams; a plan may use more (stream_names lists them).
 inline constexpr int32_t kStreamCompute = 0;  // pack / unpack / local copies

@@ -1,0 +1,132 @@
+// Simulator speed on synthetic large plans (events per second).
+//
+// A plan of `gpus` GPUs (dgx-h200 preset, 8 per node) and `rounds` rounds:
+// in round r every GPU g allocates a staging buffer, sends one segment to
+// g + shift(r) and receives one from g - shift(r) in one group (comm stream),
+// unpacks the received segment with a copy (compute stream) and frees the
+// staging buffer: 5 ops per GPU and round. Shifts alternate between NVLink
+// (inside a node) and the network. With `jitter` the segment sizes differ per
+// GPU and round, so flows end at distinct instants (the expensive case for
+// water-filling); without it, every round ends at one instant.
+#include <benchmark/benchmark.h>
+
+#include <string>
+
+#include "model/cluster.h"
+#include "planner/plan.h"
+#include "sim/simulator.h"
+
+namespace reshard {
+namespace {
+
+Plan SyntheticPlan(int32_t gpus, int32_t rounds, bool jitter) {
+  constexpr int64_t kSegment = 64 << 20;
+  Plan p;
+  p.name = "synthetic";
+  p.cluster = ClusterPreset("dgx-h200");
+  p.cluster.nodes = gpus / p.cluster.gpus_per_node;
+  p.cluster_fingerprint = p.cluster.Fingerprint();
+  const int32_t g_count = p.cluster.Gpus();
+  auto buffer = [&](int32_t gpu, int64_t bytes, bool preexisting) {
+    PlanBuffer b;
+    b.id = static_cast<int32_t>(p.buffers.size());
+    b.gpu = gpu;
+    b.bytes = bytes;
+    b.preexisting = preexisting;
+    b.role = preexisting ? BufferRole::kSourceWeights : BufferRole::kStaging;
+    p.buffers.push_back(b);
+    return b.id;
+  };
+  std::vector<int32_t> src(g_count), dst(g_count);
+  for (int32_t g = 0; g < g_count; ++g) {
+    src[g] = buffer(g, kSegment, true);
+    dst[g] = buffer(g, kSegment, true);
+  }
+  auto add = [&](OpKind k, int32_t gpu, int32_t stream, int32_t group, std::vector<int32_t> deps) -> Op& {
+    Op op;
+    op.id = static_cast<int32_t>(p.ops.size());
+    op.kind = k;
+    op.gpu = gpu;
+    op.stream = stream;
+    op.group = group;
+    op.deps = std::move(deps);
+    p.ops.push_back(std::move(op));
+    return p.ops.back();
+  };
+  const int32_t per_node = p.cluster.gpus_per_node;
+  std::vector<int32_t> staging(g_count), alloc(g_count), recv(g_count), send(g_count);
+  for (int32_t r = 0; r < rounds; ++r) {
+    const int32_t shift = r % 2 == 0 ? 1 + r / 2 % (per_node - 1) : per_node * (1 + r / 2 % (p.cluster.nodes - 1));
+    auto bytes_of = [&](int32_t from) {
+      return jitter ? kSegment / 2 + (kSegment / 2) * ((from * 7 + r * 13) % 11) / 10 : kSegment;
+    };
+    for (int32_t g = 0; g < g_count; ++g) {
+      staging[g] = buffer(g, kSegment, false);
+      alloc[g] = add(OpKind::kAlloc, g, kStreamCompute, -1, {}).id;
+      p.ops[alloc[g]].buffer = staging[g];
+    }
+    // Sends and recvs in plan order per ordered pair (Verify matches in order).
+    for (int32_t g = 0; g < g_count; ++g) {
+      const int32_t to = (g + shift) % g_count, from = (g - shift % g_count + g_count) % g_count;
+      Op& s = add(OpKind::kSend, g, kStreamComm, r, {});
+      s.peer = to;
+      s.region = ContiguousRegion(src[g], 0, bytes_of(g));
+      send[g] = s.id;
+      Op& v = add(OpKind::kRecv, g, kStreamComm, r, {alloc[g]});
+      v.peer = from;
+      v.region = ContiguousRegion(staging[g], 0, bytes_of(from));
+      recv[g] = v.id;
+    }
+    for (int32_t g = 0; g < g_count; ++g) {
+      const int32_t to = (g + shift) % g_count;
+      p.ops[send[g]].match = recv[to];
+      p.ops[recv[to]].match = send[g];
+    }
+    for (int32_t g = 0; g < g_count; ++g) {
+      const int64_t n = p.ops[recv[g]].region.Bytes();
+      Op& c = add(OpKind::kCopy, g, kStreamCompute, -1, {recv[g]});
+      c.copies.push_back({ContiguousRegion(staging[g], 0, n), ContiguousRegion(dst[g], 0, n)});
+      add(OpKind::kFree, g, kStreamCompute, -1, {}).buffer = staging[g];
+    }
+  }
+  return p;
+}
+
+void BM_Simulate(benchmark::State& state) {
+  const Plan plan = SyntheticPlan(static_cast<int32_t>(state.range(0)), static_cast<int32_t>(state.range(1)),
+                                  state.range(2) != 0);
+  if (const VerifyResult v = Verify(plan); !v.ok()) {
+    state.SkipWithError(("synthetic plan does not verify: " + v.problems.front()).c_str());
+    return;
+  }
+  int64_t events = 0, updates = 0;
+  double predicted_s = 0;
+  for (auto _ : state) {
+    const Prediction pr = Simulate(plan, SimOptions{nullptr, /*record_op_times=*/false});
+    events = pr.events;
+    updates = pr.rate_updates;
+    predicted_s = pr.time_s;
+    benchmark::DoNotOptimize(pr.time_ns);
+  }
+  state.counters["ops"] = static_cast<double>(plan.ops.size());
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["rate_updates"] = static_cast<double>(updates);
+  state.counters["predicted_s"] = predicted_s;
+  state.counters["events/s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// gpus, rounds, jitter
+BENCHMARK(BM_Simulate)
+    ->Args({16, 64, 0})
+    ->Args({16, 64, 1})
+    ->Args({256, 100, 0})
+    ->Args({256, 100, 1})
+    ->Args({512, 400, 0})
+    ->Args({512, 400, 1})
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace reshard
+
+BENCHMARK_MAIN();

@@ -1,0 +1,72 @@
+#include "cli/common.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
+
+namespace reshard::cli {
+
+void ExitWith(int code) { throw CLI::RuntimeError(code); }
+
+Scenario LoadScenarioArg(const std::string& arg) {
+  constexpr std::string_view kPrefix = "builtin:";
+  if (arg.rfind(kPrefix, 0) == 0) return BuiltinScenario(arg.substr(kPrefix.size()));
+  std::error_code ec;
+  if (std::filesystem::exists(arg, ec)) return LoadScenario(arg);
+  const std::vector<std::string> names = BuiltinScenarioNames();
+  for (const auto& n : names)
+    if (n == arg) return BuiltinScenario(arg);
+  std::string problem = "no such scenario file or built-in scenario";
+  std::string s = Suggest(arg, names);
+  if (!s.empty()) problem += fmt::format(" (did you mean '{}'?)", s);
+  problem += fmt::format("; built-ins: {}", fmt::join(names, ", "));
+  throw InputError(arg, "", problem);
+}
+
+void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
+
+nlohmann::json MemoryAtStartJson(const std::vector<GpuMemoryAtStart>& mem, int64_t capacity_bytes) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& m : mem) {
+    out.push_back({{"gpu", m.gpu},
+                   {"training_weights_bytes", m.training_weights},
+                   {"gradients_bytes", m.gradients},
+                   {"optimizer_bytes", m.optimizer},
+                   {"kv_cache_bytes", m.kv_cache},
+                   {"reserve_bytes", m.reserve},
+                   {"overheads_bytes", m.overheads},
+                   {"total_bytes", m.Total()},
+                   {"capacity_bytes", capacity_bytes},
+                   {"free_bytes", capacity_bytes - m.Total()}});
+  }
+  return out;
+}
+
+std::string FormatCount(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string FormatGpuSet(const std::vector<int32_t>& gpus) {
+  std::string out;
+  for (size_t i = 0; i < gpus.size();) {
+    size_t j = i;
+    while (j + 1 < gpus.size() && gpus[j + 1] == gpus[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += j == i ? fmt::format("{}", gpus[i]) : fmt::format("{}-{}", gpus[i], gpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace reshard::cli

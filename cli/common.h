@@ -1,0 +1,42 @@
+// Helpers shared by the verbs of the `reshard` command: exit codes, loading a
+// scenario argument (a path or a built-in name), JSON output, and small
+// human-readable formatting.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/scenario.h"
+
+namespace reshard::cli {
+
+// Exit codes (DESIGN, "CLI").
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInternal = 1;   // broken invariant (InternalError)
+inline constexpr int kExitInput = 2;      // bad input (InputError, bad flags)
+inline constexpr int kExitInfeasible = 3; // does not fit in memory
+
+// Ends the running verb; main returns `code`. (Throws CLI::RuntimeError, the
+// CLI11 way for a callback to set the exit code.)
+[[noreturn]] void ExitWith(int code);
+
+// A scenario argument: "builtin:NAME"; else a path; else a bare built-in name
+// when no such file exists. Unknown names throw InputError with a suggestion.
+Scenario LoadScenarioArg(const std::string& arg);
+
+// Writes j to stdout, 2-space indented, with a final newline.
+void PrintJson(const nlohmann::json& j);
+
+// Per-GPU memory at refit start as JSON objects with units in the names
+// (training_weights_bytes, ..., total_bytes, capacity_bytes, free_bytes).
+nlohmann::json MemoryAtStartJson(const std::vector<GpuMemoryAtStart>& mem, int64_t capacity_bytes);
+
+// 8030261248 -> "8,030,261,248".
+std::string FormatCount(int64_t n);
+// GPU ids in their order, runs of consecutive ids collapsed: {0,1,2,3,8} -> "0-3,8".
+std::string FormatGpuSet(const std::vector<int32_t>& gpus);
+
+}  // namespace reshard::cli

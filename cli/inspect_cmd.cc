@@ -1,0 +1,180 @@
+// `reshard inspect SCENARIO [--json]`: model size, per-GPU bytes on each side
+// and the memory at refit start against each GPU's capacity. Exits 3 (with
+// "GPU g needs X but has Y: Z missing") when the starting state does not fit.
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <numeric>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "model/layout.h"
+#include "model/scenario.h"
+
+namespace reshard::cli {
+
+namespace {
+
+struct InspectOptions {
+  std::string scenario;
+  bool json = false;
+};
+
+// At most this many GPUs are listed one per row; larger clusters get a summary.
+constexpr size_t kMaxTableRows = 16;
+constexpr size_t kWorstRows = 5;
+
+std::string Placement(const Scenario& s) {
+  std::vector<int32_t> a = s.source_gpus, b = s.destination_gpus;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  if (a == b) return "colocated";
+  std::vector<int32_t> common;
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(common));
+  return common.empty() ? "disaggregated" : "mixed";
+}
+
+struct Row {
+  int32_t gpu;
+  int64_t source, destination;
+  GpuMemoryAtStart mem;
+};
+
+void PrintRows(const std::vector<Row>& rows, int64_t capacity) {
+  std::cout << fmt::format("{:>5}  {:>10}  {:>11}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}\n",
+                           "GPU", "source", "destination", "gradients", "optimizer", "kv cache", "reserve", "context",
+                           "total", "capacity", "free");
+  for (const Row& r : rows) {
+    std::cout << fmt::format("{:>5}  {:>10}  {:>11}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}\n",
+                             r.gpu, FormatBytes(r.source), FormatBytes(r.destination), FormatBytes(r.mem.gradients),
+                             FormatBytes(r.mem.optimizer), FormatBytes(r.mem.kv_cache), FormatBytes(r.mem.reserve),
+                             FormatBytes(r.mem.overheads), FormatBytes(r.mem.Total()), FormatBytes(capacity),
+                             FormatBytes(capacity - r.mem.Total()));
+  }
+}
+
+// "min X (GPU a), max Y (GPU b)" over the used GPUs; ties go to the lowest id.
+template <typename Get>
+std::string MinMax(const std::vector<Row>& rows, Get get) {
+  auto [lo, hi] = std::minmax_element(rows.begin(), rows.end(),
+                                      [&](const Row& a, const Row& b) { return get(a) < get(b); });
+  // minmax_element returns the LAST largest; prefer the first for determinism of "lowest id".
+  auto first_hi = std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return get(r) == get(*hi); });
+  return fmt::format("min {} (GPU {}), max {} (GPU {})", FormatBytes(get(*lo)), lo->gpu, FormatBytes(get(*first_hi)),
+                     first_hi->gpu);
+}
+
+void Run(const InspectOptions& o) {
+  const Scenario s = LoadScenarioArg(o.scenario);
+  const Layout src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
+  const Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
+  const int32_t gpus = s.cluster.Gpus();
+
+  std::vector<int64_t> source_bytes(gpus, 0), destination_bytes(gpus, 0);
+  for (int32_t r = 0; r < src.Ranks(); ++r) source_bytes[s.source_gpus[r]] += src.RankBytes(r);
+  for (int32_t r = 0; r < dst.Ranks(); ++r) destination_bytes[s.destination_gpus[r]] += dst.RankBytes(r);
+  const std::vector<GpuMemoryAtStart> mem = MemoryAtStart(s, src);
+  const Feasibility fit = CheckStartFits(s, mem);
+  const int64_t capacity = s.cluster.gpu_memory_bytes;
+  const int64_t parameters = s.model.Parameters();
+
+  if (o.json) {
+    nlohmann::json j;
+    j["scenario"] = s.name;
+    j["path"] = s.path;
+    j["model"] = s.model.config.name;
+    j["dtype"] = std::string(DTypeName(s.dtype));
+    j["destination_dtype"] = std::string(DTypeName(s.destination_dtype));
+    j["parameters"] = parameters;
+    j["model_bytes"] = s.model.Bytes(s.dtype);
+    j["destination_model_bytes"] = s.model.Bytes(s.destination_dtype);
+    j["cluster"] = {{"name", s.cluster.name},
+                    {"gpus", gpus},
+                    {"gpu_memory_bytes", capacity},
+                    {"measured", s.cluster.measured},
+                    {"fingerprint", s.cluster.Fingerprint()}};
+    j["placement"] = Placement(s);
+    j["source_gpus"] = s.source_gpus;
+    j["destination_gpus"] = s.destination_gpus;
+    j["source_bytes"] = source_bytes;
+    j["destination_bytes"] = destination_bytes;
+    j["memory_at_start"] = MemoryAtStartJson(mem, capacity);
+    j["fits"] = fit.fits;
+    j["missing_bytes"] = fit.missing_bytes;
+    j["worst_gpu"] = fit.gpu;
+    j["message"] = fit.message;
+    PrintJson(j);
+  } else {
+    const Cluster& c = s.cluster;
+    std::cout << fmt::format("scenario     {} ({})\n", s.name, s.path);
+    std::cout << fmt::format("model        {}: {} parameters, {} in {}", s.model.config.name,
+                             FormatCount(parameters), FormatBytes(s.model.Bytes(s.dtype)), DTypeName(s.dtype));
+    if (s.destination_dtype != s.dtype)
+      std::cout << fmt::format(", {} in {} on the destination", FormatBytes(s.model.Bytes(s.destination_dtype)),
+                               DTypeName(s.destination_dtype));
+    std::cout << "\n";
+    std::cout << fmt::format("cluster      {}: {} node{} x {} GPUs, {} per GPU, NVLink domains of {} node{} [{}: {}]\n",
+                             c.name, c.nodes, c.nodes == 1 ? "" : "s", c.gpus_per_node, FormatBytes(capacity),
+                             c.nvlink_domain_nodes, c.nvlink_domain_nodes == 1 ? "" : "s",
+                             c.measured ? "measured" : "datasheet", c.profile_source);
+    const SourceParallel& sp = s.source;
+    std::cout << fmt::format("source       megatron tp={} pp={} vpp={} ep={} etp={} cp={} dp={}: {} ranks on GPUs {}\n",
+                             sp.tp, sp.pp, sp.vpp, sp.ep, sp.etp, sp.cp, sp.dp, src.Ranks(),
+                             FormatGpuSet(s.source_gpus));
+    const DestinationParallel& dp = s.destination;
+    std::cout << fmt::format("destination  vllm tp={} pp={} ep={} dp={} {}: {} ranks on GPUs {} ({}, placement {})\n",
+                             dp.tp, dp.pp, dp.ep, dp.dp, DTypeName(s.destination_dtype), dst.Ranks(),
+                             FormatGpuSet(s.destination_gpus), Placement(s),
+                             s.destination_placement_free ? "auto" : "fixed");
+
+    std::vector<Row> rows;
+    for (int32_t g = 0; g < gpus; ++g)
+      if (mem[g].Total() > 0 || source_bytes[g] > 0 || destination_bytes[g] > 0)
+        rows.push_back({g, source_bytes[g], destination_bytes[g], mem[g]});
+    std::cout << "\nper GPU at refit start (destination weights are allocated by the refit itself):\n";
+    if (rows.size() <= kMaxTableRows) {
+      PrintRows(rows, capacity);
+    } else {
+      std::cout << fmt::format("  {} GPUs used of {}\n", rows.size(), gpus);
+      std::cout << "  source weights       " << MinMax(rows, [](const Row& r) { return r.source; }) << "\n";
+      std::cout << "  destination weights  " << MinMax(rows, [](const Row& r) { return r.destination; }) << "\n";
+      std::cout << "  total at start       " << MinMax(rows, [](const Row& r) { return r.mem.Total(); }) << "\n";
+      std::vector<Row> worst = rows;
+      std::stable_sort(worst.begin(), worst.end(),
+                       [](const Row& a, const Row& b) { return a.mem.Total() > b.mem.Total(); });
+      worst.resize(kWorstRows);
+      std::cout << fmt::format("  the {} fullest GPUs:\n", kWorstRows);
+      PrintRows(worst, capacity);
+    }
+    if (fit.fits) {
+      auto least = std::min_element(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+        return capacity - a.mem.Total() < capacity - b.mem.Total();
+      });
+      std::cout << fmt::format("\nfits: yes (least free at start: {} on GPU {})\n",
+                               FormatBytes(capacity - least->mem.Total()), least->gpu);
+    } else {
+      std::cout << fmt::format("\nfits: no ({})\n", fit.message);
+    }
+  }
+  if (!fit.fits) {
+    std::cerr << "infeasible: " << fit.message << "\n";
+    ExitWith(kExitInfeasible);
+  }
+}
+
+}  // namespace
+
+void RegisterInspectCommand(CLI::App& app) {
+  auto opts = std::make_shared<InspectOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "inspect", "Model size, per-GPU bytes on each side, memory at refit start (exit 3 if it does not fit)");
+  sub->add_option("scenario", opts->scenario, "Scenario file, or a built-in name (builtin:NAME)")->required();
+  sub->add_flag("--json", opts->json, "Machine-readable output on stdout");
+  sub->callback([opts] { Run(*opts); });
+}
+
+}  // namespace reshard::cli

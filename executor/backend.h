@@ -1,0 +1,127 @@
+// Backend: the primitives a Plan is run with; the executor (executor.h) is the
+// one walker that drives them for every backend.
+//
+// The model is CUDA's: work is *issued* by one host thread (the walker) onto
+// (gpu, stream) queues and runs asynchronously; queues are FIFO; an op's end
+// is an event other queues can wait for; ops of one group are issued inside
+// one GroupStart/GroupEnd (one NCCL group). The walker guarantees:
+//  * it issues ops in one global topological order of the plan's groups (a
+//    group = ops sharing a group id, plus each send with its matching recv),
+//    the same order in every process;
+//  * every dependency that is not implied by queue order is a WaitOp;
+//  * inside a group, sends are issued in op-id order and receives in the
+//    order of their matching send, so per-peer FIFO matching pairs each
+//    receive with its own send;
+//  * it calls Allocate(stream < 0) only before StartClock, for buffers the
+//    plan marks preexisting, and Fill / Check only outside the timed run.
+// Backends: HostBackend (host_backend.h: threads + memcpy, optionally MPI),
+// NcclBackend (nccl_backend.h: CUDA streams and events, NCCL).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "executor/pattern.h"
+#include "planner/plan.h"
+
+namespace reshard {
+
+class MpiSession;
+
+// When an op ran, relative to the run's start (StartClock), in seconds.
+struct OpTime {
+  int32_t op = -1;
+  int32_t gpu = -1;
+  double start_s = 0;
+  double end_s = 0;
+  friend bool operator==(const OpTime&, const OpTime&) = default;
+};
+
+struct ElementMismatch {
+  int64_t index = 0;      // global row-major element index in the tensor
+  uint64_t expected = 0;  // value bits
+  uint64_t got = 0;
+  friend bool operator==(const ElementMismatch&, const ElementMismatch&) = default;
+};
+
+// Result of checking one destination content piece.
+struct PieceCheck {
+  int32_t piece = -1;                  // index into Plan::destinations
+  int64_t elements = 0;                // elements checked
+  int64_t mismatches = 0;              // all of them, counted
+  std::vector<ElementMismatch> first;  // a few of them (lowest indices the backend saw)
+};
+
+// Memory one GPU used, as the backend saw it.
+struct GpuMemoryStats {
+  int32_t gpu = -1;
+  // Device memory in use at the busiest moment, everything the backend can
+  // see: the plan's device buffers, and for NCCL also the CUDA context,
+  // NCCL's buffers and the allocator's rounding (cudaMemGetInfo).
+  int64_t peak_bytes = 0;
+  // The plan's own device buffers at the busiest moment, tracked exactly at
+  // each alloc / free as it executed.
+  int64_t plan_peak_bytes = 0;
+  int64_t host_peak_bytes = 0;  // the plan's host (pinned) buffers
+  int64_t context_bytes = 0;    // NCCL backend: device memory in use after context creation
+  int64_t comm_bytes = 0;       // NCCL backend: added by communicator creation and peer warm-up
+  friend bool operator==(const GpuMemoryStats&, const GpuMemoryStats&) = default;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string Name() const = 0;  // "host", "nccl"
+
+  // Prepares to run `plan` (streams, events, communicators, worker threads).
+  // Throws InputError when this machine cannot run it (too few GPUs, a
+  // process layout that does not divide the plan's GPUs).
+  virtual void Begin(const Plan& plan) = 0;
+  // Plan GPUs this process drives (valid after Begin), ascending.
+  virtual std::vector<int32_t> LocalGpus() const = 0;
+  // The multi-process session, or nullptr when this process is the whole run.
+  virtual const MpiSession* Processes() const = 0;
+  // Connects the peers the plan talks to, so connection setup is not timed
+  // (a refit runs every training step; its steady state has them connected).
+  virtual void Warmup(const std::vector<std::pair<int32_t, int32_t>>& send_pairs) = 0;
+  // Frees everything still allocated (poisoning it first, so stale correct
+  // bytes cannot pass a later run's check) and releases per-run resources.
+  virtual void End() = 0;
+
+  // Memory. stream < 0: allocate now (preexisting buffers, before timing).
+  virtual void Allocate(const PlanBuffer& b, int32_t stream) = 0;
+  virtual void Free(const PlanBuffer& b, int32_t stream) = 0;
+
+  // One batch of strided copies on (gpu, stream): every pair's source byte
+  // sequence is written to its destination sequence (planner/plan.h Region).
+  virtual void Copy(int32_t gpu, int32_t stream, std::span<const CopyPair> pairs) = 0;
+  virtual void GroupStart() = 0;
+  virtual void Send(int32_t gpu, int32_t stream, const Region& r, int32_t peer) = 0;
+  virtual void Recv(int32_t gpu, int32_t stream, const Region& r, int32_t peer) = 0;
+  virtual void GroupEnd() = 0;
+
+  // Events and timers: OpStart / OpEnd bracket op `op`'s work on its queue;
+  // OpEnd is also the event WaitOp waits for.
+  virtual void OpStart(int32_t op, int32_t gpu, int32_t stream) = 0;
+  virtual void OpEnd(int32_t op, int32_t gpu, int32_t stream) = 0;
+  virtual void WaitOp(int32_t gpu, int32_t stream, int32_t op) = 0;
+
+  // The timed run: StartClock marks t = 0 on every local GPU (after a barrier
+  // across processes); StopClock waits for all issued work and ends sampling.
+  virtual void StartClock() = 0;
+  virtual void StopClock() = 0;
+  virtual std::vector<OpTime> OpTimes() = 0;  // after StopClock; ops of local GPUs
+
+  // Content. Fill writes the pattern of a source piece; Check queues a
+  // destination piece; CheckResults runs the queued checks and returns one
+  // PieceCheck each (at most `max_recorded` mismatches recorded per piece).
+  virtual void Fill(const PlanBuffer& b, const PieceMap& m) = 0;
+  virtual void Check(const PlanBuffer& b, const PieceMap& m, int32_t piece) = 0;
+  virtual std::vector<PieceCheck> CheckResults(int32_t max_recorded) = 0;
+
+  virtual std::vector<GpuMemoryStats> MemoryStats() = 0;  // per local GPU
+};
+
+}  // namespace reshard

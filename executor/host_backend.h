@@ -1,0 +1,35 @@
+// HostBackend: runs a Plan on CPU threads with real bytes in host memory.
+//
+// One worker thread per plan GPU this process drives; every op of that GPU
+// runs on it, in the walker's issue order (a valid linearisation of the GPU's
+// streams: concurrency between streams of one GPU is not modelled). Copies
+// are memcpy; sends and receives go through in-process FIFO channels, one per
+// ordered GPU pair, or through MPI when the peer GPU belongs to another
+// process (`mpi` set, one process per GPU or per block of GPUs). In a group
+// call a GPU first posts all its sends (they never block) and then waits for
+// its receives, so plans whose groups are acyclic cannot deadlock; a receive
+// or dependency that waits longer than `timeout_s` fails the run instead of
+// hanging it.
+//
+// Memory: every allocation is tracked exactly per GPU (device and host
+// spaces apart) at the moment the worker executes it. New allocations are
+// filled with a poison byte so data that was never written cannot pass the
+// check by luck. Times are steady_clock wall times (they show ordering, not
+// GPU speed).
+#pragma once
+
+#include <memory>
+
+#include "executor/backend.h"
+
+namespace reshard {
+
+struct HostBackendOptions {
+  const MpiSession* mpi = nullptr;  // several processes; nullptr: this process drives every GPU
+  double timeout_s = 60;            // longest wait for a message or a dependency
+  unsigned char poison = 0xA5;      // byte new allocations are filled with
+};
+
+std::unique_ptr<Backend> MakeHostBackend(const HostBackendOptions& options = {});
+
+}  // namespace reshard

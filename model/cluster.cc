@@ -1,0 +1,602 @@
+// Cluster presets (as a data table), link efficiency curves, fingerprints and
+// the JSON forms of clusters and calibration profiles.
+#include "model/cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
+
+namespace reshard {
+
+using nlohmann::json;
+
+std::string_view LinkClassName(LinkClass c) {
+  switch (c) {
+    case LinkClass::kLocal: return "local";
+    case LinkClass::kNvlink: return "nvlink";
+    case LinkClass::kNetwork: return "network";
+    case LinkClass::kPcie: return "pcie";
+  }
+  RESHARD_CHECK(false, "unknown LinkClass");
+  return "";
+}
+
+// Log-linear interpolation: fraction is linear in log(bytes) between points,
+// clamped to the first / last point outside their range. O(log points).
+double LinkProfile::Efficiency(int64_t bytes) const {
+  if (efficiency.empty()) return 1.0;
+  if (bytes <= efficiency.front().bytes) return efficiency.front().fraction;
+  if (bytes >= efficiency.back().bytes) return efficiency.back().fraction;
+  auto hi = std::upper_bound(efficiency.begin(), efficiency.end(), bytes,
+                             [](int64_t b, const EfficiencyPoint& p) { return b < p.bytes; });
+  auto lo = hi - 1;
+  double t = (std::log(static_cast<double>(bytes)) - std::log(static_cast<double>(lo->bytes))) /
+             (std::log(static_cast<double>(hi->bytes)) - std::log(static_cast<double>(lo->bytes)));
+  return lo->fraction + t * (hi->fraction - lo->fraction);
+}
+
+int32_t Cluster::NicOf(int32_t gpu) const {
+  if (nics_per_node <= 0) return -1;
+  int32_t local = gpu % gpus_per_node;
+  // GPUs spread evenly: with 8 GPUs and 4 NICs, GPUs 0,1 use NIC 0, 2,3 NIC 1, ...
+  int64_t nic_in_node = static_cast<int64_t>(local) * nics_per_node / gpus_per_node;
+  return NodeOf(gpu) * nics_per_node + static_cast<int32_t>(nic_in_node);
+}
+
+LinkClass Cluster::Between(int32_t a, int32_t b) const {
+  if (a == b) return LinkClass::kLocal;
+  return DomainOf(a) == DomainOf(b) ? LinkClass::kNvlink : LinkClass::kNetwork;
+}
+
+const LinkProfile& Cluster::Link(LinkClass c) const {
+  switch (c) {
+    case LinkClass::kLocal: return device_copy;
+    case LinkClass::kNvlink: return nvlink;
+    case LinkClass::kNetwork: return network;
+    case LinkClass::kPcie: return pcie;
+  }
+  RESHARD_CHECK(false, "unknown LinkClass");
+  return nvlink;
+}
+
+namespace {
+
+// FNV-1a, 64 bit: a stable hash (std::hash is not stable across builds).
+uint64_t Fnv1a(std::string_view s) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void AppendLink(std::string& out, std::string_view name, const LinkProfile& l) {
+  // fmt's "{}" prints the shortest string that round-trips a double: canonical.
+  out += fmt::format("{}:latency_ns={};bytes_per_s={};duplex_bytes_per_s={};efficiency=", name, l.latency_ns,
+                     l.bytes_per_s, l.duplex_bytes_per_s);
+  for (const auto& p : l.efficiency) out += fmt::format("({},{})", p.bytes, p.fraction);
+  out += "\n";
+}
+
+}  // namespace
+
+// Hashes what changes a plan's validity or timing; labels (name, measured,
+// profile_source) do not enter, so a renamed copy of a cluster matches.
+std::string Cluster::Fingerprint() const {
+  std::string s = fmt::format(
+      "reshard-cluster-v1\nnodes={}\ngpus_per_node={}\nnvlink_domain_nodes={}\nnics_per_node={}\n"
+      "gpu_memory_bytes={}\nhost_memory_bytes={}\ncuda_context_bytes={}\nnccl_bytes_per_peer={}\n",
+      nodes, gpus_per_node, nvlink_domain_nodes, nics_per_node, gpu_memory_bytes, host_memory_bytes,
+      overheads.cuda_context_bytes, overheads.nccl_bytes_per_peer);
+  AppendLink(s, "nvlink", nvlink);
+  AppendLink(s, "network", network);
+  AppendLink(s, "pcie", pcie);
+  AppendLink(s, "pcie_pageable", pcie_pageable);
+  AppendLink(s, "device_copy", device_copy);
+  return fmt::format("{:016x}", Fnv1a(s));
+}
+
+// ---------------------------------------------------------------------------
+// Presets, as data. Bandwidths in GB/s (1e9 bytes/s) as datasheets and NCCL
+// tests print them; memory in MiB as nvidia-smi prints it.
+
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+struct CurvePointRow {
+  int64_t bytes;
+  double achieved_gb_per_s;  // measured (or estimated) end-to-end, latency included
+};
+
+struct LinkRow {
+  double gb_per_s = 0;         // peak, one direction
+  double duplex_gb_per_s = 0;  // per direction, both directions busy (0 = same)
+  double latency_us = 0;       // per-op floor
+  std::vector<CurvePointRow> curve;
+};
+
+struct PresetRow {
+  const char* name;
+  int32_t nodes;
+  int32_t gpus_per_node;
+  int32_t nvlink_domain_nodes;
+  int32_t nics_per_node;
+  int64_t gpu_memory_mib;
+  int64_t host_memory_gib;
+  LinkRow nvlink, network, pcie, pcie_pageable, device_copy;
+  int64_t cuda_context_mib;
+  int64_t nccl_per_peer_mib;
+  bool measured;
+  const char* source;
+};
+
+// Turns measured end-to-end throughput into the efficiency the simulator uses
+// with time = latency + bytes / (peak * efficiency): the latency is removed
+// first so it is not counted twice. Fractions are capped at 1.
+std::vector<EfficiencyPoint> CurveFromThroughput(const LinkRow& r) {
+  std::vector<EfficiencyPoint> out;
+  const double peak = r.gb_per_s * 1e9;
+  for (const auto& p : r.curve) {
+    double total_s = static_cast<double>(p.bytes) / (p.achieved_gb_per_s * 1e9);
+    double wire_s = total_s - r.latency_us * 1e-6;
+    double fraction = wire_s > 0 ? static_cast<double>(p.bytes) / wire_s / peak : 1.0;
+    out.push_back({p.bytes, std::min(1.0, fraction)});
+  }
+  return out;
+}
+
+LinkProfile LinkFromRow(const LinkRow& r) {
+  LinkProfile l;
+  l.latency_ns = std::llround(r.latency_us * 1000);
+  l.bytes_per_s = r.gb_per_s * 1e9;
+  l.duplex_bytes_per_s = r.duplex_gb_per_s * 1e9;
+  l.efficiency = CurveFromThroughput(r);
+  return l;
+}
+
+// NCCL send/recv over NVLink4 NV18 measured on 2x H200 (DESIGN "Measured ceilings").
+const std::vector<CurvePointRow> kNvlink4Measured = {
+    {4 * kMiB, 92}, {16 * kMiB, 190}, {64 * kMiB, 295}, {256 * kMiB, 347}, {kGiB, 365}};
+// NVLink5 (GB200): twice NVLink4's links per GPU; the ramp scaled by 2 (estimate).
+const std::vector<CurvePointRow> kNvlink5Estimate = {
+    {4 * kMiB, 184}, {16 * kMiB, 380}, {64 * kMiB, 590}, {256 * kMiB, 694}, {kGiB, 730}};
+// NCCL send/recv over one 400G NDR NIC: 46-48 GB/s at large sizes (DOMAIN
+// notes); the ramp (128 KB chunks) is an estimate until calibrated.
+const std::vector<CurvePointRow> kNdr400Estimate = {
+    {1 * kMiB, 25}, {8 * kMiB, 42}, {64 * kMiB, 47}, {256 * kMiB, 48}};
+// 800G XDR (ConnectX-8): twice the above (estimate).
+const std::vector<CurvePointRow> kXdr800Estimate = {
+    {1 * kMiB, 40}, {8 * kMiB, 78}, {64 * kMiB, 93}, {256 * kMiB, 96}};
+
+// CUDA context: ~0.5 GiB per GPU with CUDA 12 lazy loading (typical of
+// PyTorch processes on Hopper). NCCL per peer: 2 p2p channels per peer x 4 MiB
+// Simple buffers, both directions, plus LL/LL128 buffers: ~32 MiB. Both are
+// estimates that `reshard calibrate` replaces (ncclCommMemStats).
+constexpr int64_t kCudaContextMiB = 512;
+constexpr int64_t kNcclPerPeerMiB = 32;
+
+const std::vector<PresetRow>& PresetTable() {
+  static const std::vector<PresetRow> table = {
+      {.name = "h200-x2",
+       .nodes = 1,
+       .gpus_per_node = 2,
+       .nvlink_domain_nodes = 1,
+       .nics_per_node = 0,
+       .gpu_memory_mib = 143771,  // nvidia-smi total of one H200
+       .host_memory_gib = 256,
+       .nvlink = {.gb_per_s = 365, .duplex_gb_per_s = 358, .latency_us = 23, .curve = kNvlink4Measured},
+       .network = {},
+       .pcie = {.gb_per_s = 55, .latency_us = 10, .curve = {}},
+       .pcie_pageable = {.gb_per_s = 6.6, .latency_us = 10, .curve = {}},
+       .device_copy = {.gb_per_s = 2100, .latency_us = 5, .curve = {}},
+       .cuda_context_mib = kCudaContextMiB,
+       .nccl_per_peer_mib = kNcclPerPeerMiB,
+       .measured = true,
+       .source = "preset h200-x2 (DESIGN measured ceilings: NCCL p2p, pinned/pageable PCIe, device copy)"},
+      {.name = "dgx-h100",
+       .nodes = 1,
+       .gpus_per_node = 8,
+       .nvlink_domain_nodes = 1,
+       .nics_per_node = 8,
+       .gpu_memory_mib = 81559,  // nvidia-smi total of one H100 SXM 80GB
+       .host_memory_gib = 2048,
+       .nvlink = {.gb_per_s = 365, .duplex_gb_per_s = 358, .latency_us = 23, .curve = kNvlink4Measured},
+       .network = {.gb_per_s = 48, .latency_us = 12, .curve = kNdr400Estimate},
+       .pcie = {.gb_per_s = 55, .latency_us = 10, .curve = {}},
+       .pcie_pageable = {.gb_per_s = 6.6, .latency_us = 10, .curve = {}},
+       .device_copy = {.gb_per_s = 1450, .latency_us = 5, .curve = {}},  // H200's 2.1 TB/s x HBM 3.35/4.8
+       .cuda_context_mib = kCudaContextMiB,
+       .nccl_per_peer_mib = kNcclPerPeerMiB,
+       .measured = false,
+       .source = "preset dgx-h100 (DGX H100 datasheet: 8x H100 80GB, NVLink4 NV18, 8x 400G ConnectX-7; "
+                 "NVLink curve from h200-x2 measurements; NIC and PCIe are estimates)"},
+      {.name = "dgx-h200",
+       .nodes = 1,
+       .gpus_per_node = 8,
+       .nvlink_domain_nodes = 1,
+       .nics_per_node = 8,
+       .gpu_memory_mib = 143771,  // H200 141GB
+       .host_memory_gib = 2048,
+       .nvlink = {.gb_per_s = 365, .duplex_gb_per_s = 358, .latency_us = 23, .curve = kNvlink4Measured},
+       .network = {.gb_per_s = 48, .latency_us = 12, .curve = kNdr400Estimate},
+       .pcie = {.gb_per_s = 55, .latency_us = 10, .curve = {}},
+       .pcie_pageable = {.gb_per_s = 6.6, .latency_us = 10, .curve = {}},
+       .device_copy = {.gb_per_s = 2100, .latency_us = 5, .curve = {}},
+       .cuda_context_mib = kCudaContextMiB,
+       .nccl_per_peer_mib = kNcclPerPeerMiB,
+       .measured = false,
+       .source = "preset dgx-h200 (DGX H200 datasheet: 8x H200 141GB, NVLink4 NV18, 8x 400G ConnectX-7; "
+                 "NVLink, PCIe and copy numbers from h200-x2 measurements; NIC is an estimate)"},
+      {.name = "gb200-nvl72",
+       .nodes = 18,
+       .gpus_per_node = 4,
+       .nvlink_domain_nodes = 18,
+       .nics_per_node = 4,
+       .gpu_memory_mib = 189471,  // B200 in GB200, marketed 186 GB
+       .host_memory_gib = 960,    // 2 Grace CPUs x 480 GB LPDDR5X per tray
+       .nvlink = {.gb_per_s = 730, .duplex_gb_per_s = 716, .latency_us = 23, .curve = kNvlink5Estimate},
+       .network = {.gb_per_s = 96, .latency_us = 12, .curve = kXdr800Estimate},
+       .pcie = {.gb_per_s = 375, .latency_us = 10, .curve = {}},  // NVLink-C2C to Grace
+       .pcie_pageable = {.gb_per_s = 50, .latency_us = 10, .curve = {}},
+       .device_copy = {.gb_per_s = 3500, .latency_us = 5, .curve = {}},
+       .cuda_context_mib = kCudaContextMiB,
+       .nccl_per_peer_mib = kNcclPerPeerMiB,
+       .measured = false,
+       .source = "preset gb200-nvl72 (GB200 NVL72 datasheet: 18 trays x 4 GPUs 186GB, NVLink5 1.8 TB/s "
+                 "bidirectional, 4x 800G ConnectX-8 per tray, NVLink-C2C host link; achieved bandwidths "
+                 "scaled from NVLink4/NDR measurements, all estimates)"},
+  };
+  return table;
+}
+
+Cluster ClusterFromRow(const PresetRow& r) {
+  Cluster c;
+  c.name = r.name;
+  c.nodes = r.nodes;
+  c.gpus_per_node = r.gpus_per_node;
+  c.nvlink_domain_nodes = r.nvlink_domain_nodes;
+  c.nics_per_node = r.nics_per_node;
+  c.gpu_memory_bytes = r.gpu_memory_mib * kMiB;
+  c.host_memory_bytes = r.host_memory_gib * kGiB;
+  c.nvlink = LinkFromRow(r.nvlink);
+  c.network = LinkFromRow(r.network);
+  c.pcie = LinkFromRow(r.pcie);
+  c.pcie_pageable = LinkFromRow(r.pcie_pageable);
+  c.device_copy = LinkFromRow(r.device_copy);
+  c.overheads.cuda_context_bytes = r.cuda_context_mib * kMiB;
+  c.overheads.nccl_bytes_per_peer = r.nccl_per_peer_mib * kMiB;
+  c.measured = r.measured;
+  c.profile_source = r.source;
+  return c;
+}
+
+}  // namespace
+
+std::vector<std::string> ClusterPresetNames() {
+  std::vector<std::string> names;
+  for (const auto& r : PresetTable()) names.emplace_back(r.name);
+  return names;
+}
+
+Cluster ClusterPreset(const std::string& name, const std::string& file, const std::string& field) {
+  for (const auto& r : PresetTable())
+    if (name == r.name) return ClusterFromRow(r);
+  std::string problem = fmt::format("unknown cluster preset '{}'", name);
+  std::string s = Suggest(name, ClusterPresetNames());
+  if (!s.empty()) problem += fmt::format(" (did you mean '{}'?)", s);
+  problem += fmt::format("; presets: {}", fmt::join(ClusterPresetNames(), ", "));
+  throw InputError(file, field, problem);
+}
+
+// ---------------------------------------------------------------------------
+// Validation.
+
+namespace {
+
+std::string Dot(const std::string& a, std::string_view b) { return a.empty() ? std::string(b) : a + "." + std::string(b); }
+
+void ValidateLink(const LinkProfile& l, const std::string& file, const std::string& field) {
+  if (!std::isfinite(l.bytes_per_s) || l.bytes_per_s < 0)
+    throw InputError(file, Dot(field, "bytes_per_s"), "must be a finite number >= 0");
+  if (!std::isfinite(l.duplex_bytes_per_s) || l.duplex_bytes_per_s < 0)
+    throw InputError(file, Dot(field, "duplex_bytes_per_s"), "must be a finite number >= 0");
+  if (l.latency_ns < 0) throw InputError(file, Dot(field, "latency_ns"), "must be >= 0");
+  for (size_t i = 0; i < l.efficiency.size(); ++i) {
+    const auto& p = l.efficiency[i];
+    std::string f = fmt::format("{}.efficiency[{}]", field, i);
+    if (p.bytes <= 0) throw InputError(file, f + ".bytes", "must be > 0");
+    if (!(p.fraction > 0 && p.fraction <= 1)) throw InputError(file, f + ".fraction", "must be in (0, 1]");
+    if (i > 0 && p.bytes <= l.efficiency[i - 1].bytes)
+      throw InputError(file, f + ".bytes", "points must be sorted by strictly increasing bytes");
+  }
+}
+
+}  // namespace
+
+void ValidateCluster(const Cluster& c, const std::string& file, const std::string& field) {
+  auto positive = [&](int64_t v, std::string_view name) {
+    if (v <= 0) throw InputError(file, Dot(field, name), fmt::format("must be > 0, got {}", v));
+  };
+  positive(c.nodes, "nodes");
+  positive(c.gpus_per_node, "gpus_per_node");
+  positive(c.nvlink_domain_nodes, "nvlink_domain_nodes");
+  positive(c.gpu_memory_bytes, "gpu_memory");
+  if (c.nics_per_node < 0) throw InputError(file, Dot(field, "nics_per_node"), "must be >= 0");
+  if (c.host_memory_bytes < 0) throw InputError(file, Dot(field, "host_memory"), "must be >= 0");
+  if (static_cast<int64_t>(c.nodes) * c.gpus_per_node > std::numeric_limits<int32_t>::max())
+    throw InputError(file, Dot(field, "nodes"), "too many GPUs");
+  ValidateLink(c.nvlink, file, Dot(field, "nvlink"));
+  ValidateLink(c.network, file, Dot(field, "network"));
+  ValidateLink(c.pcie, file, Dot(field, "pcie"));
+  ValidateLink(c.pcie_pageable, file, Dot(field, "pcie_pageable"));
+  ValidateLink(c.device_copy, file, Dot(field, "device_copy"));
+  // Links that the topology needs must have bandwidth.
+  if (c.gpus_per_node * static_cast<int64_t>(c.nvlink_domain_nodes) > 1 && c.nvlink.bytes_per_s <= 0)
+    throw InputError(file, Dot(field, "nvlink.bytes_per_s"), "must be > 0: NVLink domains hold several GPUs");
+  if (c.nodes > c.nvlink_domain_nodes) {
+    if (c.nics_per_node <= 0)
+      throw InputError(file, Dot(field, "nics_per_node"),
+                       fmt::format("must be > 0: {} nodes span several NVLink domains of {} node(s)", c.nodes,
+                                   c.nvlink_domain_nodes));
+    if (c.network.bytes_per_s <= 0)
+      throw InputError(file, Dot(field, "network.bytes_per_s"),
+                       "must be > 0: the cluster spans several NVLink domains");
+  }
+  if (c.device_copy.bytes_per_s <= 0) throw InputError(file, Dot(field, "device_copy.bytes_per_s"), "must be > 0");
+  if (c.pcie.bytes_per_s <= 0) throw InputError(file, Dot(field, "pcie.bytes_per_s"), "must be > 0");
+}
+
+// ---------------------------------------------------------------------------
+// JSON.
+
+namespace {
+
+[[noreturn]] void Bad(const std::string& file, const std::string& field, const std::string& problem) {
+  throw InputError(file, field, problem);
+}
+
+std::string TypeName(const json& j) { return j.type_name(); }
+
+void CheckObject(const json& j, const std::string& file, const std::string& field) {
+  if (!j.is_object()) Bad(file, field, fmt::format("expected an object, got {}", TypeName(j)));
+}
+
+void CheckKeys(const json& j, const std::string& file, const std::string& field,
+               const std::vector<std::string>& allowed) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
+    std::string problem = fmt::format("unknown field '{}'", it.key());
+    std::string s = Suggest(it.key(), allowed);
+    if (!s.empty()) problem += fmt::format(" (did you mean '{}'?)", s);
+    Bad(file, Dot(field, it.key()), problem);
+  }
+}
+
+const json& Need(const json& j, const std::string& key, const std::string& file, const std::string& field) {
+  auto it = j.find(key);
+  if (it == j.end()) Bad(file, Dot(field, key), "missing field");
+  return *it;
+}
+
+int64_t GetInt(const json& j, const std::string& file, const std::string& field) {
+  if (j.is_number_integer()) return j.get<int64_t>();
+  if (j.is_number_float()) {
+    double d = j.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) return static_cast<int64_t>(d);
+  }
+  Bad(file, field, fmt::format("expected an integer, got {} {}", TypeName(j), j.dump()));
+}
+
+double GetNumber(const json& j, const std::string& file, const std::string& field) {
+  if (!j.is_number()) Bad(file, field, fmt::format("expected a number, got {} {}", TypeName(j), j.dump()));
+  double d = j.get<double>();
+  if (!std::isfinite(d)) Bad(file, field, "must be finite");
+  return d;
+}
+
+bool GetBool(const json& j, const std::string& file, const std::string& field) {
+  if (!j.is_boolean()) Bad(file, field, fmt::format("expected true or false, got {} {}", TypeName(j), j.dump()));
+  return j.get<bool>();
+}
+
+std::string GetString(const json& j, const std::string& file, const std::string& field) {
+  if (!j.is_string()) Bad(file, field, fmt::format("expected a string, got {} {}", TypeName(j), j.dump()));
+  return j.get<std::string>();
+}
+
+const std::vector<std::string> kLinkNames = {"nvlink", "network", "pcie", "pcie_pageable", "device_copy"};
+
+// The link member of each name in kLinkNames.
+LinkProfile Cluster::*LinkMember(const std::string& name) {
+  if (name == "nvlink") return &Cluster::nvlink;
+  if (name == "network") return &Cluster::network;
+  if (name == "pcie") return &Cluster::pcie;
+  if (name == "pcie_pageable") return &Cluster::pcie_pageable;
+  RESHARD_CHECK(name == "device_copy", name);
+  return &Cluster::device_copy;
+}
+
+void OverheadsToJson(json& j, const MemoryOverheads& o) {
+  j = json{{"cuda_context_bytes", o.cuda_context_bytes}, {"nccl_bytes_per_peer", o.nccl_bytes_per_peer}};
+}
+
+void ApplyOverheadsJson(MemoryOverheads& o, const json& j, const std::string& file, const std::string& field,
+                        bool require_all) {
+  CheckObject(j, file, field);
+  CheckKeys(j, file, field, {"cuda_context_bytes", "nccl_bytes_per_peer"});
+  auto get = [&](const char* key, int64_t& out) {
+    auto it = j.find(key);
+    if (it == j.end()) {
+      if (require_all) Bad(file, Dot(field, key), "missing field");
+      return;
+    }
+    out = GetInt(*it, file, Dot(field, key));
+    if (out < 0) Bad(file, Dot(field, key), "must be >= 0");
+  };
+  get("cuda_context_bytes", o.cuda_context_bytes);
+  get("nccl_bytes_per_peer", o.nccl_bytes_per_peer);
+}
+
+}  // namespace
+
+void to_json(json& j, const LinkProfile& l) {
+  json eff = json::array();
+  for (const auto& p : l.efficiency) eff.push_back({{"bytes", p.bytes}, {"fraction", p.fraction}});
+  j = json{{"latency_ns", l.latency_ns},
+           {"bytes_per_s", l.bytes_per_s},
+           {"duplex_bytes_per_s", l.duplex_bytes_per_s},
+           {"efficiency", eff}};
+}
+
+LinkProfile LinkProfileFromJson(const json& j, const std::string& file, const std::string& field) {
+  CheckObject(j, file, field);
+  CheckKeys(j, file, field, {"latency_ns", "bytes_per_s", "duplex_bytes_per_s", "efficiency"});
+  LinkProfile l;
+  l.latency_ns = GetInt(Need(j, "latency_ns", file, field), file, Dot(field, "latency_ns"));
+  l.bytes_per_s = GetNumber(Need(j, "bytes_per_s", file, field), file, Dot(field, "bytes_per_s"));
+  if (auto it = j.find("duplex_bytes_per_s"); it != j.end())
+    l.duplex_bytes_per_s = GetNumber(*it, file, Dot(field, "duplex_bytes_per_s"));
+  if (auto it = j.find("efficiency"); it != j.end()) {
+    std::string f = Dot(field, "efficiency");
+    if (!it->is_array()) Bad(file, f, fmt::format("expected an array, got {}", TypeName(*it)));
+    for (size_t i = 0; i < it->size(); ++i) {
+      std::string fi = fmt::format("{}[{}]", f, i);
+      const json& p = (*it)[i];
+      CheckObject(p, file, fi);
+      CheckKeys(p, file, fi, {"bytes", "fraction"});
+      l.efficiency.push_back({GetInt(Need(p, "bytes", file, fi), file, fi + ".bytes"),
+                              GetNumber(Need(p, "fraction", file, fi), file, fi + ".fraction")});
+    }
+  }
+  ValidateLink(l, file, field);
+  return l;
+}
+
+void to_json(json& j, const Cluster& c) {
+  json links = json::object();
+  for (const auto& name : kLinkNames) links[name] = c.*LinkMember(name);
+  json overheads;
+  OverheadsToJson(overheads, c.overheads);
+  j = json{{"name", c.name},
+           {"nodes", c.nodes},
+           {"gpus_per_node", c.gpus_per_node},
+           {"nvlink_domain_nodes", c.nvlink_domain_nodes},
+           {"nics_per_node", c.nics_per_node},
+           {"gpu_memory_bytes", c.gpu_memory_bytes},
+           {"host_memory_bytes", c.host_memory_bytes},
+           {"links", links},
+           {"overheads", overheads},
+           {"measured", c.measured},
+           {"profile_source", c.profile_source},
+           {"fingerprint", c.Fingerprint()}};
+}
+
+Cluster ClusterFromJson(const json& j, const std::string& file) {
+  const std::string field = "cluster";
+  CheckObject(j, file, field);
+  CheckKeys(j, file, field,
+            {"name", "nodes", "gpus_per_node", "nvlink_domain_nodes", "nics_per_node", "gpu_memory_bytes",
+             "host_memory_bytes", "links", "overheads", "measured", "profile_source", "fingerprint"});
+  Cluster c;
+  auto int32 = [&](const char* key) {
+    int64_t v = GetInt(Need(j, key, file, field), file, Dot(field, key));
+    if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+      Bad(file, Dot(field, key), "out of range");
+    return static_cast<int32_t>(v);
+  };
+  c.name = GetString(Need(j, "name", file, field), file, Dot(field, "name"));
+  c.nodes = int32("nodes");
+  c.gpus_per_node = int32("gpus_per_node");
+  c.nvlink_domain_nodes = int32("nvlink_domain_nodes");
+  c.nics_per_node = int32("nics_per_node");
+  c.gpu_memory_bytes = GetInt(Need(j, "gpu_memory_bytes", file, field), file, Dot(field, "gpu_memory_bytes"));
+  c.host_memory_bytes = GetInt(Need(j, "host_memory_bytes", file, field), file, Dot(field, "host_memory_bytes"));
+  const json& links = Need(j, "links", file, field);
+  CheckObject(links, file, Dot(field, "links"));
+  CheckKeys(links, file, Dot(field, "links"), kLinkNames);
+  for (const auto& name : kLinkNames)
+    c.*LinkMember(name) = LinkProfileFromJson(Need(links, name, file, Dot(field, "links")), file,
+                                              Dot(field, "links." + name));
+  ApplyOverheadsJson(c.overheads, Need(j, "overheads", file, field), file, Dot(field, "overheads"), true);
+  if (auto it = j.find("measured"); it != j.end()) c.measured = GetBool(*it, file, Dot(field, "measured"));
+  if (auto it = j.find("profile_source"); it != j.end())
+    c.profile_source = GetString(*it, file, Dot(field, "profile_source"));
+  ValidateCluster(c, file, field);
+  if (auto it = j.find("fingerprint"); it != j.end()) {
+    std::string fp = GetString(*it, file, Dot(field, "fingerprint"));
+    if (fp != c.Fingerprint())
+      Bad(file, Dot(field, "fingerprint"),
+          fmt::format("'{}' does not match the cluster's fields (fingerprint {}); was the file edited?", fp,
+                      c.Fingerprint()));
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// Calibration profiles.
+
+void ApplyProfileJson(Cluster& c, const json& j, const std::string& path) {
+  CheckObject(j, path, "");
+  CheckKeys(j, path, "", {"name", "measured", "source", "links", "memory"});
+  std::string name, source;
+  if (auto it = j.find("name"); it != j.end()) name = GetString(*it, path, "name");
+  if (auto it = j.find("source"); it != j.end()) source = GetString(*it, path, "source");
+  bool measured = true;  // profiles are written by `reshard calibrate` unless they say otherwise
+  if (auto it = j.find("measured"); it != j.end()) measured = GetBool(*it, path, "measured");
+  Cluster out = c;
+  if (auto it = j.find("links"); it != j.end()) {
+    CheckObject(*it, path, "links");
+    CheckKeys(*it, path, "links", kLinkNames);
+    for (const auto& link : kLinkNames)
+      if (auto l = it->find(link); l != it->end()) out.*LinkMember(link) = LinkProfileFromJson(*l, path, "links." + link);
+  }
+  if (auto it = j.find("memory"); it != j.end()) ApplyOverheadsJson(out.overheads, *it, path, "memory", false);
+  out.measured = measured;
+  out.profile_source = path;
+  if (!name.empty() || !source.empty()) {
+    std::string detail = name;
+    if (!source.empty()) detail += (detail.empty() ? "" : ": ") + source;
+    out.profile_source += " (" + detail + ")";
+  }
+  ValidateCluster(out, path, "links");
+  c = std::move(out);
+}
+
+void ApplyProfileFile(Cluster& c, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "", "cannot open calibration profile");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw InputError(path, "", fmt::format("not valid JSON: {}", e.what()));
+  }
+  ApplyProfileJson(c, j, path);
+}
+
+json ProfileJson(const Cluster& c) {
+  json links = json::object();
+  for (const auto& name : kLinkNames) links[name] = c.*LinkMember(name);
+  json memory;
+  OverheadsToJson(memory, c.overheads);
+  return json{{"name", c.name},
+              {"measured", c.measured},
+              {"source", c.profile_source},
+              {"links", links},
+              {"memory", memory}};
+}
+
+}  // namespace reshard

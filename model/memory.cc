@@ -1,0 +1,117 @@
+// Memory at refit start (declared in model/scenario.h).
+//
+// Per GPU g, summing over the source ranks r placed on g:
+//   training_weights = RankBytes(r)                         (the layout's local buffers, dtype bytes)
+//   optimizer        = bytes_per_param * (dense_r / (dp*cp) + expert_r / edp)   distributed optimizer
+//                    = bytes_per_param * (dense_r + expert_r)                    otherwise
+//     dense_r  = parameters of r outside the stacked experts (buffer elements minus expert pieces),
+//     expert_r = elements of r's expert pieces,
+//     edp      = tp*cp*dp / (ep*etp), Megatron's expert-data-parallel size
+//     (Megatron shards dense optimizer state over the DP x CP group and expert
+//     state over the expert-data-parallel group); rounded up to whole bytes.
+//     Offload is not applied: it is a choice the planner makes during the refit.
+//   gradients        = grad_bytes_per_param * (dense_r + expert_r)  if keep_gradients
+//     (Megatron's full-size fp32 main_grad buffer; not sharded by the distributed optimizer)
+// plus, per GPU: kv_cache on every destination GPU; reserve and the CUDA
+// context on every GPU that either side uses. Unused GPUs are all zero.
+// Destination weights are not counted: the plan allocates them.
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+#include "model/scenario.h"
+
+namespace reshard {
+
+namespace {
+
+bool IsExpert(TensorKind k) {
+  return k == TensorKind::kExpertGate || k == TensorKind::kExpertUp || k == TensorKind::kExpertDown;
+}
+
+int64_t CeilBytes(double bytes) { return static_cast<int64_t>(std::ceil(bytes - 1e-9)); }
+
+}  // namespace
+
+std::vector<GpuMemoryAtStart> MemoryAtStart(const Scenario& s, const Layout& source) {
+  const int32_t gpus = s.cluster.Gpus();
+  RESHARD_CHECK(source.Ranks() == static_cast<int32_t>(s.source_gpus.size()), "layout does not match the scenario");
+  std::vector<GpuMemoryAtStart> out(gpus);
+  for (int32_t g = 0; g < gpus; ++g) out[g].gpu = g;
+
+  // Split each distinct shard once into dense and expert elements: O(pieces).
+  std::vector<int64_t> expert_elems(source.shards.size(), 0);
+  for (size_t i = 0; i < source.shards.size(); ++i)
+    for (const Piece& p : source.shards[i].pieces)
+      if (IsExpert(s.model.tensors[p.tensor].kind)) expert_elems[i] += Volume(p.box);
+
+  const SourceParallel& sp = s.source;
+  const int64_t dp_cp = static_cast<int64_t>(sp.dp) * sp.cp;
+  const int64_t edp = std::max<int64_t>(1, static_cast<int64_t>(sp.tp) * sp.cp * sp.dp / (int64_t{sp.ep} * sp.etp));
+  const OptimizerConfig& opt = s.memory.optimizer;
+
+  std::vector<bool> used(gpus, false);
+  for (int32_t r = 0; r < source.Ranks(); ++r) {
+    const int32_t g = s.source_gpus[r];
+    RESHARD_CHECK(g >= 0 && g < gpus, "source GPU out of range");
+    used[g] = true;
+    const int32_t shard = source.rank_shard[r];
+    const int64_t total = source.shards[shard].Elements();
+    const int64_t expert = expert_elems[shard];
+    const int64_t dense = total - expert;
+    out[g].training_weights += source.RankBytes(r);
+    double opt_params = opt.distributed ? static_cast<double>(dense) / static_cast<double>(dp_cp) +
+                                              static_cast<double>(expert) / static_cast<double>(edp)
+                                        : static_cast<double>(total);
+    out[g].optimizer += CeilBytes(opt_params * opt.bytes_per_param);
+    if (s.memory.keep_gradients)
+      out[g].gradients += CeilBytes(static_cast<double>(total) * s.memory.grad_bytes_per_param);
+  }
+  for (int32_t g : s.destination_gpus) {
+    RESHARD_CHECK(g >= 0 && g < gpus, "destination GPU out of range");
+    used[g] = true;
+    out[g].kv_cache += s.memory.kv_cache_bytes;
+  }
+  for (int32_t g = 0; g < gpus; ++g) {
+    if (!used[g]) continue;
+    out[g].reserve = s.memory.reserve_bytes;
+    out[g].overheads = s.cluster.overheads.cuda_context_bytes;
+  }
+  return out;
+}
+
+Feasibility CheckStartFits(const Scenario& s, const std::vector<GpuMemoryAtStart>& mem) {
+  Feasibility f;
+  const int64_t capacity = s.cluster.gpu_memory_bytes;
+  for (const auto& m : mem) {
+    int64_t missing = m.Total() - capacity;
+    if (missing > f.missing_bytes) {  // strict: ties keep the lowest GPU id
+      f.fits = false;
+      f.gpu = m.gpu;
+      f.missing_bytes = missing;
+      f.message = fmt::format("GPU {} needs {} but has {}: {} missing", m.gpu, FormatBytes(m.Total()),
+                              FormatBytes(capacity), FormatBytes(missing));
+    }
+  }
+  return f;
+}
+
+// Binary units with three significant figures: "512 B", "7.48 GiB", "151.2 GiB".
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < 0) {
+    if (bytes == std::numeric_limits<int64_t>::min()) return "-8.00 EiB";
+    return "-" + FormatBytes(-bytes);
+  }
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes) / 1024;
+  size_t u = 0;
+  while (v >= 1023.95 && u + 1 < std::size(kUnits)) v /= 1024, ++u;
+  return v < 9.995 ? fmt::format("{:.2f} {}", v, kUnits[u]) : fmt::format("{:.1f} {}", v, kUnits[u]);
+}
+
+}  // namespace reshard

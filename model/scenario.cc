@@ -1,0 +1,745 @@
+// Scenario reader: YAML (yaml-cpp) or JSON (nlohmann, converted to a YAML
+// tree so one reader serves both). Every mapping is checked against the keys
+// it allows, so a typo is an error with a suggestion, never silently ignored.
+// The layouts are built during loading, so a layout that does not divide is
+// reported as a scenario error naming the field.
+#include "model/scenario.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/builtin_scenarios.h"
+#include "model/error.h"
+
+namespace reshard {
+
+namespace {
+
+__extension__ typedef __int128 Int128;  // GCC/Clang extension; exact size arithmetic
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool LooksNonFinite(std::string_view s) {
+  std::string l = Lower(Trim(s));
+  if (!l.empty() && (l[0] == '+' || l[0] == '-')) l.erase(0, 1);
+  if (!l.empty() && l[0] == '.') l.erase(0, 1);
+  return l == "nan" || l == "inf" || l == "infinity";
+}
+
+std::string WithSuggestion(std::string problem, std::string_view name, const std::vector<std::string>& candidates) {
+  std::string s = Suggest(name, candidates);
+  if (!s.empty()) problem += fmt::format(" (did you mean '{}'?)", s);
+  return problem;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// ParseBytes: decimal number (optional fraction and exponent), optional unit.
+// Exact integer arithmetic in __int128, rounded to the nearest byte, so
+// "1.5GB" is exactly 1500000000 and int64 overflow is detected, not wrapped.
+
+int64_t ParseBytes(const std::string& text, const std::string& file, const std::string& field) {
+  std::string_view s = Trim(text);
+  auto fail = [&](const std::string& problem) -> int64_t { throw InputError(file, field, problem); };
+  if (s.empty()) return fail("empty size; expected e.g. 256MiB, 4 GiB, 1.5GB or a number of bytes");
+  if (LooksNonFinite(s)) return fail(fmt::format("'{}' is not a finite size", text));
+  if (s.front() == '-') return fail(fmt::format("size must not be negative, got '{}'", text));
+  size_t i = 0;
+  if (s[i] == '+') ++i;
+  // Keep at most ~27 significant digits: later integer digits scale the
+  // exponent, later fraction digits are dropped (below a byte anyway).
+  constexpr Int128 kKeep = Int128{1} << 90;
+  Int128 mantissa = 0;
+  int digits = 0, frac_digits = 0, dropped_int_digits = 0;
+  for (; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, ++digits) {
+    if (mantissa > kKeep) {
+      ++dropped_int_digits;
+    } else {
+      mantissa = mantissa * 10 + (s[i] - '0');
+    }
+  }
+  if (i < s.size() && s[i] == '.') {
+    for (++i; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, ++digits) {
+      if (mantissa > kKeep) continue;
+      mantissa = mantissa * 10 + (s[i] - '0');
+      ++frac_digits;
+    }
+  }
+  if (digits == 0) return fail(fmt::format("'{}' is not a size; expected e.g. 256MiB, 4 GiB, 1.5GB or 1048576", text));
+  int exp10 = dropped_int_digits - frac_digits;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E') && i + 1 < s.size() &&
+      (std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 1] == '+' || s[i + 1] == '-')) {
+    ++i;
+    int sign = 1;
+    if (s[i] == '+' || s[i] == '-') sign = s[i++] == '-' ? -1 : 1;
+    int e = 0, edigits = 0;
+    for (; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, ++edigits) e = std::min(e * 10 + (s[i] - '0'), 1000);
+    if (edigits == 0) return fail(fmt::format("'{}' has a malformed exponent", text));
+    exp10 += sign * e;
+  }
+  std::string unit = Lower(Trim(s.substr(i)));
+  static const std::vector<std::pair<std::string, int64_t>> kUnits = {
+      {"", 1},
+      {"b", 1},
+      {"kb", 1000},
+      {"mb", 1000 * 1000},
+      {"gb", int64_t{1000} * 1000 * 1000},
+      {"tb", int64_t{1000} * 1000 * 1000 * 1000},
+      {"pb", int64_t{1000} * 1000 * 1000 * 1000 * 1000},
+      {"kib", int64_t{1} << 10},
+      {"mib", int64_t{1} << 20},
+      {"gib", int64_t{1} << 30},
+      {"tib", int64_t{1} << 40},
+      {"pib", int64_t{1} << 50},
+  };
+  int64_t mult = 0;
+  for (const auto& [name, m] : kUnits)
+    if (unit == name) mult = m;
+  if (mult == 0) {
+    std::vector<std::string> names = {"B", "KB", "MB", "GB", "TB", "PB", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    return fail(WithSuggestion(fmt::format("'{}' has an unknown unit '{}'", text, std::string(Trim(s.substr(i)))),
+                               std::string(Trim(s.substr(i))), names) +
+                "; units: B, KB, MB, GB, TB, PB (powers of 1000), KiB, MiB, GiB, TiB, PiB (powers of 1024)");
+  }
+  constexpr Int128 kMax = std::numeric_limits<int64_t>::max();
+  auto overflow = [&]() -> int64_t { return fail(fmt::format("'{}' is too large (the limit is 2^63-1 bytes)", text)); };
+  if (mantissa == 0) return 0;
+  if (mantissa > (Int128{1} << 76)) {
+    // mantissa * mult could overflow 128 bits; this many digits only fit
+    // int64 when the exponent scales them down, so long double is exact enough.
+    long double approx = static_cast<long double>(mantissa) * mult * std::pow(10.0L, exp10);
+    if (!(approx <= static_cast<long double>(kMax))) return overflow();
+    return static_cast<int64_t>(std::llround(approx));
+  }
+  Int128 v = mantissa * mult;  // < 2^76 * 2^50
+  for (; exp10 > 0; --exp10) {
+    if (v > kMax) return overflow();  // checked first: v * 10 then cannot overflow 128 bits
+    v *= 10;
+  }
+  if (exp10 < 0) {
+    if (exp10 < -38) return 0;
+    Int128 div = 1;
+    for (; exp10 < 0; ++exp10) div *= 10;
+    v = (v + div / 2) / div;  // round to the nearest byte
+  }
+  if (v > kMax) return overflow();
+  return static_cast<int64_t>(v);
+}
+
+// ---------------------------------------------------------------------------
+// Reading YAML trees with field paths and good messages.
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string Dot(const std::string& a, std::string_view b) { return a.empty() ? std::string(b) : a + "." + std::string(b); }
+
+// Converts parsed JSON into a YAML tree (JSON scenarios share the YAML reader).
+YAML::Node JsonToYaml(const json& j) {
+  switch (j.type()) {
+    case json::value_t::object: {
+      YAML::Node n(YAML::NodeType::Map);
+      for (auto it = j.begin(); it != j.end(); ++it) n[it.key()] = JsonToYaml(it.value());
+      return n;
+    }
+    case json::value_t::array: {
+      YAML::Node n(YAML::NodeType::Sequence);
+      for (const auto& e : j) n.push_back(JsonToYaml(e));
+      return n;
+    }
+    case json::value_t::string: return YAML::Node(j.get<std::string>());
+    case json::value_t::null: return YAML::Node(YAML::NodeType::Null);
+    default: return YAML::Node(j.dump());  // numbers and booleans as their JSON text
+  }
+}
+
+class Reader {
+ public:
+  Reader(std::string file, fs::path dir) : file_(std::move(file)), dir_(std::move(dir)) {}
+
+  const std::string& file() const { return file_; }
+
+  [[noreturn]] void Fail(const std::string& field, const YAML::Node& n, const std::string& problem) const {
+    std::string p = problem;
+    if (n.IsDefined() && !n.Mark().is_null()) p += fmt::format(" (line {})", n.Mark().line + 1);
+    throw InputError(file_, field, p);
+  }
+
+  static std::string Describe(const YAML::Node& n) {
+    if (!n.IsDefined() || n.IsNull()) return "nothing";
+    if (n.IsMap()) return "a mapping";
+    if (n.IsSequence()) return "a list";
+    return fmt::format("'{}'", n.Scalar());
+  }
+
+  void NeedMap(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsMap()) Fail(field, n, fmt::format("expected a mapping, got {}", Describe(n)));
+  }
+
+  // Every key must be one of `allowed` and appear once.
+  void CheckKeys(const YAML::Node& n, const std::string& field, const std::vector<std::string>& allowed) const {
+    NeedMap(n, field);
+    std::set<std::string> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (!it->first.IsScalar()) Fail(field, it->first, "keys must be plain names");
+      const std::string key = it->first.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        std::string problem = WithSuggestion(fmt::format("unknown field '{}'", key), key, allowed);
+        problem += fmt::format("; allowed: {}", fmt::join(allowed, ", "));
+        Fail(Dot(field, key), it->first, problem);
+      }
+      if (!seen.insert(key).second) Fail(Dot(field, key), it->first, fmt::format("field '{}' appears twice", key));
+    }
+  }
+
+  std::string Scalar(const YAML::Node& n, const std::string& field, std::string_view what) const {
+    if (!n.IsScalar()) Fail(field, n, fmt::format("expected {}, got {}", what, Describe(n)));
+    return n.Scalar();
+  }
+
+  std::string String(const YAML::Node& n, const std::string& field) const {
+    std::string s = Scalar(n, field, "a string");
+    if (Trim(s).empty()) Fail(field, n, "must not be empty");
+    return s;
+  }
+
+  int64_t Int(const YAML::Node& n, const std::string& field, int64_t min, int64_t max) const {
+    std::string s(Trim(Scalar(n, field, "a whole number")));
+    int64_t v = 0;
+    const char* b = s.data();
+    const char* e = s.data() + s.size();
+    if (!s.empty() && *b == '+') ++b;
+    auto [ptr, ec] = std::from_chars(b, e, v);
+    if (ec == std::errc::result_out_of_range) Fail(field, n, fmt::format("'{}' is out of range", s));
+    if (ec != std::errc() || ptr != e || b == e) {
+      if (LooksNonFinite(s)) Fail(field, n, fmt::format("expected a whole number, got '{}' (not finite)", s));
+      Fail(field, n, fmt::format("expected a whole number, got '{}'", s));
+    }
+    if (v < min) Fail(field, n, fmt::format("must be >= {}, got {}", min, v));
+    if (v > max) Fail(field, n, fmt::format("must be <= {}, got {}", max, v));
+    return v;
+  }
+
+  int32_t Positive(const YAML::Node& n, const std::string& field) const {
+    return static_cast<int32_t>(Int(n, field, 1, std::numeric_limits<int32_t>::max()));
+  }
+
+  double Number(const YAML::Node& n, const std::string& field, double min, double max) const {
+    std::string s(Trim(Scalar(n, field, "a number")));
+    if (LooksNonFinite(s)) Fail(field, n, fmt::format("must be a finite number, got '{}'", s));
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size()) Fail(field, n, fmt::format("expected a number, got '{}'", s));
+    if (!std::isfinite(v)) Fail(field, n, fmt::format("must be a finite number, got '{}'", s));
+    if (v < min) Fail(field, n, fmt::format("must be >= {}, got {}", min, s));
+    if (v > max) Fail(field, n, fmt::format("must be <= {}, got {}", max, s));
+    return v;
+  }
+
+  bool Bool(const YAML::Node& n, const std::string& field) const {
+    std::string s = Lower(Trim(Scalar(n, field, "true or false")));
+    if (s == "true" || s == "yes" || s == "on") return true;
+    if (s == "false" || s == "no" || s == "off") return false;
+    Fail(field, n, fmt::format("expected true or false, got '{}'", n.Scalar()));
+  }
+
+  int64_t Bytes(const YAML::Node& n, const std::string& field) const {
+    std::string s = Scalar(n, field, "a size (e.g. 256MiB, 4 GiB, 1.5GB or a number of bytes)");
+    try {
+      return ParseBytes(s, file_, field);
+    } catch (const InputError& e) {
+      Fail(field, n, e.problem());
+    }
+  }
+
+  // Size in GiB given as a number (kv_cache_gib: 10).
+  int64_t Gib(const YAML::Node& n, const std::string& field) const {
+    double v = Number(n, field, 0, 8.0e9);  // 8e9 GiB is below 2^63 bytes
+    return static_cast<int64_t>(std::llround(v * static_cast<double>(int64_t{1} << 30)));
+  }
+
+  // Paths in a scenario are relative to the scenario file.
+  std::string Path(const YAML::Node& n, const std::string& field) const {
+    fs::path p = String(n, field);
+    if (p.is_relative()) p = dir_ / p;
+    return p.lexically_normal().string();
+  }
+
+ private:
+  std::string file_;
+  fs::path dir_;
+};
+
+// Set of GPUs: "all", a number, "0-3", "0-3,8-11", or a list of numbers and ranges.
+// List order is rank order.
+std::vector<int32_t> ParseGpus(const Reader& r, const YAML::Node& n, const std::string& field, int32_t cluster_gpus) {
+  std::vector<int32_t> out;
+  auto add_item = [&](const YAML::Node& item, std::string_view text) {
+    std::string t(Trim(text));
+    auto number = [&](std::string_view s) -> int64_t {
+      std::string u(Trim(s));
+      int64_t v = 0;
+      auto [ptr, ec] = std::from_chars(u.data(), u.data() + u.size(), v);
+      if (u.empty() || ec != std::errc() || ptr != u.data() + u.size())
+        r.Fail(field, item,
+               fmt::format("expected 'all', a GPU number, a range like '0-3', or a list of them; got '{}'", t));
+      if (v < 0) r.Fail(field, item, fmt::format("GPU numbers start at 0, got '{}'", t));
+      return v;
+    };
+    // A leading '-' is a negative number, not a range.
+    size_t dash = t.find('-', 1);
+    int64_t lo = 0, hi = 0;
+    if (dash == std::string::npos) {
+      lo = hi = number(t);
+    } else {
+      lo = number(std::string_view(t).substr(0, dash));
+      hi = number(std::string_view(t).substr(dash + 1));
+      if (hi < lo) r.Fail(field, item, fmt::format("range '{}' is reversed (write '{}-{}')", t, hi, lo));
+    }
+    if (hi >= cluster_gpus)
+      r.Fail(field, item,
+             fmt::format("GPU {} is out of range: the cluster has {} GPUs (0-{})", hi, cluster_gpus, cluster_gpus - 1));
+    for (int64_t g = lo; g <= hi; ++g) out.push_back(static_cast<int32_t>(g));
+  };
+  if (n.IsSequence()) {
+    for (const auto& item : n) add_item(item, r.Scalar(item, field, "a GPU number or range"));
+  } else {
+    std::string s = r.Scalar(n, field, "'all', a GPU number, a range like '0-3', or a list");
+    if (Trim(s) == "all") {
+      for (int32_t g = 0; g < cluster_gpus; ++g) out.push_back(g);
+    } else {
+      std::string_view rest = s;
+      while (true) {
+        size_t comma = rest.find(',');
+        add_item(n, rest.substr(0, comma));
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
+    }
+  }
+  if (out.empty()) r.Fail(field, n, "no GPUs listed");
+  std::vector<int32_t> sorted = out;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i] == sorted[i - 1]) r.Fail(field, n, fmt::format("GPU {} is listed twice", sorted[i]));
+  return out;
+}
+
+std::vector<int32_t> ParseIntList(const Reader& r, const YAML::Node& n, const std::string& field) {
+  if (!n.IsSequence()) r.Fail(field, n, fmt::format("expected a list of numbers, got {}", Reader::Describe(n)));
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < n.size(); ++i)
+    out.push_back(static_cast<int32_t>(
+        r.Int(n[i], fmt::format("{}[{}]", field, i), 0, std::numeric_limits<int32_t>::max())));
+  return out;
+}
+
+// ---- model ----
+
+ModelSpec ParseModel(const Reader& r, const YAML::Node& n) {
+  ModelConfig config;
+  std::string source = r.file();
+  if (n.IsScalar()) {
+    config = ModelPreset(n.Scalar(), r.file(), "model");
+  } else {
+    r.CheckKeys(n, "model", {"hf_config", "preset"});
+    if (n["hf_config"] && n["preset"]) r.Fail("model", n, "give either 'preset' or 'hf_config', not both");
+    if (n["preset"]) {
+      config = ModelPreset(r.String(n["preset"], "model.preset"), r.file(), "model.preset");
+    } else if (n["hf_config"]) {
+      std::string path = r.Path(n["hf_config"], "model.hf_config");
+      std::error_code ec;
+      if (!fs::is_regular_file(path, ec))
+        r.Fail("model.hf_config", n["hf_config"],
+               fmt::format("file '{}' does not exist (paths are relative to the scenario file)", path));
+      try {
+        config = ReadHfConfig(path);
+      } catch (const InputError& e) {
+        r.Fail("model.hf_config", n["hf_config"], e.what());
+      }
+      source = path;
+    } else {
+      r.Fail("model", n, "expected a preset name or {hf_config: path/config.json}");
+    }
+  }
+  try {
+    return BuildModel(config, source);
+  } catch (const InputError& e) {
+    if (source == r.file()) throw;
+    r.Fail("model.hf_config", n["hf_config"], e.what());
+  }
+}
+
+// ---- cluster ----
+
+void ParseLinkOverride(const Reader& r, const YAML::Node& n, const std::string& field, LinkProfile& l) {
+  r.CheckKeys(n, field,
+              {"bytes_per_s", "GBps", "duplex_bytes_per_s", "duplex_GBps", "latency_ns", "latency_us", "efficiency"});
+  auto one_of = [&](const char* a, const char* b) {
+    if (n[a] && n[b]) r.Fail(Dot(field, b), n[b], fmt::format("give '{}' or '{}', not both", a, b));
+  };
+  one_of("bytes_per_s", "GBps");
+  one_of("duplex_bytes_per_s", "duplex_GBps");
+  one_of("latency_ns", "latency_us");
+  constexpr double kMaxRate = 1e15;  // 1 PB/s: far above any link
+  if (n["bytes_per_s"]) l.bytes_per_s = r.Number(n["bytes_per_s"], Dot(field, "bytes_per_s"), 0, kMaxRate);
+  if (n["GBps"]) l.bytes_per_s = r.Number(n["GBps"], Dot(field, "GBps"), 0, kMaxRate / 1e9) * 1e9;
+  if (n["duplex_bytes_per_s"])
+    l.duplex_bytes_per_s = r.Number(n["duplex_bytes_per_s"], Dot(field, "duplex_bytes_per_s"), 0, kMaxRate);
+  if (n["duplex_GBps"])
+    l.duplex_bytes_per_s = r.Number(n["duplex_GBps"], Dot(field, "duplex_GBps"), 0, kMaxRate / 1e9) * 1e9;
+  if (n["latency_ns"]) l.latency_ns = r.Int(n["latency_ns"], Dot(field, "latency_ns"), 0, int64_t{1} << 50);
+  if (n["latency_us"])
+    l.latency_ns = std::llround(r.Number(n["latency_us"], Dot(field, "latency_us"), 0, 1e12) * 1000);
+  if (const YAML::Node e = n["efficiency"]) {
+    std::string f = Dot(field, "efficiency");
+    if (!e.IsSequence()) r.Fail(f, e, fmt::format("expected a list of {{bytes, fraction}}, got {}", Reader::Describe(e)));
+    l.efficiency.clear();
+    for (size_t i = 0; i < e.size(); ++i) {
+      std::string fi = fmt::format("{}[{}]", f, i);
+      r.CheckKeys(e[i], fi, {"bytes", "fraction"});
+      if (!e[i]["bytes"] || !e[i]["fraction"]) r.Fail(fi, e[i], "needs 'bytes' and 'fraction'");
+      int64_t b = r.Bytes(e[i]["bytes"], fi + ".bytes");
+      double frac = r.Number(e[i]["fraction"], fi + ".fraction", 0, 1);
+      if (b <= 0) r.Fail(fi + ".bytes", e[i]["bytes"], "must be > 0");
+      if (frac <= 0) r.Fail(fi + ".fraction", e[i]["fraction"], "must be > 0");
+      if (!l.efficiency.empty() && b <= l.efficiency.back().bytes)
+        r.Fail(fi + ".bytes", e[i]["bytes"], "points must be sorted by strictly increasing bytes");
+      l.efficiency.push_back({b, frac});
+    }
+  }
+}
+
+Cluster ParseCluster(const Reader& r, const YAML::Node& n) {
+  if (n.IsScalar()) {
+    Cluster c = ClusterPreset(n.Scalar(), r.file(), "cluster");
+    ValidateCluster(c, r.file(), "cluster");
+    return c;
+  }
+  r.CheckKeys(n, "cluster",
+              {"preset", "calibration", "nodes", "gpus_per_node", "nvlink_domain_nodes", "nics_per_node", "gpu_memory",
+               "host_memory", "nvlink", "network", "pcie", "pcie_pageable", "device_copy", "cuda_context",
+               "nccl_per_peer"});
+  Cluster c;
+  if (n["preset"]) {
+    c = ClusterPreset(r.String(n["preset"], "cluster.preset"), r.file(), "cluster.preset");
+  } else {
+    c = Cluster{};
+    c.name = "custom";
+    c.profile_source = "scenario " + r.file();
+    for (const char* key : {"gpus_per_node", "gpu_memory"})
+      if (!n[key]) r.Fail(Dot("cluster", key), n, "missing field (required when no 'preset' is given)");
+  }
+  // Order: preset, then the calibration profile, then explicit overrides (they win).
+  if (n["calibration"]) ApplyProfileFile(c, r.Path(n["calibration"], "cluster.calibration"));
+  bool overridden = false;
+  auto int_field = [&](const char* key, int32_t& out, int64_t min) {
+    if (!n[key]) return;
+    out = static_cast<int32_t>(r.Int(n[key], Dot("cluster", key), min, std::numeric_limits<int32_t>::max()));
+    overridden = true;
+  };
+  int_field("nodes", c.nodes, 1);
+  int_field("gpus_per_node", c.gpus_per_node, 1);
+  int_field("nvlink_domain_nodes", c.nvlink_domain_nodes, 1);
+  int_field("nics_per_node", c.nics_per_node, 0);
+  auto size_field = [&](const char* key, int64_t& out, bool positive) {
+    if (!n[key]) return;
+    out = r.Bytes(n[key], Dot("cluster", key));
+    if (positive && out <= 0) r.Fail(Dot("cluster", key), n[key], "must be > 0");
+    overridden = true;
+  };
+  size_field("gpu_memory", c.gpu_memory_bytes, true);
+  size_field("host_memory", c.host_memory_bytes, false);
+  size_field("cuda_context", c.overheads.cuda_context_bytes, false);
+  size_field("nccl_per_peer", c.overheads.nccl_bytes_per_peer, false);
+  for (auto [key, member] : {std::pair{"nvlink", &Cluster::nvlink}, {"network", &Cluster::network},
+                             {"pcie", &Cluster::pcie}, {"pcie_pageable", &Cluster::pcie_pageable},
+                             {"device_copy", &Cluster::device_copy}}) {
+    if (!n[key]) continue;
+    ParseLinkOverride(r, n[key], Dot("cluster", key), c.*member);
+    overridden = true;
+  }
+  if (overridden) {
+    if (c.name != "custom") c.name += "+overrides";
+    if (c.measured) c.profile_source += "; fields overridden by " + r.file();
+  }
+  ValidateCluster(c, r.file(), "cluster");
+  return c;
+}
+
+// ---- source / destination ----
+
+struct SideGpus {
+  std::vector<int32_t> gpus;
+  bool dp_given = false;
+};
+
+std::string Engine(const Reader& r, const YAML::Node& n, const std::string& field, const std::string& expected) {
+  if (!n["engine"]) return expected;
+  std::string e = r.String(n["engine"], Dot(field, "engine"));
+  if (e != expected)
+    r.Fail(Dot(field, "engine"), n["engine"],
+           WithSuggestion(fmt::format("unsupported engine '{}'", e), e, {expected}) +
+               fmt::format("; the {} side supports: {}", field, expected));
+  return e;
+}
+
+// dp omitted: derived from the GPU count; given: the count must match.
+int32_t DeriveOrCheckDp(const Reader& r, const YAML::Node& n, const std::string& field, int64_t per_replica,
+                        const std::string& per_replica_text, const std::vector<int32_t>& gpus,
+                        std::optional<int32_t> dp) {
+  const int64_t count = static_cast<int64_t>(gpus.size());
+  const YAML::Node gpus_node = n["gpus"];
+  if (!dp) {
+    if (count % per_replica != 0)
+      r.Fail(Dot(field, "dp"), n,
+             fmt::format("cannot derive dp: {} GPUs are not a multiple of {} = {}", count, per_replica_text,
+                         per_replica));
+    return static_cast<int32_t>(count / per_replica);
+  }
+  int64_t ranks = per_replica * *dp;
+  if (ranks != count)
+    r.Fail(Dot(field, "gpus"), gpus_node ? gpus_node : n,
+           fmt::format("{} GPUs listed{} but the layout has {} ranks ({} = {} x dp = {})", count,
+                       gpus_node ? "" : " (gpus: all)", ranks, per_replica_text, per_replica, *dp));
+  return *dp;
+}
+
+void ParseSource(const Reader& r, const YAML::Node& n, const Cluster& cluster, Scenario& s) {
+  const std::string f = "source";
+  r.CheckKeys(n, f, {"engine", "tp", "pp", "vpp", "ep", "etp", "dp", "cp", "pp_layers", "gpus"});
+  Engine(r, n, f, "megatron");
+  SourceParallel& p = s.source;
+  for (auto [key, member] : {std::pair{"tp", &SourceParallel::tp}, {"pp", &SourceParallel::pp},
+                             {"vpp", &SourceParallel::vpp}, {"ep", &SourceParallel::ep},
+                             {"etp", &SourceParallel::etp}, {"cp", &SourceParallel::cp}})
+    if (n[key]) p.*member = r.Positive(n[key], Dot(f, key));
+  std::optional<int32_t> dp;
+  if (n["dp"]) dp = r.Positive(n["dp"], Dot(f, "dp"));
+  if (n["pp_layers"]) p.pp_layers = ParseIntList(r, n["pp_layers"], Dot(f, "pp_layers"));
+  s.source_gpus = n["gpus"] ? ParseGpus(r, n["gpus"], Dot(f, "gpus"), cluster.Gpus())
+                            : ParseGpus(r, YAML::Node("all"), Dot(f, "gpus"), cluster.Gpus());
+  int64_t per_replica = static_cast<int64_t>(p.tp) * p.cp * p.pp;
+  if (per_replica > std::numeric_limits<int32_t>::max()) r.Fail(f, n, "tp x cp x pp is too large");
+  p.dp = DeriveOrCheckDp(r, n, f, per_replica, fmt::format("tp={} x cp={} x pp={}", p.tp, p.cp, p.pp),
+                         s.source_gpus, dp);
+}
+
+void ParseDestination(const Reader& r, const YAML::Node& n, const Cluster& cluster, Scenario& s) {
+  const std::string f = "destination";
+  r.CheckKeys(n, f, {"engine", "tp", "pp", "ep", "dp", "pp_layers", "gpus", "dtype", "placement"});
+  Engine(r, n, f, "vllm");
+  DestinationParallel& p = s.destination;
+  for (auto [key, member] : {std::pair{"tp", &DestinationParallel::tp}, {"pp", &DestinationParallel::pp},
+                             {"ep", &DestinationParallel::ep}})
+    if (n[key]) p.*member = r.Positive(n[key], Dot(f, key));
+  std::optional<int32_t> dp;
+  if (n["dp"]) dp = r.Positive(n["dp"], Dot(f, "dp"));
+  if (n["pp_layers"]) p.pp_layers = ParseIntList(r, n["pp_layers"], Dot(f, "pp_layers"));
+  s.destination_dtype = n["dtype"] ? ParseDType(r.String(n["dtype"], Dot(f, "dtype")), r.file(), Dot(f, "dtype"))
+                                   : s.dtype;
+  s.destination_gpus = n["gpus"] ? ParseGpus(r, n["gpus"], Dot(f, "gpus"), cluster.Gpus())
+                                 : ParseGpus(r, YAML::Node("all"), Dot(f, "gpus"), cluster.Gpus());
+  int64_t per_replica = static_cast<int64_t>(p.tp) * p.pp;
+  if (per_replica > std::numeric_limits<int32_t>::max()) r.Fail(f, n, "tp x pp is too large");
+  p.dp = DeriveOrCheckDp(r, n, f, per_replica, fmt::format("tp={} x pp={}", p.tp, p.pp), s.destination_gpus, dp);
+  // auto: the planner may permute destination ranks over destination_gpus (it
+  // keeps the set); fixed: rank r stays on destination_gpus[r].
+  std::string placement = "auto";
+  if (n["placement"]) placement = r.String(n["placement"], Dot(f, "placement"));
+  if (placement != "auto" && placement != "fixed")
+    r.Fail(Dot(f, "placement"), n["placement"],
+           WithSuggestion(fmt::format("unknown placement '{}'", placement), placement, {"auto", "fixed"}) +
+               "; expected auto or fixed");
+  s.destination_placement_free = placement == "auto";
+}
+
+// ---- memory / plan ----
+
+void ParseMemory(const Reader& r, const YAML::Node& n, MemoryConfig& m) {
+  const std::string f = "memory";
+  r.CheckKeys(n, f,
+              {"optimizer", "keep_gradients", "grad_bytes_per_param", "kv_cache_gib", "kv_cache", "reserve_gib",
+               "reserve"});
+  if (const YAML::Node o = n["optimizer"]) {
+    const std::string fo = "memory.optimizer";
+    r.CheckKeys(o, fo, {"bytes_per_param", "offload", "distributed"});
+    if (o["bytes_per_param"]) m.optimizer.bytes_per_param = r.Number(o["bytes_per_param"], fo + ".bytes_per_param", 0, 1024);
+    if (o["distributed"]) m.optimizer.distributed = r.Bool(o["distributed"], fo + ".distributed");
+    if (const YAML::Node off = o["offload"]) {
+      std::string v(Trim(r.Scalar(off, fo + ".offload", "none, all, auto or a fraction in [0, 1]")));
+      if (v == "none") {
+        m.optimizer.offload = OffloadMode::kNone;
+      } else if (v == "all") {
+        m.optimizer.offload = OffloadMode::kAll;
+      } else if (v == "auto") {
+        m.optimizer.offload = OffloadMode::kAuto;
+      } else if (!v.empty() && (std::isdigit(static_cast<unsigned char>(v[0])) || v[0] == '.' || v[0] == '-' ||
+                                v[0] == '+' || LooksNonFinite(v))) {
+        m.optimizer.offload = OffloadMode::kFraction;
+        m.optimizer.fraction = r.Number(off, fo + ".offload", 0, 1);
+      } else {
+        r.Fail(fo + ".offload", off,
+               WithSuggestion(fmt::format("unknown offload policy '{}'", v), v, {"none", "all", "auto"}) +
+                   "; expected none, all, auto or a fraction in [0, 1]");
+      }
+    }
+  }
+  if (n["keep_gradients"]) m.keep_gradients = r.Bool(n["keep_gradients"], f + ".keep_gradients");
+  if (n["grad_bytes_per_param"])
+    m.grad_bytes_per_param = r.Number(n["grad_bytes_per_param"], f + ".grad_bytes_per_param", 0, 1024);
+  auto size_pair = [&](const char* gib_key, const char* size_key, int64_t& out) {
+    if (n[gib_key] && n[size_key])
+      r.Fail(Dot(f, size_key), n[size_key], fmt::format("give '{}' or '{}', not both", gib_key, size_key));
+    if (n[gib_key]) out = r.Gib(n[gib_key], Dot(f, gib_key));
+    if (n[size_key]) out = r.Bytes(n[size_key], Dot(f, size_key));
+  };
+  size_pair("kv_cache_gib", "kv_cache", m.kv_cache_bytes);
+  size_pair("reserve_gib", "reserve", m.reserve_bytes);
+}
+
+void ParsePlan(const Reader& r, const YAML::Node& n, PlanOptions& p) {
+  r.CheckKeys(n, "plan", {"segment_bytes"});
+  if (const YAML::Node sb = n["segment_bytes"]) {
+    std::string v(Trim(r.Scalar(sb, "plan.segment_bytes", "auto or a size")));
+    if (v == "auto") {
+      p.segment_bytes = 0;
+    } else {
+      p.segment_bytes = r.Bytes(sb, "plan.segment_bytes");
+      if (p.segment_bytes <= 0) r.Fail("plan.segment_bytes", sb, "must be > 0 (or 'auto')");
+    }
+  }
+}
+
+// ---- text checks and parsing ----
+
+// Rejects binary data before the YAML parser sees it: NUL bytes or invalid UTF-8.
+void CheckText(const std::string& text, const std::string& path) {
+  size_t i = 0;
+  while (i < text.size()) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len > 0 && i + len <= text.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+    if (c == 0 || !ok)
+      throw InputError(path, "",
+                       fmt::format("not a text file: binary byte 0x{:02x} at offset {} (expected YAML or JSON)", c, i));
+    i += len;
+  }
+}
+
+YAML::Node ParseTree(const std::string& text, const std::string& path) {
+  CheckText(text, path);
+  std::string_view t = Trim(text);
+  if (t.empty()) throw InputError(path, "", "the file is empty (expected a YAML or JSON scenario)");
+  if (t.front() == '{' || t.front() == '[') {
+    json j;
+    try {
+      j = json::parse(text);
+    } catch (const json::parse_error& e) {
+      throw InputError(path, "", fmt::format("invalid JSON (truncated?): {}", e.what()));
+    }
+    return JsonToYaml(j);
+  }
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(path, "",
+                     fmt::format("invalid YAML at line {}, column {}: {}", e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
+Scenario ParseScenarioAt(const std::string& text, const std::string& path, const fs::path& dir,
+                         const std::string& default_name) {
+  YAML::Node root = ParseTree(text, path);
+  Reader r(path, dir);
+  if (root.IsNull()) throw InputError(path, "", "the file is empty (only comments?)");
+  if (!root.IsMap())
+    r.Fail("", root, fmt::format("expected a mapping of scenario fields at the top, got {}", Reader::Describe(root)));
+  r.CheckKeys(root, "", {"name", "model", "dtype", "cluster", "source", "destination", "memory", "plan"});
+  for (const char* key : {"model", "cluster", "source", "destination"})
+    if (!root[key]) throw InputError(path, key, "missing field (a scenario needs model, cluster, source and destination)");
+
+  Scenario s;
+  s.path = path;
+  s.name = root["name"] ? r.String(root["name"], "name") : default_name;
+  if (root["dtype"]) s.dtype = ParseDType(r.String(root["dtype"], "dtype"), path, "dtype");
+  s.model = ParseModel(r, root["model"]);
+  s.cluster = ParseCluster(r, root["cluster"]);
+  r.NeedMap(root["source"], "source");
+  ParseSource(r, root["source"], s.cluster, s);
+  r.NeedMap(root["destination"], "destination");
+  ParseDestination(r, root["destination"], s.cluster, s);
+  if (root["memory"]) ParseMemory(r, root["memory"], s.memory);
+  if (root["plan"]) ParsePlan(r, root["plan"], s.plan);
+
+  // Build both layouts now so that what does not divide is reported here,
+  // naming the field (source.tp, destination.ep, ...).
+  Layout src = MakeSourceLayout(s.model, s.source, s.dtype, path);
+  Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, path);
+  RESHARD_CHECK(src.Ranks() == static_cast<int32_t>(s.source_gpus.size()), "source ranks != source GPUs");
+  RESHARD_CHECK(dst.Ranks() == static_cast<int32_t>(s.destination_gpus.size()), "destination ranks != GPUs");
+  return s;
+}
+
+}  // namespace
+
+Scenario ParseScenario(const std::string& text, const std::string& path) {
+  fs::path p(path);
+  bool real_file = !path.empty() && path.front() != '<';
+  return ParseScenarioAt(text, path, real_file ? p.parent_path() : fs::current_path(),
+                         real_file ? p.stem().string() : "scenario");
+}
+
+Scenario LoadScenario(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw InputError(path, "", "is a directory, not a scenario file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "", "cannot open the scenario file (does it exist?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseScenario(ss.str(), path);
+}
+
+std::vector<std::string> BuiltinScenarioNames() {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < detail::kBuiltinScenarioCount; ++i) names.emplace_back(detail::kBuiltinScenarios[i].name);
+  return names;
+}
+
+Scenario BuiltinScenario(const std::string& name) {
+  for (size_t i = 0; i < detail::kBuiltinScenarioCount; ++i) {
+    const auto& b = detail::kBuiltinScenarios[i];
+    if (name == b.name) return ParseScenarioAt(b.yaml, "<builtin:" + name + ">", fs::current_path(), name);
+  }
+  throw InputError("<builtin>", "",
+                   WithSuggestion(fmt::format("unknown built-in scenario '{}'", name), name, BuiltinScenarioNames()) +
+                       fmt::format("; built-ins: {}", fmt::join(BuiltinScenarioNames(), ", ")));
+}
+
+}  // namespace reshard

@@ -1,0 +1,62 @@
+// Placement of destination ranks on GPUs and choice of one source replica for
+// every destination fragment.
+//
+// Placement (when the scenario leaves it free): maximise the bytes a
+// destination rank finds already on its GPU. A rank only moves within its
+// node, so tensor-parallel groups of the generation engine stay on NVLink.
+// Per node this is a maximum-weight perfect matching between the node's
+// destination ranks and its GPUs (Boost.Graph maximum_weighted_matching on
+// k + k vertices, O(k^3), k = destination GPUs of the node); weights are
+// bytes of the rank's shard held by the GPU's source shard, so nodes with the
+// same (destination shards, source shards) signature share one solve — large
+// symmetric jobs solve a handful of matchings, not one per node. Ties keep
+// the initial placement.
+//
+// Source choice: a fragment is served from the destination GPU itself when a
+// replica is there; else from a replica in the same NVLink domain; else over
+// the network. Within a tier the bytes are balanced over senders' ports
+// (NVLink egress per GPU; NIC egress per NIC) by minimising the busiest
+// port's load: demands are aggregated per candidate GPU set (usually a DP
+// replica group), giving a small flow network
+//   source -> candidate set (demand) -> GPU -> port -> sink (T - fixed load),
+// and T is found by binary search over max-flow feasibility (Boost
+// push_relabel_max_flow, O(V^3) each, ~40 rounds; V = sets + GPUs + ports).
+// The fractional per-(set, GPU) quotas are then filled north-west-corner
+// style, destination ranks in order, so each destination draws a set's bytes
+// from one or two senders. Deterministic: every order is by id.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/layout.h"
+#include "model/scenario.h"
+#include "planner/transfer_set.h"
+
+namespace reshard {
+
+// Destination rank -> GPU. Returns s.destination_gpus unless
+// s.destination_placement_free.
+std::vector<int32_t> PlaceDestinations(const Scenario& s, const Layout& source, const Layout& destination,
+                                       const TransferSet& ts);
+
+struct SourceChoice {
+  // Per destination rank, per fragment of its shard: the source rank that sends it.
+  std::vector<std::vector<int32_t>> src_rank;
+  // Per holder set touched: its candidate source GPUs (sorted); empty if unused.
+  std::vector<std::vector<int32_t>> holder_gpus;
+};
+
+SourceChoice ChooseSources(const Scenario& s, const Layout& source, const Layout& destination,
+                           const TransferSet& ts, const std::vector<int32_t>& dst_gpu);
+
+// Min-max balancing of aggregated demands over ports (exposed for tests).
+// demand[k] may go to any GPU of candidates[k]; gpu_port[g] is the port of
+// GPU g; fixed[p] is load already on port p. Returns, per k, the amount sent by
+// each candidate (same order as candidates[k]); the busiest port's load is
+// minimal (exact, by integer binary search on max-flow feasibility).
+std::vector<std::vector<int64_t>> BalanceDemands(const std::vector<int64_t>& demand,
+                                                 const std::vector<std::vector<int32_t>>& candidates,
+                                                 const std::vector<int32_t>& gpu_port, std::vector<int64_t> fixed);
+
+}  // namespace reshard

@@ -1,0 +1,83 @@
+// Plan IR basics: enum names, region geometry, op sizes.
+#include "planner/plan.h"
+
+#include "model/error.h"
+
+namespace reshard {
+
+std::string_view OpKindName(OpKind k) {
+  switch (k) {
+    case OpKind::kAlloc: return "alloc";
+    case OpKind::kFree: return "free";
+    case OpKind::kCopy: return "copy";
+    case OpKind::kSend: return "send";
+    case OpKind::kRecv: return "recv";
+    case OpKind::kOffload: return "offload";
+    case OpKind::kReload: return "reload";
+  }
+  return "?";
+}
+
+std::string_view BufferRoleName(BufferRole r) {
+  switch (r) {
+    case BufferRole::kSourceWeights: return "source_weights";
+    case BufferRole::kDestinationWeights: return "destination_weights";
+    case BufferRole::kOptimizer: return "optimizer";
+    case BufferRole::kGradients: return "gradients";
+    case BufferRole::kKvCache: return "kv_cache";
+    case BufferRole::kStaging: return "staging";
+    case BufferRole::kHost: return "host";
+  }
+  return "?";
+}
+
+std::string_view MemorySpaceName(MemorySpace s) {
+  switch (s) {
+    case MemorySpace::kDevice: return "device";
+    case MemorySpace::kHost: return "host";
+  }
+  return "?";
+}
+
+// Bytes are enumerated (plane, row, byte); they form one run when each level's
+// stride equals the size of the level below, or the level has one entry.
+bool Region::Contiguous() const {
+  if (Bytes() == 0) return true;
+  if (rows > 1 && row_stride_bytes != row_bytes) return false;
+  if (planes > 1 && plane_stride_bytes != row_bytes * rows) return false;
+  return true;
+}
+
+// Assumes non-negative strides (Verify rejects others); an empty region ends
+// where it starts.
+int64_t Region::End() const {
+  if (Bytes() == 0) return offset_bytes;
+  return offset_bytes + (planes - 1) * plane_stride_bytes + (rows - 1) * row_stride_bytes + row_bytes;
+}
+
+Region ContiguousRegion(int32_t buffer, int64_t offset_bytes, int64_t bytes) {
+  Region r;
+  r.buffer = buffer;
+  r.offset_bytes = offset_bytes;
+  r.row_bytes = bytes;
+  return r;  // rows = planes = 1; strides stay 0 (unused), so JSON omits them
+}
+
+int64_t Op::Bytes() const {
+  switch (kind) {
+    case OpKind::kAlloc:
+    case OpKind::kFree: return 0;
+    case OpKind::kSend:
+    case OpKind::kRecv: return region.Bytes();
+    case OpKind::kCopy:
+    case OpKind::kOffload:
+    case OpKind::kReload: {
+      int64_t total = 0;
+      for (const auto& c : copies) total += c.src.Bytes();
+      return total;
+    }
+  }
+  return 0;
+}
+
+}  // namespace reshard

@@ -1,0 +1,784 @@
+// Plan <-> JSON (docs/plan-format.md describes the format).
+//
+// Writing: PlanToJson builds a DOM (keys sorted, as nlohmann::json does);
+// WritePlan streams the same content without building the whole DOM: one line
+// per top-level scalar field and one line per tensor / buffer / op / piece,
+// keys in a readable fixed order, never pretty-printed. So files of 10^6 ops
+// stay compact, diff line by line, and cost O(size) time and O(1) extra
+// memory per element.
+//
+// Reading: PlanFromJson walks a DOM. ReadPlan parses with a SAX handler that
+// converts each element of the big top-level arrays as soon as it is complete
+// and drops its DOM, so memory is the Plan plus one element; nlohmann's
+// callback parser is avoided on purpose: it rescans the parent container
+// after every object, which is quadratic in array length.
+// Every problem throws InputError(file, field, problem) with a JSON path
+// ("ops[12].region.buffer"); unknown fields are errors (with a suggestion),
+// so typos do not silently fall back to defaults.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
+#include "planner/plan.h"
+
+namespace reshard {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+constexpr int64_t kFormatVersion = 1;
+constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+
+// ---------------------------------------------------------------- paths
+
+// A JSON path built on the stack and turned into text only on error, so
+// reading 10^6 ops allocates no path strings.
+struct Path {
+  const Path* parent = nullptr;
+  const char* key = nullptr;  // member name, or
+  int64_t index = -1;         // array index (when key is null)
+
+  Path operator/(const char* k) const { return Path{this, k, -1}; }
+  Path operator[](int64_t i) const { return Path{this, nullptr, i}; }
+  std::string Str() const {
+    std::vector<const Path*> chain;
+    for (const Path* q = this; q != nullptr; q = q->parent) chain.push_back(q);
+    std::string s;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      const Path* q = *it;
+      if (q->key != nullptr) {
+        if (!s.empty()) s += '.';
+        s += q->key;
+      } else if (q->index >= 0) {
+        s += fmt::format("[{}]", q->index);
+      }
+    }
+    return s;
+  }
+};
+
+std::string Preview(const json& v) {
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "an array";
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return fmt::format("{} {}", v.type_name(), s);
+}
+
+// ---------------------------------------------------------------- reading helpers
+
+class Reader {
+ public:
+  explicit Reader(const std::string& file) : file_(file) {}
+  const std::string& file() const { return file_; }
+
+  [[noreturn]] void Fail(const Path& p, const std::string& problem) const {
+    throw InputError(file_, p.Str(), problem);
+  }
+
+  // `j` must be an object whose keys are all in `allowed`.
+  void Object(const json& j, const Path& p, std::initializer_list<std::string_view> allowed) const {
+    if (!j.is_object()) Fail(p, "expected an object, got " + Preview(j));
+    for (const auto& [key, value] : j.items()) {
+      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      std::vector<std::string> names(allowed.begin(), allowed.end());
+      std::string hint = Suggest(key, names);
+      std::string field = p.Str();
+      field += field.empty() ? key : "." + key;
+      throw InputError(file_, field,
+                       hint.empty() ? "unknown field" : fmt::format("unknown field (did you mean '{}'?)", hint));
+    }
+  }
+
+  static const json* Find(const json& obj, const char* key) {
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+  const json& Required(const json& obj, const Path& p, const char* key) const {
+    const json* v = Find(obj, key);
+    if (v == nullptr) Fail(p / key, "required field is missing");
+    return *v;
+  }
+
+  int64_t Int(const json& v, const Path& p, int64_t lo, int64_t hi) const {
+    int64_t x = 0;
+    if (v.is_number_unsigned()) {
+      uint64_t u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(kI64Max)) Fail(p, fmt::format("{} is out of range", u));
+      x = static_cast<int64_t>(u);
+    } else if (v.is_number_integer()) {
+      x = v.get<int64_t>();
+    } else if (v.is_number_float()) {
+      // Accept integral floats (1e9 from Python) that are exact in a double.
+      double d = v.get<double>();
+      if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9007199254740992.0)
+        Fail(p, "expected an integer, got " + Preview(v));
+      x = static_cast<int64_t>(d);
+    } else {
+      Fail(p, "expected an integer, got " + Preview(v));
+    }
+    if (x < lo || x > hi) {
+      if (hi == kI64Max || hi == kI32Max)
+        Fail(p, fmt::format("must be >= {}, got {}", lo, x) + (x > hi ? " (too large)" : ""));
+      Fail(p, fmt::format("must be in [{}, {}], got {}", lo, hi, x));
+    }
+    return x;
+  }
+  int64_t Int(const json& obj, const Path& p, const char* key, int64_t def, int64_t lo, int64_t hi) const {
+    const json* v = Find(obj, key);
+    return v == nullptr ? def : Int(*v, p / key, lo, hi);
+  }
+  int64_t RequiredInt(const json& obj, const Path& p, const char* key, int64_t lo, int64_t hi) const {
+    return Int(Required(obj, p, key), p / key, lo, hi);
+  }
+  int32_t Int32(const json& obj, const Path& p, const char* key, int32_t def, int64_t lo) const {
+    return static_cast<int32_t>(Int(obj, p, key, def, lo, kI32Max));
+  }
+  int32_t RequiredInt32(const json& obj, const Path& p, const char* key, int64_t lo) const {
+    return static_cast<int32_t>(RequiredInt(obj, p, key, lo, kI32Max));
+  }
+
+  double Double(const json& obj, const Path& p, const char* key, double def, double lo, double hi) const {
+    const json* v = Find(obj, key);
+    if (v == nullptr) return def;
+    if (!v->is_number()) Fail(p / key, "expected a number, got " + Preview(*v));
+    double d = v->get<double>();
+    if (!std::isfinite(d) || d < lo || d > hi) {
+      if (std::isinf(hi)) Fail(p / key, fmt::format("must be a finite number >= {}, got {}", lo, d));
+      Fail(p / key, fmt::format("must be in [{}, {}], got {}", lo, hi, d));
+    }
+    return d;
+  }
+
+  std::string String(const json& v, const Path& p) const {
+    if (!v.is_string()) Fail(p, "expected a string, got " + Preview(v));
+    return v.get<std::string>();
+  }
+  std::string String(const json& obj, const Path& p, const char* key, const std::string& def) const {
+    const json* v = Find(obj, key);
+    return v == nullptr ? def : String(*v, p / key);
+  }
+
+  bool Bool(const json& obj, const Path& p, const char* key, bool def) const {
+    const json* v = Find(obj, key);
+    if (v == nullptr) return def;
+    if (!v->is_boolean()) Fail(p / key, "expected true or false, got " + Preview(*v));
+    return v->get<bool>();
+  }
+
+  const json& Array(const json& v, const Path& p) const {
+    if (!v.is_array()) Fail(p, "expected an array, got " + Preview(v));
+    return v;
+  }
+
+  template <class E, size_t N>
+  E Enum(const json& v, const Path& p, const std::array<E, N>& values, std::string_view (*name)(E)) const {
+    if (!v.is_string()) Fail(p, "expected a string, got " + Preview(v));
+    const auto& s = v.get_ref<const std::string&>();
+    for (E e : values)
+      if (name(e) == s) return e;
+    std::vector<std::string> names;
+    for (E e : values) names.emplace_back(name(e));
+    std::string hint = Suggest(s, names);
+    Fail(p, fmt::format("unknown value '{}'{} (one of: {})", s,
+                        hint.empty() ? "" : fmt::format(", did you mean '{}'?", hint), fmt::join(names, ", ")));
+  }
+
+ private:
+  const std::string& file_;
+};
+
+constexpr std::array kOpKinds{OpKind::kAlloc,   OpKind::kFree,    OpKind::kCopy,  OpKind::kSend,
+                              OpKind::kRecv,    OpKind::kOffload, OpKind::kReload};
+constexpr std::array kSpaces{MemorySpace::kDevice, MemorySpace::kHost};
+constexpr std::array kRoles{BufferRole::kSourceWeights, BufferRole::kDestinationWeights, BufferRole::kOptimizer,
+                            BufferRole::kGradients,     BufferRole::kKvCache,            BufferRole::kStaging,
+                            BufferRole::kHost};
+
+// ---------------------------------------------------------------- elements: read
+
+Region ReadRegion(const json& j, const Path& p, const Reader& r) {
+  r.Object(j, p, {"buffer", "offset_bytes", "row_bytes", "rows", "row_stride_bytes", "planes", "plane_stride_bytes"});
+  Region g;
+  g.buffer = r.RequiredInt32(j, p, "buffer", -1);
+  g.offset_bytes = r.Int(j, p, "offset_bytes", 0, 0, kI64Max);
+  g.row_bytes = r.RequiredInt(j, p, "row_bytes", 0, kI64Max);
+  g.rows = r.Int(j, p, "rows", 1, 1, kI64Max);
+  g.row_stride_bytes = r.Int(j, p, "row_stride_bytes", 0, 0, kI64Max);
+  g.planes = r.Int(j, p, "planes", 1, 1, kI64Max);
+  g.plane_stride_bytes = r.Int(j, p, "plane_stride_bytes", 0, 0, kI64Max);
+  return g;
+}
+
+Op ReadOp(const json& j, const Path& p, const Reader& r) {
+  r.Object(j, p,
+           {"id", "kind", "gpu", "stream", "group", "deps", "buffer", "copies", "region", "peer", "match", "segment",
+            "label"});
+  Op op;
+  op.id = r.RequiredInt32(j, p, "id", 0);
+  op.kind = r.Enum(r.Required(j, p, "kind"), p / "kind", kOpKinds, OpKindName);
+  op.gpu = r.RequiredInt32(j, p, "gpu", 0);
+  op.stream = r.Int32(j, p, "stream", 0, 0);
+  op.group = r.Int32(j, p, "group", -1, -1);
+  if (const json* d = Reader::Find(j, "deps")) {
+    Path dp = p / "deps";
+    r.Array(*d, dp);
+    op.deps.reserve(d->size());
+    for (size_t i = 0; i < d->size(); ++i)
+      op.deps.push_back(static_cast<int32_t>(r.Int((*d)[i], dp[static_cast<int64_t>(i)], 0, kI32Max)));
+  }
+  op.buffer = r.Int32(j, p, "buffer", -1, -1);
+  if (const json* c = Reader::Find(j, "copies")) {
+    Path cp = p / "copies";
+    r.Array(*c, cp);
+    op.copies.reserve(c->size());
+    for (size_t i = 0; i < c->size(); ++i) {
+      Path ep = cp[static_cast<int64_t>(i)];
+      const json& e = (*c)[i];
+      r.Object(e, ep, {"src", "dst"});
+      op.copies.push_back(CopyPair{ReadRegion(r.Required(e, ep, "src"), ep / "src", r),
+                                   ReadRegion(r.Required(e, ep, "dst"), ep / "dst", r)});
+    }
+  }
+  if (const json* g = Reader::Find(j, "region")) op.region = ReadRegion(*g, p / "region", r);
+  op.peer = r.Int32(j, p, "peer", -1, -1);
+  op.match = r.Int32(j, p, "match", -1, -1);
+  op.segment = r.Int32(j, p, "segment", -1, -1);
+  op.label = r.String(j, p, "label", "");
+  return op;
+}
+
+PlanBuffer ReadBuffer(const json& j, const Path& p, const Reader& r) {
+  r.Object(j, p, {"id", "gpu", "space", "role", "bytes", "layer", "preexisting", "name"});
+  PlanBuffer b;
+  b.id = r.RequiredInt32(j, p, "id", 0);
+  b.gpu = r.RequiredInt32(j, p, "gpu", 0);
+  if (const json* s = Reader::Find(j, "space")) b.space = r.Enum(*s, p / "space", kSpaces, MemorySpaceName);
+  if (const json* s = Reader::Find(j, "role")) b.role = r.Enum(*s, p / "role", kRoles, BufferRoleName);
+  b.bytes = r.RequiredInt(j, p, "bytes", 0, kI64Max);
+  b.layer = r.Int32(j, p, "layer", -1, -1);
+  b.preexisting = r.Bool(j, p, "preexisting", false);
+  b.name = r.String(j, p, "name", "");
+  return b;
+}
+
+PlanTensor ReadTensor(const json& j, const Path& p, const Reader& r) {
+  r.Object(j, p, {"name", "shape", "dtype"});
+  PlanTensor t;
+  t.name = r.String(r.Required(j, p, "name"), p / "name");
+  Path sp = p / "shape";
+  const json& s = r.Array(r.Required(j, p, "shape"), sp);
+  if (s.size() > static_cast<size_t>(kMaxDims))
+    r.Fail(sp, fmt::format("has {} dimensions; at most {} are supported", s.size(), kMaxDims));
+  t.shape.ndim = static_cast<int>(s.size());
+  for (size_t d = 0; d < s.size(); ++d) t.shape.dim[d] = r.Int(s[d], sp[static_cast<int64_t>(d)], 1, kI64Max);
+  if (const json* d = Reader::Find(j, "dtype")) t.dtype = ParseDType(r.String(*d, p / "dtype"), r.file(), (p / "dtype").Str());
+  return t;
+}
+
+ContentPiece ReadPiece(const json& j, const Path& p, const Reader& r) {
+  r.Object(j, p, {"buffer", "tensor", "box", "offset_elems", "stride_elems"});
+  ContentPiece c;
+  c.buffer = r.RequiredInt32(j, p, "buffer", 0);
+  c.tensor = r.RequiredInt32(j, p, "tensor", 0);
+  Path bp = p / "box";
+  const json& box = r.Array(r.Required(j, p, "box"), bp);
+  if (box.size() > static_cast<size_t>(kMaxDims))
+    r.Fail(bp, fmt::format("has {} dimensions; at most {} are supported", box.size(), kMaxDims));
+  c.box.ndim = static_cast<int>(box.size());
+  for (size_t d = 0; d < box.size(); ++d) {
+    Path dp = bp[static_cast<int64_t>(d)];
+    const json& pair = r.Array(box[d], dp);
+    if (pair.size() != 2) r.Fail(dp, fmt::format("expected [lo, hi], got {} numbers", pair.size()));
+    c.box.lo[d] = r.Int(pair[0], dp[0], 0, kI64Max);
+    c.box.hi[d] = r.Int(pair[1], dp[1], 0, kI64Max);
+    if (c.box.hi[d] < c.box.lo[d]) r.Fail(dp, fmt::format("hi {} is below lo {}", c.box.hi[d], c.box.lo[d]));
+  }
+  c.offset_elems = r.Int(j, p, "offset_elems", 0, 0, kI64Max);
+  if (const json* s = Reader::Find(j, "stride_elems")) {
+    Path sp = p / "stride_elems";
+    r.Array(*s, sp);
+    if (s->size() > static_cast<size_t>(kMaxDims))
+      r.Fail(sp, fmt::format("has {} entries; at most {} are supported", s->size(), kMaxDims));
+    c.stride_elems = Extents{0, 0, 0};  // missing trailing entries are 0 (see the writer)
+    for (size_t d = 0; d < s->size(); ++d) c.stride_elems[d] = r.Int((*s)[d], sp[static_cast<int64_t>(d)], 0, kI64Max);
+  }
+  return c;
+}
+
+PlanSummary ReadSummary(const json& j, const Path& p, const Reader& r) {
+  r.Object(j, p,
+           {"segment_bytes", "offload_fraction", "memory_policy", "bytes_moved", "lower_bound_s", "predicted_time_s",
+            "predicted_peak_bytes"});
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  PlanSummary s;
+  s.segment_bytes = r.Int(j, p, "segment_bytes", 0, 0, kI64Max);
+  s.offload_fraction = r.Double(j, p, "offload_fraction", 0, 0, 1);
+  s.memory_policy = r.String(j, p, "memory_policy", "");
+  if (const json* m = Reader::Find(j, "bytes_moved")) {
+    Path mp = p / "bytes_moved";
+    r.Object(*m, mp, {"local", "nvlink", "network", "pcie"});
+    s.bytes_moved.local = r.Int(*m, mp, "local", 0, 0, kI64Max);
+    s.bytes_moved.nvlink = r.Int(*m, mp, "nvlink", 0, 0, kI64Max);
+    s.bytes_moved.network = r.Int(*m, mp, "network", 0, 0, kI64Max);
+    s.bytes_moved.pcie = r.Int(*m, mp, "pcie", 0, 0, kI64Max);
+  }
+  s.lower_bound_s = r.Double(j, p, "lower_bound_s", 0, 0, kInf);
+  s.predicted_time_s = r.Double(j, p, "predicted_time_s", 0, 0, kInf);
+  if (const json* a = Reader::Find(j, "predicted_peak_bytes")) {
+    Path ap = p / "predicted_peak_bytes";
+    r.Array(*a, ap);
+    for (size_t i = 0; i < a->size(); ++i)
+      s.predicted_peak_bytes.push_back(r.Int((*a)[i], ap[static_cast<int64_t>(i)], 0, kI64Max));
+  }
+  return s;
+}
+
+Cluster ReadCluster(const json& j, const Reader& r) {
+  try {
+    return ClusterFromJson(j, r.file());
+  } catch (const InputError& e) {
+    // Name the field from the plan's root ("cluster.nodes").
+    const std::string& f = e.field();
+    if (f == "cluster" || f.rfind("cluster.", 0) == 0) throw;
+    throw InputError(r.file(), f.empty() ? "cluster" : "cluster." + f, e.problem());
+  }
+}
+
+// The top-level arrays. When ReadPlan streamed one, its elements are already
+// converted and the DOM holds an empty array in its place.
+struct Streamed {
+  std::optional<std::vector<PlanTensor>> tensors;
+  std::optional<std::vector<PlanBuffer>> buffers;
+  std::optional<std::vector<Op>> ops;
+  std::optional<std::vector<ContentPiece>> sources, destinations;
+};
+
+template <class T, class F>
+std::vector<T> ReadArray(const json& j, const Path& root, const char* key, const Reader& r, F read_one) {
+  std::vector<T> out;
+  const json* a = Reader::Find(j, key);
+  if (a == nullptr) return out;
+  Path p = root / key;
+  r.Array(*a, p);
+  out.reserve(a->size());
+  for (size_t i = 0; i < a->size(); ++i) out.push_back(read_one((*a)[i], p[static_cast<int64_t>(i)], r));
+  return out;
+}
+
+void CheckVersion(const json& j, const Reader& r) {
+  Path root;
+  int64_t v = r.RequiredInt(j, root, "format_version", 0, kI64Max);
+  if (v != kFormatVersion)
+    r.Fail(root / "format_version",
+           fmt::format("unsupported plan format version {} (this reshard reads version {})", v, kFormatVersion));
+}
+
+Plan ReadPlanObject(const json& j, const Reader& r, Streamed* streamed) {
+  Path root;
+  if (!j.is_object()) r.Fail(root, "expected a JSON object (a plan) at the top level, got " + Preview(j));
+  r.Object(j, root,
+           {"format_version", "name", "cluster", "cluster_fingerprint", "stream_names", "summary", "tensors", "buffers",
+            "ops", "sources", "destinations"});
+  CheckVersion(j, r);
+  Plan p;
+  p.format_version = static_cast<int32_t>(kFormatVersion);
+  p.name = r.String(j, root, "name", "");
+  p.cluster = ReadCluster(r.Required(j, root, "cluster"), r);
+  p.cluster_fingerprint = r.String(j, root, "cluster_fingerprint", "");
+  if (const json* s = Reader::Find(j, "stream_names")) {
+    Path sp = root / "stream_names";
+    r.Array(*s, sp);
+    p.stream_names.clear();
+    for (size_t i = 0; i < s->size(); ++i) p.stream_names.push_back(r.String((*s)[i], sp[static_cast<int64_t>(i)]));
+  }
+  if (const json* s = Reader::Find(j, "summary")) p.summary = ReadSummary(*s, root / "summary", r);
+
+  auto take = [&](auto& field, auto& streamed_field, const char* key, auto read_one) {
+    using T = typename std::decay_t<decltype(field)>::value_type;
+    if (streamed != nullptr && streamed_field) {
+      field = std::move(*streamed_field);
+    } else {
+      field = ReadArray<T>(j, root, key, r, read_one);
+    }
+  };
+  Streamed none;
+  Streamed& s = streamed != nullptr ? *streamed : none;
+  take(p.tensors, s.tensors, "tensors", ReadTensor);
+  take(p.buffers, s.buffers, "buffers", ReadBuffer);
+  take(p.ops, s.ops, "ops", ReadOp);
+  take(p.sources, s.sources, "sources", ReadPiece);
+  take(p.destinations, s.destinations, "destinations", ReadPiece);
+  return p;
+}
+
+// ---------------------------------------------------------------- SAX reader
+
+// Builds a DOM like nlohmann's own parser, except that each element of the
+// top-level arrays tensors / buffers / ops / sources / destinations is
+// converted when it completes and then dropped. Duplicate keys are errors.
+class PlanSax : public nlohmann::json_sax<json> {
+ public:
+  PlanSax(const Reader& r, Streamed& out) : r_(r), out_(out) {}
+
+  json root;
+  std::optional<size_t> error_byte;
+  std::string error_message;
+
+  bool null() override { return Value(json(nullptr)); }
+  bool boolean(bool v) override { return Value(json(v)); }
+  bool number_integer(number_integer_t v) override { return Value(json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return Value(json(v)); }
+  bool number_float(number_float_t v, const string_t& /*text*/) override { return Value(json(v)); }
+  bool string(string_t& v) override { return Value(json(std::move(v))); }
+  bool binary(binary_t& v) override { return Value(json::binary(std::move(v))); }
+  bool start_object(std::size_t /*n*/) override { return Open(json::object()); }
+  bool start_array(std::size_t /*n*/) override { return Open(json::array()); }
+  bool key(string_t& k) override {
+    const json& obj = *stack_.back();
+    if (obj.contains(k)) {
+      std::string field = PathOfTop();
+      field += field.empty() ? k : "." + k;
+      throw InputError(r_.file(), field, "duplicate field");
+    }
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() override { return Close(); }
+  bool end_array() override { return Close(); }
+  bool parse_error(std::size_t position, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& ex) override {
+    error_byte = position;
+    error_message = ex.what();
+    return false;
+  }
+
+ private:
+  // Places `v` into the container on top of the stack (or as the root) and
+  // returns where it now lives.
+  json* Place(json&& v) {
+    if (stack_.empty()) {
+      root = std::move(v);
+      return &root;
+    }
+    json& parent = *stack_.back();
+    if (parent.is_object()) {
+      if (stack_.size() == 1) top_key_ = key_;
+      return &(parent[key_] = std::move(v));
+    }
+    parent.push_back(std::move(v));
+    return &parent.back();
+  }
+  bool Value(json&& v) {
+    Place(std::move(v));
+    if (InStreamedArray(stack_.size())) Convert();
+    return true;
+  }
+  bool Open(json&& v) {
+    stack_.push_back(Place(std::move(v)));
+    return true;
+  }
+  bool Close() {
+    stack_.pop_back();
+    if (InStreamedArray(stack_.size())) Convert();
+    return true;
+  }
+  // True when the container on top of a stack of `depth` is one of the
+  // streamed top-level arrays, i.e. an element of it just completed.
+  bool InStreamedArray(size_t depth) const {
+    return depth == 2 && stack_[0]->is_object() && stack_[1]->is_array() && Streams(top_key_);
+  }
+  static bool Streams(const std::string& k) {
+    return k == "tensors" || k == "buffers" || k == "ops" || k == "sources" || k == "destinations";
+  }
+  void Convert() {
+    if (!version_checked_) {  // a newer format should fail on its version, not on a new field
+      if (root.contains("format_version")) CheckVersion(root, r_);
+      version_checked_ = true;
+    }
+    json& array = *stack_[1];
+    const json& e = array.back();
+    Path base;
+    if (top_key_ == "tensors") Append(out_.tensors, e, base / "tensors", ReadTensor);
+    else if (top_key_ == "buffers") Append(out_.buffers, e, base / "buffers", ReadBuffer);
+    else if (top_key_ == "ops") Append(out_.ops, e, base / "ops", ReadOp);
+    else if (top_key_ == "sources") Append(out_.sources, e, base / "sources", ReadPiece);
+    else Append(out_.destinations, e, base / "destinations", ReadPiece);
+    array.erase(array.size() - 1);
+  }
+  template <class T, class F>
+  void Append(std::optional<std::vector<T>>& v, const json& e, const Path& ap, F read_one) {
+    if (!v) v.emplace();
+    v->push_back(read_one(e, ap[static_cast<int64_t>(v->size())], r_));
+  }
+  size_t Converted(const std::string& k) const {
+    auto n = [](const auto& v) { return v ? v->size() : size_t{0}; };
+    if (k == "tensors") return n(out_.tensors);
+    if (k == "buffers") return n(out_.buffers);
+    if (k == "ops") return n(out_.ops);
+    if (k == "sources") return n(out_.sources);
+    return n(out_.destinations);
+  }
+  // Names the object on top of the stack for duplicate-key errors, as far as
+  // cheaply known: "ops[12]", or "ops[12]..." when nested deeper.
+  std::string PathOfTop() const {
+    if (stack_.size() <= 1) return "";
+    std::string s = top_key_;
+    if (stack_.size() >= 3 && stack_[1]->is_array() && Streams(top_key_)) s += fmt::format("[{}]", Converted(top_key_));
+    if (stack_.size() > 3) s += "...";
+    return s;
+  }
+
+  const Reader& r_;
+  Streamed& out_;
+  std::vector<json*> stack_;
+  std::string key_, top_key_;
+  bool version_checked_ = false;
+};
+
+std::pair<int64_t, int64_t> LineColumn(const std::string& text, size_t byte) {
+  byte = std::min(byte, text.size());
+  int64_t line = 1, col = 1;
+  for (size_t i = 0; i < byte; ++i) {
+    if (text[i] == '\n') ++line, col = 1;
+    else ++col;
+  }
+  return {line, col};
+}
+
+// ---------------------------------------------------------------- elements: write
+
+// Writers are templates so WritePlan can use ordered_json (readable key
+// order in files) and PlanToJson plain json. Default-valued fields are
+// omitted where the reader restores them exactly.
+template <class J>
+J RegionToJson(const Region& g) {
+  J j;
+  j["buffer"] = g.buffer;
+  j["offset_bytes"] = g.offset_bytes;
+  j["row_bytes"] = g.row_bytes;
+  if (g.rows != 1) j["rows"] = g.rows;
+  if (g.row_stride_bytes != 0) j["row_stride_bytes"] = g.row_stride_bytes;
+  if (g.planes != 1) j["planes"] = g.planes;
+  if (g.plane_stride_bytes != 0) j["plane_stride_bytes"] = g.plane_stride_bytes;
+  return j;
+}
+
+template <class J>
+J OpToJson(const Op& op) {
+  J j;
+  j["id"] = op.id;
+  j["kind"] = OpKindName(op.kind);
+  j["gpu"] = op.gpu;
+  j["stream"] = op.stream;
+  if (op.group != -1) j["group"] = op.group;
+  if (!op.deps.empty()) j["deps"] = op.deps;
+  if (op.buffer != -1) j["buffer"] = op.buffer;
+  if (!op.copies.empty()) {
+    J a = J::array();
+    for (const auto& c : op.copies) {
+      J e;
+      e["src"] = RegionToJson<J>(c.src);
+      e["dst"] = RegionToJson<J>(c.dst);
+      a.push_back(std::move(e));
+    }
+    j["copies"] = std::move(a);
+  }
+  if (op.region != Region{}) j["region"] = RegionToJson<J>(op.region);
+  if (op.peer != -1) j["peer"] = op.peer;
+  if (op.match != -1) j["match"] = op.match;
+  if (op.segment != -1) j["segment"] = op.segment;
+  if (!op.label.empty()) j["label"] = op.label;
+  return j;
+}
+
+template <class J>
+J BufferToJson(const PlanBuffer& b) {
+  J j;
+  j["id"] = b.id;
+  j["gpu"] = b.gpu;
+  if (b.space != MemorySpace::kDevice) j["space"] = MemorySpaceName(b.space);
+  j["role"] = BufferRoleName(b.role);
+  j["bytes"] = b.bytes;
+  if (b.layer != -1) j["layer"] = b.layer;
+  if (b.preexisting) j["preexisting"] = true;
+  if (!b.name.empty()) j["name"] = b.name;
+  return j;
+}
+
+template <class J>
+J TensorToJson(const PlanTensor& t) {
+  J j;
+  j["name"] = t.name;
+  J shape = J::array();
+  for (int d = 0; d < std::clamp(t.shape.ndim, 0, kMaxDims); ++d) shape.push_back(t.shape.dim[d]);
+  j["shape"] = std::move(shape);
+  j["dtype"] = DTypeName(t.dtype);
+  return j;
+}
+
+template <class J>
+J PieceToJson(const ContentPiece& c) {
+  J j;
+  j["buffer"] = c.buffer;
+  j["tensor"] = c.tensor;
+  J box = J::array();
+  for (int d = 0; d < std::clamp(c.box.ndim, 0, kMaxDims); ++d) box.push_back(J::array({c.box.lo[d], c.box.hi[d]}));
+  j["box"] = std::move(box);
+  if (c.offset_elems != 0) j["offset_elems"] = c.offset_elems;
+  if (c.stride_elems != Extents{0, 0, 1}) {
+    // The shortest prefix whose remainder is zero (the reader fills zeros),
+    // but at least one entry per box dimension.
+    int n = kMaxDims;
+    while (n > 0 && n > c.box.ndim && c.stride_elems[n - 1] == 0) --n;
+    J s = J::array();
+    for (int d = 0; d < n; ++d) s.push_back(c.stride_elems[d]);
+    j["stride_elems"] = std::move(s);
+  }
+  return j;
+}
+
+template <class J>
+J SummaryToJson(const PlanSummary& s) {
+  J j;
+  j["segment_bytes"] = s.segment_bytes;
+  j["offload_fraction"] = s.offload_fraction;
+  j["memory_policy"] = s.memory_policy;
+  J m;
+  m["local"] = s.bytes_moved.local;
+  m["nvlink"] = s.bytes_moved.nvlink;
+  m["network"] = s.bytes_moved.network;
+  m["pcie"] = s.bytes_moved.pcie;
+  j["bytes_moved"] = std::move(m);
+  j["lower_bound_s"] = s.lower_bound_s;
+  j["predicted_time_s"] = s.predicted_time_s;
+  j["predicted_peak_bytes"] = s.predicted_peak_bytes;
+  return j;
+}
+
+template <class J>
+std::string Dump(const J& j) {
+  return j.dump(-1, ' ', false, J::error_handler_t::replace);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- public API
+
+nlohmann::json PlanToJson(const Plan& p) {
+  json j = json::object();
+  j["format_version"] = p.format_version;
+  j["name"] = p.name;
+  j["cluster_fingerprint"] = p.cluster_fingerprint;
+  j["stream_names"] = p.stream_names;
+  j["summary"] = SummaryToJson<json>(p.summary);
+  json c;
+  to_json(c, p.cluster);
+  j["cluster"] = std::move(c);
+  auto array = [](const auto& v, auto to_json_one) {
+    json a = json::array();
+    a.get_ref<json::array_t&>().reserve(v.size());
+    for (const auto& e : v) a.push_back(to_json_one(e));
+    return a;
+  };
+  j["tensors"] = array(p.tensors, TensorToJson<json>);
+  j["buffers"] = array(p.buffers, BufferToJson<json>);
+  j["ops"] = array(p.ops, OpToJson<json>);
+  j["sources"] = array(p.sources, PieceToJson<json>);
+  j["destinations"] = array(p.destinations, PieceToJson<json>);
+  return j;
+}
+
+Plan PlanFromJson(const nlohmann::json& j, const std::string& file) {
+  Reader r(file);
+  return ReadPlanObject(j, r, nullptr);
+}
+
+void WritePlan(const Plan& p, const std::string& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw InputError(path, "", fmt::format("cannot open for writing: {}", std::strerror(errno)));
+  // Scalars and small objects first, then one line per array element.
+  ojson head;
+  head["format_version"] = p.format_version;
+  head["name"] = p.name;
+  head["cluster_fingerprint"] = p.cluster_fingerprint;
+  head["stream_names"] = p.stream_names;
+  std::string h = Dump(head);
+  out << h.substr(0, h.size() - 1) << ",\n";  // drop the closing brace
+  out << "\"summary\":" << Dump(SummaryToJson<ojson>(p.summary)) << ",\n";
+  json c;
+  to_json(c, p.cluster);
+  out << "\"cluster\":" << Dump(c);
+  std::string line;
+  auto array = [&](const char* key, const auto& v, auto to_json_one) {
+    out << ",\n\"" << key << "\":[";
+    for (size_t i = 0; i < v.size(); ++i) {
+      line.clear();
+      line += i == 0 ? "\n" : ",\n";
+      line += Dump(to_json_one(v[i]));
+      out << line;
+    }
+    out << (v.empty() ? "]" : "\n]");
+  };
+  array("tensors", p.tensors, TensorToJson<ojson>);
+  array("buffers", p.buffers, BufferToJson<ojson>);
+  array("ops", p.ops, OpToJson<ojson>);
+  array("sources", p.sources, PieceToJson<ojson>);
+  array("destinations", p.destinations, PieceToJson<ojson>);
+  out << "}\n";
+  out.close();
+  if (!out) throw InputError(path, "", fmt::format("writing the plan failed: {}", std::strerror(errno)));
+}
+
+Plan ReadPlan(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw InputError(path, "", "plan file not found");
+  if (fs::is_directory(path, ec)) throw InputError(path, "", "is a directory, not a plan file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "", fmt::format("cannot open: {}", std::strerror(errno)));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw InputError(path, "", fmt::format("reading failed: {}", std::strerror(errno)));
+
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw InputError(path, "", text.empty() ? "file is empty" : "file is empty (only whitespace)");
+  // Binary data: a NUL anywhere, or control bytes at the start (gzip, ELF...).
+  if (size_t nul = text.find('\0'); nul != std::string::npos)
+    throw InputError(path, "", fmt::format("not a JSON plan: binary data (NUL byte at offset {})", nul));
+  for (size_t i = 0; i < std::min<size_t>(text.size(), 4096); ++i) {
+    auto ch = static_cast<unsigned char>(text[i]);
+    if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r')
+      throw InputError(path, "", fmt::format("not a JSON plan: binary data (control byte 0x{:02x} at offset {})", ch, i));
+  }
+
+  Reader r(path);
+  Streamed streamed;
+  PlanSax sax(r, streamed);
+  bool ok = json::sax_parse(text, &sax, json::input_format_t::json, /*strict=*/true);
+  if (!ok) {
+    std::string msg = sax.error_message;  // "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    if (auto pos = msg.find("] "); msg.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
+      msg = msg.substr(pos + 2);
+    if (sax.error_byte.value_or(text.size()) >= text.size() || msg.find("unexpected end of input") != std::string::npos) {
+      auto [line, col] = LineColumn(text, text.size());
+      throw InputError(path, "", fmt::format("truncated: the JSON ends before the plan is complete (line {}, column {})",
+                                             line, col));
+    }
+    throw InputError(path, "", "invalid JSON: " + msg);
+  }
+  return ReadPlanObject(sax.root, r, &streamed);
+}
+
+}  // namespace reshard

@@ -1,0 +1,1160 @@
+#include "planner/planner.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+#include "planner/assign.h"
+#include "planner/rounds.h"
+#include "planner/transfer_set.h"
+#include "sim/ports.h"
+#include "sim/simulator.h"
+
+namespace reshard {
+
+namespace {
+
+constexpr int32_t kStreamRelease = 3;  // training weights -> host, apart from optimizer offload
+
+// Where each local buffer of a shard sits inside the per-(GPU, layer) plan
+// buffers ("slots", layers ascending).
+struct SideBuffers {
+  std::vector<std::vector<int32_t>> slot_of;     // [shard][local buffer]
+  std::vector<std::vector<int64_t>> base_of;     // [shard][local buffer] elems into the slot
+  std::vector<std::vector<int32_t>> slot_layer;  // [shard][slot]
+  std::vector<std::vector<int64_t>> slot_elems;  // [shard][slot]
+};
+
+SideBuffers LayoutBuffers(const Layout& l) {
+  SideBuffers sb;
+  const size_t n = l.shards.size();
+  sb.slot_of.resize(n), sb.base_of.resize(n), sb.slot_layer.resize(n), sb.slot_elems.resize(n);
+  for (size_t s = 0; s < n; ++s) {
+    const auto& bufs = l.shards[s].buffers;
+    auto& layers = sb.slot_layer[s];
+    for (const auto& b : bufs) layers.push_back(b.layer);
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+    sb.slot_elems[s].assign(layers.size(), 0);
+    for (const auto& b : bufs) {
+      const int32_t slot = static_cast<int32_t>(std::lower_bound(layers.begin(), layers.end(), b.layer) - layers.begin());
+      sb.slot_of[s].push_back(slot);
+      sb.base_of[s].push_back(sb.slot_elems[s][slot]);
+      sb.slot_elems[s][slot] += b.elems;
+    }
+  }
+  return sb;
+}
+
+// Region of box `b` of a piece stored at `off` (elements, box.lo of `pbox`)
+// with `stride`; nullopt when it needs more than three levels.
+std::optional<Region> BoxRegion(int32_t buffer, int64_t off, const Extents& stride, const Box& pbox, const Box& b,
+                                int64_t eb) {
+  struct Level {
+    int64_t ext, st;
+  };
+  Level lv[kMaxDims];
+  int n = 0;
+  for (int d = 0; d < b.ndim; ++d) {
+    off += (b.lo[d] - pbox.lo[d]) * stride[d];
+    const int64_t ext = b.hi[d] - b.lo[d];
+    if (ext > 1) lv[n++] = {ext, stride[d]};
+  }
+  // Coalesce from the inside: an outer level whose stride is the inner span merges.
+  for (int i = n - 1; i > 0; --i) {
+    if (lv[i - 1].st == lv[i].ext * lv[i].st) {
+      lv[i - 1] = {lv[i - 1].ext * lv[i].ext, lv[i].st};
+      for (int j = i; j + 1 < n; ++j) lv[j] = lv[j + 1];
+      --n;
+    }
+  }
+  Region r;
+  r.buffer = buffer;
+  r.offset_bytes = off * eb;
+  r.row_bytes = eb;
+  if (n > 0 && lv[n - 1].st == 1) {
+    r.row_bytes = lv[n - 1].ext * eb;
+    --n;
+  }
+  if (n > 2) return std::nullopt;
+  if (n >= 1) r.rows = lv[n - 1].ext, r.row_stride_bytes = lv[n - 1].st * eb;
+  if (n == 2) r.planes = lv[0].ext, r.plane_stride_bytes = lv[0].st * eb;
+  if (r.rows == 1) r.row_stride_bytes = r.row_bytes;
+  if (r.planes == 1) r.plane_stride_bytes = r.row_bytes * r.rows;
+  return r;
+}
+
+int OutermostSplitDim(const Box& b) {
+  for (int d = 0; d < b.ndim; ++d)
+    if (b.hi[d] - b.lo[d] > 1) return d;
+  return -1;
+}
+
+// Row-major chunks of `b`, each at most `max_elems` (>= 1): whole runs of the
+// outermost split dimension where a unit fits, else recursing into each unit.
+void Chunk(const Box& b, int64_t max_elems, std::vector<Box>& out) {
+  const int64_t vol = Volume(b);
+  if (vol <= max_elems) {
+    out.push_back(b);
+    return;
+  }
+  const int d = OutermostSplitDim(b);
+  const int64_t ext = b.hi[d] - b.lo[d];
+  const int64_t unit = vol / ext;
+  Box sub = b;
+  if (unit <= max_elems) {
+    const int64_t k = max_elems / unit;
+    for (int64_t i = b.lo[d]; i < b.hi[d]; i += k) {
+      sub.lo[d] = i, sub.hi[d] = std::min(b.hi[d], i + k);
+      out.push_back(sub);
+    }
+    return;
+  }
+  for (int64_t i = b.lo[d]; i < b.hi[d]; ++i) {
+    sub.lo[d] = i, sub.hi[d] = i + 1;
+    Chunk(sub, max_elems, out);
+  }
+}
+
+// A (destination rank, fragment) pair with its chosen source, possibly a sub-box of the fragment.
+struct Part {
+  Box box;
+  int32_t dst_rank, frag, src_rank;
+};
+
+struct Item {
+  int32_t src_gpu, dst_gpu, src_slot, dst_rank, frag, src_rank;
+};
+
+struct Seg {
+  int32_t src_gpu, dst_gpu;
+  int64_t first_part, num_parts;
+  int64_t bytes;
+  bool direct;
+  int32_t priority;  // sender's progress through its layers, 0..1023
+  int32_t round = -1;
+};
+
+struct LocalBatch {   // local copies of one GPU reading one source slot
+  int32_t gpu, src_rank, src_slot, priority;
+  int64_t first_part, num_parts, bytes;
+};
+
+struct Policy {
+  double offload_fraction = 0;
+  bool dest_per_layer = false;
+  bool source_to_host = false;
+  std::string Name() const {
+    std::string s = dest_per_layer ? "dest-per-layer" : "dest-all-at-once";
+    if (source_to_host) s += "+source-to-host";
+    if (offload_fraction >= 1) s += "+optimizer-offload-all";
+    else if (offload_fraction > 0) s += fmt::format("+optimizer-offload-{:.2f}", offload_fraction);
+    return s;
+  }
+};
+
+// Everything that does not depend on the segment size or the memory policy.
+struct Base {
+  const Scenario& s;
+  Layout src, dst;
+  TransferSet ts;
+  std::vector<int32_t> dst_gpu;
+  SourceChoice choice;
+  SideBuffers sb, db;
+  int64_t eb = 2;
+  std::vector<GpuMemoryAtStart> mem;
+  std::vector<Item> items;              // sorted by (src_gpu, dst_gpu, src_slot, dst_rank, frag)
+  std::vector<int32_t> src_rank_on_gpu;
+  std::vector<std::vector<int32_t>> dst_ranks_on_gpu;
+  int64_t fragments = 0;
+
+  explicit Base(const Scenario& sc) : s(sc) {}
+
+  const Piece& SrcPiece(int32_t src_rank, const Fragment& f) const {
+    const int32_t shard = src.rank_shard[src_rank];
+    const auto& hs = ts.holder_sets[f.holder_set].holders;
+    auto it = std::lower_bound(hs.begin(), hs.end(), std::make_pair(shard, int32_t{-1}));
+    RESHARD_CHECK(it != hs.end() && it->first == shard, "chosen source does not hold the fragment");
+    return src.shards[shard].pieces[it->second];
+  }
+  const Fragment& Frag(int32_t dst_rank, int32_t frag) const {
+    return ts.shard_fragments[dst.rank_shard[dst_rank]][frag];
+  }
+  int32_t SrcSlot(int32_t src_rank, const Piece& p) const { return sb.slot_of[src.rank_shard[src_rank]][p.buffer]; }
+};
+
+void BuildBase(Base& b) {
+  const Scenario& s = b.s;
+  b.src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
+  b.dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
+  b.eb = DTypeBytes(s.dtype);
+  b.ts = BuildTransferSet(s.model, b.src, b.dst);
+  b.dst_gpu = PlaceDestinations(s, b.src, b.dst, b.ts);
+  b.choice = ChooseSources(s, b.src, b.dst, b.ts, b.dst_gpu);
+  b.sb = LayoutBuffers(b.src);
+  b.db = LayoutBuffers(b.dst);
+  b.mem = MemoryAtStart(s, b.src);
+  const int32_t gpus = s.cluster.Gpus();
+  b.src_rank_on_gpu.assign(gpus, -1);
+  for (int32_t r = 0; r < b.src.Ranks(); ++r) b.src_rank_on_gpu[s.source_gpus[r]] = r;
+  b.dst_ranks_on_gpu.assign(gpus, {});
+  for (int32_t r = 0; r < b.dst.Ranks(); ++r) b.dst_ranks_on_gpu[b.dst_gpu[r]].push_back(r);
+  for (int32_t r = 0; r < b.dst.Ranks(); ++r) {
+    const auto& frags = b.ts.shard_fragments[b.dst.rank_shard[r]];
+    for (size_t i = 0; i < frags.size(); ++i) {
+      const int32_t q = b.choice.src_rank[r][i];
+      const Piece& p = b.SrcPiece(q, frags[i]);
+      b.items.push_back(Item{s.source_gpus[q], b.dst_gpu[r], b.SrcSlot(q, p), r, static_cast<int32_t>(i), q});
+    }
+  }
+  b.fragments = static_cast<int64_t>(b.items.size());
+  std::sort(b.items.begin(), b.items.end(), [](const Item& x, const Item& y) {
+    return std::tie(x.src_gpu, x.dst_gpu, x.src_slot, x.dst_rank, x.frag) <
+           std::tie(y.src_gpu, y.dst_gpu, y.src_slot, y.dst_rank, y.frag);
+  });
+}
+
+// Segments and rounds for one segment size.
+struct Schedule {
+  int64_t segment_bytes = 0;
+  std::vector<Part> parts;
+  std::vector<Seg> segs;            // sorted by (round, src_gpu, dst_gpu)
+  std::vector<LocalBatch> locals;   // sorted by (gpu, priority, src_slot)
+  int32_t rounds = 0;
+  std::vector<int32_t> peers;       // per GPU: distinct send/recv peers
+  double estimate_s = 0;            // per-port estimate of the transfer phase
+};
+
+int32_t Priority(const Base& b, int32_t src_rank, int32_t slot) {
+  const int32_t n = static_cast<int32_t>(b.sb.slot_layer[b.src.rank_shard[src_rank]].size());
+  return n <= 1 ? 0 : slot * 1023 / (n - 1);
+}
+
+bool Contiguous(const Region& r) { return r.Contiguous(); }
+
+Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
+  Schedule sc;
+  sc.segment_bytes = seg_bytes;
+  const Cluster& c = b.s.cluster;
+  const int64_t eb = b.eb;
+  const int64_t seg_elems = std::max<int64_t>(1, seg_bytes / eb);
+  std::vector<Box> chunks;
+  for (size_t i = 0; i < b.items.size();) {
+    size_t j = i;
+    while (j < b.items.size() && b.items[j].src_gpu == b.items[i].src_gpu && b.items[j].dst_gpu == b.items[i].dst_gpu) ++j;
+    const int32_t sg = b.items[i].src_gpu, dg = b.items[i].dst_gpu;
+    if (sg == dg) {  // local: one batch per source slot
+      for (size_t k = i; k < j;) {
+        size_t m = k;
+        LocalBatch lb{dg, b.items[k].src_rank, b.items[k].src_slot, Priority(b, b.items[k].src_rank, b.items[k].src_slot),
+                      static_cast<int64_t>(sc.parts.size()), 0, 0};
+        while (m < j && b.items[m].src_slot == b.items[k].src_slot) {
+          const Item& it = b.items[m];
+          const Fragment& f = b.Frag(it.dst_rank, it.frag);
+          sc.parts.push_back(Part{f.box, it.dst_rank, it.frag, it.src_rank});
+          lb.bytes += f.elems * eb;
+          ++m;
+        }
+        lb.num_parts = static_cast<int64_t>(sc.parts.size()) - lb.first_part;
+        sc.locals.push_back(lb);
+        k = m;
+      }
+      i = j;
+      continue;
+    }
+    // Remote: pack into segments; big contiguous pieces go direct.
+    Seg cur{sg, dg, static_cast<int64_t>(sc.parts.size()), 0, 0, false, 0};
+    int64_t used = 0;
+    auto close = [&]() {
+      if (cur.num_parts > 0) {
+        cur.bytes = used * eb;
+        sc.segs.push_back(cur);
+      }
+      cur.first_part = static_cast<int64_t>(sc.parts.size());
+      cur.num_parts = 0;
+      used = 0;
+    };
+    auto add = [&](const Item& it, const Box& box) {
+      if (cur.num_parts == 0) cur.priority = Priority(b, it.src_rank, it.src_slot);
+      sc.parts.push_back(Part{box, it.dst_rank, it.frag, it.src_rank});
+      ++cur.num_parts;
+      used += Volume(box);
+    };
+    for (size_t k = i; k < j; ++k) {
+      const Item& it = b.items[k];
+      const Fragment& f = b.Frag(it.dst_rank, it.frag);
+      const int64_t bytes = f.elems * eb;
+      if (2 * bytes >= seg_bytes) {
+        const Piece& sp = b.SrcPiece(it.src_rank, f);
+        const Piece& dp = b.dst.ShardOf(it.dst_rank).pieces[f.dst_piece];
+        auto sr = BoxRegion(0, sp.offset, sp.stride, sp.box, f.box, eb);
+        auto dr = BoxRegion(0, dp.offset, dp.stride, dp.box, f.box, eb);
+        if (sr && dr && Contiguous(*sr) && Contiguous(*dr)) {
+          chunks.clear();
+          Chunk(f.box, seg_elems, chunks);
+          for (const Box& x : chunks) {
+            Seg d{sg, dg, static_cast<int64_t>(sc.parts.size()), 1, Volume(x) * eb, true,
+                  Priority(b, it.src_rank, it.src_slot)};
+            sc.parts.push_back(Part{x, it.dst_rank, it.frag, it.src_rank});
+            sc.segs.push_back(d);
+          }
+          continue;
+        }
+      }
+      // Staged: fill the current segment, splitting along the outermost dimension.
+      std::vector<Box> todo{f.box};
+      while (!todo.empty()) {
+        Box x = todo.back();
+        todo.pop_back();
+        while (!Empty(x)) {
+          const int64_t vol = Volume(x), cap = seg_elems - used;
+          if (vol <= cap) {
+            add(it, x);
+            break;
+          }
+          const int d = OutermostSplitDim(x);
+          if (d < 0) {  // a single element that does not fit: next segment
+            close();
+            continue;
+          }
+          const int64_t unit = vol / (x.hi[d] - x.lo[d]);
+          const int64_t k2 = cap / unit;
+          if (k2 >= 1) {
+            Box head = x;
+            head.hi[d] = x.lo[d] + k2;
+            add(it, head);
+            x.lo[d] += k2;
+            close();
+            continue;
+          }
+          if (used > 0) {
+            close();
+            continue;
+          }
+          // One unit of d exceeds a whole segment: split it unit by unit (in order).
+          for (int64_t u = x.hi[d] - 1; u >= x.lo[d]; --u) {
+            Box sub = x;
+            sub.lo[d] = u, sub.hi[d] = u + 1;
+            todo.push_back(sub);
+          }
+          break;
+        }
+      }
+    }
+    close();
+    i = j;
+  }
+
+  // Rounds: colour the sender -> receiver multigraph, edges in (priority, pair) order.
+  const int32_t gpus = c.Gpus();
+  std::vector<int32_t> order(sc.segs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+    const Seg &a = sc.segs[x], &bb = sc.segs[y];
+    return std::tie(a.priority, a.src_gpu, a.dst_gpu) < std::tie(bb.priority, bb.src_gpu, bb.dst_gpu);
+  });
+  std::vector<std::pair<int32_t, int32_t>> edges;
+  edges.reserve(order.size());
+  for (int32_t x : order) edges.emplace_back(sc.segs[x].src_gpu, sc.segs[x].dst_gpu);
+  Colouring col = ColourBipartite(gpus, gpus, edges);
+  sc.rounds = col.colours;
+  for (size_t e = 0; e < order.size(); ++e) sc.segs[order[e]].round = col.colour[e];
+  // Within a round keep the pair order; the parts of a segment stay where they are.
+  std::stable_sort(sc.segs.begin(), sc.segs.end(), [](const Seg& a, const Seg& bb) {
+    return std::tie(a.round, a.src_gpu, a.dst_gpu, a.first_part) < std::tie(bb.round, bb.src_gpu, bb.dst_gpu, bb.first_part);
+  });
+  std::stable_sort(sc.locals.begin(), sc.locals.end(), [](const LocalBatch& a, const LocalBatch& bb) {
+    return std::tie(a.gpu, a.priority, a.src_slot) < std::tie(bb.gpu, bb.priority, bb.src_slot);
+  });
+
+  // Peers and the per-port estimate: rounds run one after another, each as
+  // long as its slowest transfer; local copies and packing overlap them.
+  std::vector<std::vector<int32_t>> peer_list(gpus);
+  for (const Seg& g : sc.segs) {
+    peer_list[g.src_gpu].push_back(g.dst_gpu);
+    peer_list[g.dst_gpu].push_back(g.src_gpu);
+  }
+  sc.peers.assign(gpus, 0);
+  for (int32_t g = 0; g < gpus; ++g) {
+    auto& v = peer_list[g];
+    std::sort(v.begin(), v.end());
+    sc.peers[g] = static_cast<int32_t>(std::unique(v.begin(), v.end()) - v.begin());
+  }
+  std::vector<double> round_s(sc.rounds, 0);
+  std::vector<double> copy_s(gpus, 0);
+  const LinkProfile& dc = c.device_copy;
+  auto copy_time = [&](int64_t bytes) {
+    return dc.bytes_per_s > 0 ? dc.latency_ns * 1e-9 + bytes / (dc.bytes_per_s * dc.Efficiency(bytes)) : 0.0;
+  };
+  for (const Seg& g : sc.segs) {
+    const LinkProfile& lp = c.Link(c.Between(g.src_gpu, g.dst_gpu));
+    const double t = lp.latency_ns * 1e-9 + (lp.bytes_per_s > 0 ? g.bytes / (lp.bytes_per_s * lp.Efficiency(g.bytes)) : 0);
+    round_s[g.round] = std::max(round_s[g.round], t);
+    if (!g.direct) copy_s[g.src_gpu] += copy_time(g.bytes), copy_s[g.dst_gpu] += copy_time(g.bytes);
+  }
+  for (const LocalBatch& l : sc.locals) copy_s[l.gpu] += copy_time(l.bytes);
+  double transfer = std::accumulate(round_s.begin(), round_s.end(), 0.0);
+  // The first pack and the last unpack do not overlap anything.
+  double edge = 0;
+  for (const Seg& g : sc.segs)
+    if (!g.direct) edge = std::max(edge, 2 * copy_time(g.bytes));
+  sc.estimate_s = std::max(transfer + edge, *std::max_element(copy_s.begin(), copy_s.end()));
+  return sc;
+}
+
+// ---- Emission -------------------------------------------------------------------
+
+struct Emitted {
+  Plan plan;
+  bool fits = true;
+  int32_t worst_gpu = -1;
+  int64_t missing_bytes = 0;
+  std::vector<int64_t> planned_peak;   // per GPU, device memory the plan can reach (with overheads)
+  int64_t groups = 0;
+  int64_t local_ops = 0;
+  int64_t pcie_bytes = 0;
+  double pcie_estimate_s = 0;          // the longest host-stream queue (offloads)
+};
+
+class Emitter {
+ public:
+  Emitter(const Base& b, const Schedule& sc, const Policy& pol) : b_(b), sc_(sc), pol_(pol), c_(b.s.cluster) {}
+
+  Emitted Run() {
+    const int32_t gpus = c_.Gpus();
+    Plan& p = out_.plan;
+    p.name = b_.s.name;
+    p.cluster = c_;
+    p.cluster_fingerprint = c_.Fingerprint();
+    p.stream_names = {"compute", "comm", "host", "release"};
+    for (const auto& t : b_.s.model.tensors) p.tensors.push_back(PlanTensor{t.name, t.shape, b_.s.dtype});
+    gs_.resize(gpus);
+    for (int32_t g = 0; g < gpus; ++g) {
+      GpuState& st = gs_[g];
+      const GpuMemoryAtStart& m = b_.mem[g];
+      st.budget = c_.gpu_memory_bytes - m.reserve - m.overheads -
+                  static_cast<int64_t>(sc_.peers[g]) * c_.overheads.nccl_bytes_per_peer;
+      st.overhead = m.overheads + static_cast<int64_t>(sc_.peers[g]) * c_.overheads.nccl_bytes_per_peer;
+    }
+    MakeBuffers();
+    CountReaders();
+    Prologue();
+    MainLoop();
+    Epilogue();
+    // Result.
+    out_.planned_peak.assign(gpus, 0);
+    for (int32_t g = 0; g < gpus; ++g) {
+      const GpuState& st = gs_[g];
+      out_.planned_peak[g] = st.peak + (st.peak > 0 ? st.overhead : 0);
+      if (st.missing > out_.missing_bytes) {
+        out_.fits = false;
+        out_.missing_bytes = st.missing;
+        out_.worst_gpu = g;
+      }
+      out_.pcie_estimate_s = std::max(out_.pcie_estimate_s, st.host_s);
+    }
+    return std::move(out_);
+  }
+
+ private:
+  struct Release {
+    int32_t op;
+    int64_t bytes;
+    int32_t stream;
+  };
+  struct GpuState {
+    int64_t live = 0, peak = 0, budget = 0, overhead = 0, missing = 0;
+    std::vector<Release> opt_frees, frees;  // optimizer releases (prologue), others in emission order
+    size_t opt_used = 0, frees_used = 0;
+    int32_t send_slot[2] = {-1, -1}, recv_slot[2] = {-1, -1};
+    int32_t slot_last_use_send[2] = {-1, -1}, slot_last_use_recv[2] = {-1, -1};
+    int64_t sends = 0, recvs = 0;
+    size_t next_local = 0;
+    double host_s = 0;
+  };
+
+  int32_t AddBuffer(int32_t gpu, MemorySpace space, BufferRole role, int64_t bytes, int32_t layer, bool pre,
+                    std::string name) {
+    PlanBuffer pb;
+    pb.id = static_cast<int32_t>(out_.plan.buffers.size());
+    pb.gpu = gpu, pb.space = space, pb.role = role, pb.bytes = bytes, pb.layer = layer, pb.preexisting = pre;
+    pb.name = std::move(name);
+    out_.plan.buffers.push_back(std::move(pb));
+    return out_.plan.buffers.back().id;
+  }
+
+  int32_t Emit(Op op) {
+    op.id = static_cast<int32_t>(out_.plan.ops.size());
+    std::sort(op.deps.begin(), op.deps.end());
+    op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
+    out_.plan.ops.push_back(std::move(op));
+    return out_.plan.ops.back().id;
+  }
+
+  static std::string LayerName(int32_t layer) { return layer < 0 ? "emb" : fmt::format("L{}", layer); }
+
+  void MakeBuffers() {
+    const Scenario& s = b_.s;
+    const int64_t eb = b_.eb;
+    Plan& p = out_.plan;
+    // Source weights and optimizer state, per (GPU, layer).
+    src_buf0_.resize(b_.src.Ranks());
+    opt_buf0_.resize(b_.src.Ranks());
+    for (int32_t r = 0; r < b_.src.Ranks(); ++r) {
+      const int32_t g = s.source_gpus[r], shard = b_.src.rank_shard[r];
+      const auto& layers = b_.sb.slot_layer[shard];
+      const auto& elems = b_.sb.slot_elems[shard];
+      src_buf0_[r] = static_cast<int32_t>(p.buffers.size());
+      for (size_t k = 0; k < layers.size(); ++k) {
+        AddBuffer(g, MemorySpace::kDevice, BufferRole::kSourceWeights, elems[k] * eb, layers[k], true,
+                  fmt::format("src r{} {}", r, LayerName(layers[k])));
+        gs_[g].live += elems[k] * eb;
+      }
+      // Optimizer state split over layers in proportion to their elements.
+      const int64_t opt = b_.mem[g].optimizer;
+      opt_buf0_[r] = static_cast<int32_t>(p.buffers.size());
+      if (opt > 0) {
+        const int64_t total = std::accumulate(elems.begin(), elems.end(), int64_t{0});
+        int64_t given = 0;
+        for (size_t k = 0; k < layers.size(); ++k) {
+          const int64_t bytes = k + 1 == layers.size()
+                                    ? opt - given
+                                    : static_cast<int64_t>(static_cast<long double>(opt) * elems[k] / std::max<int64_t>(1, total));
+          given += bytes;
+          AddBuffer(g, MemorySpace::kDevice, BufferRole::kOptimizer, bytes, layers[k], true,
+                    fmt::format("opt r{} {}", r, LayerName(layers[k])));
+          gs_[g].live += bytes;
+        }
+      }
+      if (b_.mem[g].gradients > 0) {
+        AddBuffer(g, MemorySpace::kDevice, BufferRole::kGradients, b_.mem[g].gradients, -1, true, fmt::format("grad r{}", r));
+        gs_[g].live += b_.mem[g].gradients;
+      }
+    }
+    // KV cache and destination weights.
+    std::vector<bool> kv_done(c_.Gpus(), false);
+    dst_buf0_.resize(b_.dst.Ranks());
+    for (int32_t r = 0; r < b_.dst.Ranks(); ++r) {
+      const int32_t g = b_.dst_gpu[r], shard = b_.dst.rank_shard[r];
+      if (!kv_done[g] && b_.mem[g].kv_cache > 0) {
+        AddBuffer(g, MemorySpace::kDevice, BufferRole::kKvCache, b_.mem[g].kv_cache, -1, true, fmt::format("kv gpu{}", g));
+        gs_[g].live += b_.mem[g].kv_cache;
+      }
+      kv_done[g] = true;
+      const auto& layers = b_.db.slot_layer[shard];
+      dst_buf0_[r] = static_cast<int32_t>(p.buffers.size());
+      for (size_t k = 0; k < layers.size(); ++k)
+        AddBuffer(g, MemorySpace::kDevice, BufferRole::kDestinationWeights, b_.db.slot_elems[shard][k] * eb, layers[k],
+                  false, fmt::format("dst r{} {}", r, LayerName(layers[k])));
+    }
+    dst_alloc_.assign(p.buffers.size(), -1);
+    for (int32_t g = 0; g < c_.Gpus(); ++g) gs_[g].peak = gs_[g].live;
+    // Content: what source buffers hold and destination buffers must hold.
+    for (int32_t r = 0; r < b_.src.Ranks(); ++r) {
+      const int32_t shard = b_.src.rank_shard[r];
+      for (const Piece& pc : b_.src.shards[shard].pieces)
+        p.sources.push_back(ContentPiece{src_buf0_[r] + b_.sb.slot_of[shard][pc.buffer], pc.tensor, pc.box,
+                                         b_.sb.base_of[shard][pc.buffer] + pc.offset, pc.stride});
+    }
+    for (int32_t r = 0; r < b_.dst.Ranks(); ++r) {
+      const int32_t shard = b_.dst.rank_shard[r];
+      for (const Piece& pc : b_.dst.shards[shard].pieces)
+        p.destinations.push_back(ContentPiece{dst_buf0_[r] + b_.db.slot_of[shard][pc.buffer], pc.tensor, pc.box,
+                                              b_.db.base_of[shard][pc.buffer] + pc.offset, pc.stride});
+    }
+  }
+
+  // Source and destination regions of a part.
+  Region SrcRegion(const Part& pt, int32_t* buffer_out = nullptr) const {
+    const Fragment& f = b_.Frag(pt.dst_rank, pt.frag);
+    const Piece& sp = b_.SrcPiece(pt.src_rank, f);
+    const int32_t shard = b_.src.rank_shard[pt.src_rank];
+    const int32_t buf = src_buf0_[pt.src_rank] + b_.sb.slot_of[shard][sp.buffer];
+    if (buffer_out) *buffer_out = buf;
+    auto r = BoxRegion(buf, b_.sb.base_of[shard][sp.buffer] + sp.offset, sp.stride, sp.box, pt.box, b_.eb);
+    RESHARD_CHECK(r.has_value(), "source region needs more than three levels");
+    return *r;
+  }
+  Region DstRegion(const Part& pt) const {
+    const Fragment& f = b_.Frag(pt.dst_rank, pt.frag);
+    const int32_t shard = b_.dst.rank_shard[pt.dst_rank];
+    const Piece& dp = b_.dst.shards[shard].pieces[f.dst_piece];
+    const int32_t buf = dst_buf0_[pt.dst_rank] + b_.db.slot_of[shard][dp.buffer];
+    auto r = BoxRegion(buf, b_.db.base_of[shard][dp.buffer] + dp.offset, dp.stride, dp.box, pt.box, b_.eb);
+    RESHARD_CHECK(r.has_value(), "destination region needs more than three levels");
+    return *r;
+  }
+
+  // Copy pairs of `part` between its home buffer and a contiguous staging run
+  // at `*stage_off`; splits parts whose regions need more than three levels.
+  void PartCopies(const Part& pt, int32_t stage_buf, int64_t* stage_off, bool pack, std::vector<CopyPair>& out) const {
+    const Fragment& f = b_.Frag(pt.dst_rank, pt.frag);
+    const Piece& sp = b_.SrcPiece(pt.src_rank, f);
+    const int32_t sshard = b_.src.rank_shard[pt.src_rank];
+    const int32_t dshard = b_.dst.rank_shard[pt.dst_rank];
+    const Piece& dp = b_.dst.shards[dshard].pieces[f.dst_piece];
+    const int32_t sbuf = src_buf0_[pt.src_rank] + b_.sb.slot_of[sshard][sp.buffer];
+    const int32_t dbuf = dst_buf0_[pt.dst_rank] + b_.db.slot_of[dshard][dp.buffer];
+    const int64_t soff = b_.sb.base_of[sshard][sp.buffer] + sp.offset;
+    const int64_t doff = b_.db.base_of[dshard][dp.buffer] + dp.offset;
+    std::vector<Box> todo{pt.box};
+    while (!todo.empty()) {
+      Box x = todo.back();
+      todo.pop_back();
+      auto sr = BoxRegion(sbuf, soff, sp.stride, sp.box, x, b_.eb);
+      auto dr = BoxRegion(dbuf, doff, dp.stride, dp.box, x, b_.eb);
+      if (!sr || !dr) {  // split along the outermost dimension, keeping row-major order
+        const int d = OutermostSplitDim(x);
+        for (int64_t u = x.hi[d] - 1; u >= x.lo[d]; --u) {
+          Box sub = x;
+          sub.lo[d] = u, sub.hi[d] = u + 1;
+          todo.push_back(sub);
+        }
+        continue;
+      }
+      const Region& home = pack ? *sr : *dr;
+      if (stage_buf < 0) {  // local copy: straight from source to destination
+        out.push_back(CopyPair{*sr, *dr});
+        continue;
+      }
+      Region st = ContiguousRegion(stage_buf, *stage_off, home.Bytes());
+      *stage_off += home.Bytes();
+      out.push_back(pack ? CopyPair{home, st} : CopyPair{st, home});
+    }
+  }
+
+  // Per source buffer: number of ops still to read it; at zero it may move to host.
+  void CountReaders() {
+    readers_.assign(out_.plan.buffers.size(), 0);
+    std::vector<int32_t> seen;
+    auto count_parts = [&](int64_t first, int64_t n) {
+      seen.clear();
+      for (int64_t i = first; i < first + n; ++i) {
+        int32_t buf = -1;
+        SrcRegion(sc_.parts[i], &buf);
+        seen.push_back(buf);
+      }
+      std::sort(seen.begin(), seen.end());
+      seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+      for (int32_t x : seen) ++readers_[x];
+    };
+    for (const Seg& g : sc_.segs) count_parts(g.first_part, g.num_parts);
+    for (const LocalBatch& l : sc_.locals) count_parts(l.first_part, l.num_parts);
+  }
+
+  // A device allocation of `bytes` on `gpu`: waits for enough releases to fit.
+  void Account(int32_t gpu, int64_t bytes, std::vector<int32_t>& deps) {
+    GpuState& st = gs_[gpu];
+    int32_t last_other = -1, last_opt = -1;
+    while (st.live + bytes > st.budget && st.frees_used < st.frees.size()) {
+      st.live -= st.frees[st.frees_used].bytes;
+      last_other = st.frees[st.frees_used++].op;
+    }
+    while (st.live + bytes > st.budget && st.opt_used < st.opt_frees.size()) {
+      st.live -= st.opt_frees[st.opt_used].bytes;
+      last_opt = st.opt_frees[st.opt_used++].op;
+    }
+    // Releases on one stream finish in order: depending on the last is enough.
+    // Other-stream frees may be on two streams (release / compute).
+    if (last_other >= 0) {
+      deps.push_back(last_other);
+      // Also the latest earlier release on each other stream.
+      int32_t other_stream = out_.plan.ops[last_other].stream;
+      for (size_t k = st.frees_used; k-- > 0;)
+        if (out_.plan.ops[st.frees[k].op].stream != other_stream) {
+          deps.push_back(st.frees[k].op);
+          break;
+        }
+    }
+    if (last_opt >= 0) deps.push_back(last_opt);
+    st.live += bytes;
+    if (st.live > st.budget) st.missing = std::max(st.missing, st.live - st.budget);
+    st.peak = std::max(st.peak, st.live);
+  }
+
+  int32_t Alloc(int32_t gpu, int32_t buffer, int32_t stream) {
+    Op op;
+    op.kind = OpKind::kAlloc, op.gpu = gpu, op.stream = stream, op.buffer = buffer;
+    Account(gpu, out_.plan.buffers[buffer].bytes, op.deps);
+    op.label = "alloc " + out_.plan.buffers[buffer].name;
+    return Emit(std::move(op));
+  }
+
+  void RecordFree(int32_t gpu, int32_t op, int64_t bytes, bool optimizer) {
+    auto& v = optimizer ? gs_[gpu].opt_frees : gs_[gpu].frees;
+    v.push_back(Release{op, bytes, out_.plan.ops[op].stream});
+  }
+
+  // Device -> host move of a buffer on `stream`, then its free.
+  void MoveToHost(int32_t buffer, int32_t stream, std::vector<int32_t> deps, bool optimizer) {
+    const PlanBuffer pb = out_.plan.buffers[buffer];
+    const int32_t host = AddBuffer(pb.gpu, MemorySpace::kHost, BufferRole::kHost, pb.bytes, pb.layer, false,
+                                   "host " + pb.name);
+    Op a;
+    a.kind = OpKind::kAlloc, a.gpu = pb.gpu, a.stream = stream, a.buffer = host, a.label = "alloc host " + pb.name;
+    const int32_t aid = Emit(std::move(a));
+    Op o;
+    o.kind = OpKind::kOffload, o.gpu = pb.gpu, o.stream = stream, o.deps = std::move(deps);
+    o.deps.push_back(aid);
+    o.copies.push_back(CopyPair{ContiguousRegion(buffer, 0, pb.bytes), ContiguousRegion(host, 0, pb.bytes)});
+    o.label = "offload " + pb.name;
+    const int32_t oid = Emit(std::move(o));
+    Op f;
+    f.kind = OpKind::kFree, f.gpu = pb.gpu, f.stream = stream, f.buffer = buffer, f.deps = {oid};
+    f.label = "free " + pb.name;
+    const int32_t fid = Emit(std::move(f));
+    RecordFree(pb.gpu, fid, pb.bytes, optimizer);
+    out_.pcie_bytes += pb.bytes;
+    const LinkProfile& l = c_.pcie;
+    if (l.bytes_per_s > 0) gs_[pb.gpu].host_s += l.latency_ns * 1e-9 + pb.bytes / (l.bytes_per_s * l.Efficiency(pb.bytes));
+  }
+
+  // Reads of source buffers by op `op_id` are done: release buffers with no reader left.
+  void ReadDone(const std::vector<int32_t>& bufs, int32_t op_id) {
+    for (int32_t buf : bufs) {
+      last_read_[buf].push_back(op_id);
+      if (--readers_[buf] == 0 && pol_.source_to_host) MoveToHost(buf, kStreamRelease, last_read_[buf], false);
+    }
+  }
+
+  void EnsureDest(int32_t buffer, std::vector<int32_t>& deps) {
+    if (dst_alloc_[buffer] < 0) dst_alloc_[buffer] = Alloc(out_.plan.buffers[buffer].gpu, buffer, kStreamCompute);
+    deps.push_back(dst_alloc_[buffer]);
+  }
+
+  void Prologue() {
+    const Scenario& s = b_.s;
+    last_read_.assign(out_.plan.buffers.size(), {});
+    // Optimizer offload: the first fraction of each GPU's optimizer bytes, layer order.
+    if (pol_.offload_fraction > 0) {
+      for (int32_t r = 0; r < b_.src.Ranks(); ++r) {
+        const int32_t g = s.source_gpus[r];
+        const int32_t n = static_cast<int32_t>(b_.sb.slot_layer[b_.src.rank_shard[r]].size());
+        if (b_.mem[g].optimizer <= 0) continue;
+        const double goal = pol_.offload_fraction * static_cast<double>(b_.mem[g].optimizer);
+        int64_t done = 0;
+        for (int32_t k = 0; k < n && done < goal - 0.5; ++k) {
+          const int32_t buf = opt_buf0_[r] + k;
+          done += out_.plan.buffers[buf].bytes;
+          MoveToHost(buf, kStreamHost, {}, true);
+        }
+      }
+    }
+    // Source buffers nobody reads.
+    if (pol_.source_to_host)
+      for (int32_t r = 0; r < b_.src.Ranks(); ++r) {
+        const int32_t n = static_cast<int32_t>(b_.sb.slot_layer[b_.src.rank_shard[r]].size());
+        for (int32_t k = 0; k < n; ++k)
+          if (readers_[src_buf0_[r] + k] == 0) MoveToHost(src_buf0_[r] + k, kStreamRelease, {}, false);
+      }
+    // Destination weights all at once.
+    if (!pol_.dest_per_layer)
+      for (int32_t r = 0; r < b_.dst.Ranks(); ++r) {
+        const int32_t n = static_cast<int32_t>(b_.db.slot_layer[b_.dst.rank_shard[r]].size());
+        for (int32_t k = 0; k < n; ++k) dst_alloc_[dst_buf0_[r] + k] = Alloc(b_.dst_gpu[r], dst_buf0_[r] + k, kStreamCompute);
+      }
+    // Per GPU: its sends and receives in round order.
+    const int32_t gpus = c_.Gpus();
+    sends_of_.assign(gpus, {});
+    recvs_of_.assign(gpus, {});
+    for (size_t i = 0; i < sc_.segs.size(); ++i) {
+      sends_of_[sc_.segs[i].src_gpu].push_back(static_cast<int32_t>(i));
+      recvs_of_[sc_.segs[i].dst_gpu].push_back(static_cast<int32_t>(i));
+    }
+    pack_op_.assign(sc_.segs.size(), -1);
+    send_op_.assign(sc_.segs.size(), -1);
+    recv_op_.assign(sc_.segs.size(), -1);
+    unpack_op_.assign(sc_.segs.size(), -1);
+    send_index_.assign(sc_.segs.size(), -1);
+    recv_index_.assign(sc_.segs.size(), -1);
+    for (int32_t g = 0; g < gpus; ++g) {
+      for (size_t k = 0; k < sends_of_[g].size(); ++k) send_index_[sends_of_[g][k]] = static_cast<int32_t>(k);
+      for (size_t k = 0; k < recvs_of_[g].size(); ++k) recv_index_[recvs_of_[g][k]] = static_cast<int32_t>(k);
+    }
+    next_pack_.assign(gpus, 0);
+    local_begin_.assign(gpus, 0);
+    local_end_.assign(gpus, 0);
+    for (size_t i = 0; i < sc_.locals.size(); ++i) {
+      const int32_t g = sc_.locals[i].gpu;
+      if (local_end_[g] == 0) local_begin_[g] = static_cast<int32_t>(i);
+      local_end_[g] = static_cast<int32_t>(i) + 1;
+    }
+    for (int32_t g = 0; g < gpus; ++g) gs_[g].next_local = local_begin_[g];
+    // Staging slot sizes: the largest staged segment each GPU sends / receives.
+    send_slot_bytes_.assign(gpus, 0);
+    recv_slot_bytes_.assign(gpus, 0);
+    for (const Seg& sg : sc_.segs)
+      if (!sg.direct) {
+        send_slot_bytes_[sg.src_gpu] = std::max(send_slot_bytes_[sg.src_gpu], sg.bytes);
+        recv_slot_bytes_[sg.dst_gpu] = std::max(recv_slot_bytes_[sg.dst_gpu], sg.bytes);
+      }
+  }
+
+  int32_t StagingSlot(int32_t gpu, bool send, int32_t k) {
+    GpuState& st = gs_[gpu];
+    int32_t* slot = send ? st.send_slot : st.recv_slot;
+    if (slot[k] < 0) {
+      const int64_t bytes = send ? send_slot_bytes_[gpu] : recv_slot_bytes_[gpu];
+      slot[k] = AddBuffer(gpu, MemorySpace::kDevice, BufferRole::kStaging, bytes, -1, false,
+                          fmt::format("{} stage{} gpu{}", send ? "send" : "recv", k, gpu));
+      dst_alloc_.resize(out_.plan.buffers.size(), -1);
+      readers_.resize(out_.plan.buffers.size(), 0);
+      last_read_.resize(out_.plan.buffers.size());
+      dst_alloc_[slot[k]] = Alloc(gpu, slot[k], kStreamCompute);
+    }
+    return slot[k];
+  }
+
+  void EmitPack(int32_t seg_id) {
+    const Seg& sg = sc_.segs[seg_id];
+    const int32_t g = sg.src_gpu;
+    const int32_t k = send_index_[seg_id];
+    Op op;
+    op.kind = OpKind::kCopy, op.gpu = g, op.stream = kStreamCompute, op.segment = seg_id;
+    const int32_t slot = StagingSlot(g, true, k % 2);
+    op.deps.push_back(dst_alloc_[slot]);
+    // The slot is free once the send that used it two sends ago is done.
+    if (k >= 2) op.deps.push_back(send_op_[sends_of_[g][k - 2]]);
+    int64_t off = 0;
+    std::vector<int32_t> bufs;
+    for (int64_t i = sg.first_part; i < sg.first_part + sg.num_parts; ++i) {
+      PartCopies(sc_.parts[i], slot, &off, true, op.copies);
+      int32_t buf = -1;
+      SrcRegion(sc_.parts[i], &buf);
+      bufs.push_back(buf);
+    }
+    op.label = fmt::format("pack seg {} -> gpu{}", seg_id, sg.dst_gpu);
+    pack_op_[seg_id] = Emit(std::move(op));
+    std::sort(bufs.begin(), bufs.end());
+    bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
+    ReadDone(bufs, pack_op_[seg_id]);
+  }
+
+  void EmitLocal(const LocalBatch& lb) {
+    Op op;
+    op.kind = OpKind::kCopy, op.gpu = lb.gpu, op.stream = kStreamCompute;
+    std::vector<int32_t> bufs;
+    for (int64_t i = lb.first_part; i < lb.first_part + lb.num_parts; ++i) {
+      const Part& pt = sc_.parts[i];
+      EnsureDest(DstRegion(pt).buffer, op.deps);
+      int64_t unused = 0;
+      PartCopies(pt, -1, &unused, true, op.copies);
+      int32_t buf = -1;
+      SrcRegion(pt, &buf);
+      bufs.push_back(buf);
+    }
+    op.label = fmt::format("local copy gpu{} r{} slot {}", lb.gpu, lb.src_rank, lb.src_slot);
+    const int32_t id = Emit(std::move(op));
+    ++out_.local_ops;
+    std::sort(bufs.begin(), bufs.end());
+    bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
+    ReadDone(bufs, id);
+  }
+
+  void MainLoop() {
+    const int32_t gpus = c_.Gpus();
+    const int32_t R = sc_.rounds;
+    // Round r's segments: [round_begin[r], round_begin[r+1]).
+    std::vector<int32_t> round_begin(R + 1, 0);
+    for (const Seg& sg : sc_.segs) ++round_begin[sg.round + 1];
+    for (int32_t r = 0; r < R; ++r) round_begin[r + 1] += round_begin[r];
+    auto pack_upto = [&](int32_t g, int32_t max_round) {
+      auto& v = sends_of_[g];
+      while (next_pack_[g] < static_cast<int32_t>(v.size()) && sc_.segs[v[next_pack_[g]]].round <= max_round) {
+        const int32_t id = v[next_pack_[g]++];
+        if (!sc_.segs[id].direct) EmitPack(id);
+      }
+    };
+    auto locals_upto = [&](int32_t g, int32_t priority) {
+      GpuState& st = gs_[g];
+      while (st.next_local < static_cast<size_t>(local_end_[g]) && sc_.locals[st.next_local].priority <= priority)
+        EmitLocal(sc_.locals[st.next_local++]);
+    };
+    for (int32_t g = 0; g < gpus; ++g) pack_upto(g, 0);
+    std::vector<int32_t> parent(gpus);
+    for (int32_t r = 0; r < R; ++r) {
+      const int32_t prio = R <= 1 ? 1023 : static_cast<int32_t>(static_cast<int64_t>(r) * 1023 / (R - 1));
+      for (int32_t g = 0; g < gpus; ++g) {
+        pack_upto(g, r + 1);
+        locals_upto(g, prio);
+      }
+      // Groups: connected components of this round's transfers.
+      const int32_t b0 = round_begin[r], b1 = round_begin[r + 1];
+      for (int32_t i = b0; i < b1; ++i) parent[sc_.segs[i].src_gpu] = sc_.segs[i].src_gpu, parent[sc_.segs[i].dst_gpu] = sc_.segs[i].dst_gpu;
+      auto find = [&](int32_t x) {
+        while (parent[x] != x) x = parent[x] = parent[parent[x]];
+        return x;
+      };
+      for (int32_t i = b0; i < b1; ++i) {
+        const int32_t a = find(sc_.segs[i].src_gpu), bb = find(sc_.segs[i].dst_gpu);
+        if (a != bb) parent[std::max(a, bb)] = std::min(a, bb);
+      }
+      std::map<int32_t, int32_t> group_of_root;
+      for (int32_t i = b0; i < b1; ++i) {
+        const Seg& sg = sc_.segs[i];
+        auto [it, fresh] = group_of_root.try_emplace(find(sg.src_gpu), next_group_);
+        if (fresh) ++next_group_;
+        const int32_t group = it->second;
+        // Send.
+        Op send;
+        send.kind = OpKind::kSend, send.gpu = sg.src_gpu, send.stream = kStreamComm, send.group = group;
+        send.peer = sg.dst_gpu, send.segment = i;
+        Op recv;
+        recv.kind = OpKind::kRecv, recv.gpu = sg.dst_gpu, recv.stream = kStreamComm, recv.group = group;
+        recv.peer = sg.src_gpu, recv.segment = i;
+        std::vector<int32_t> read_bufs;
+        if (sg.direct) {
+          const Part& pt = sc_.parts[sg.first_part];
+          int32_t sbuf = -1;
+          send.region = SrcRegion(pt, &sbuf);
+          read_bufs.push_back(sbuf);
+          recv.region = DstRegion(pt);
+          EnsureDest(recv.region.buffer, recv.deps);
+        } else {
+          const int32_t ks = send_index_[i], kr = recv_index_[i];
+          send.region = ContiguousRegion(gs_[sg.src_gpu].send_slot[ks % 2], 0, sg.bytes);
+          send.deps.push_back(pack_op_[i]);
+          const int32_t slot = StagingSlot(sg.dst_gpu, false, kr % 2);
+          recv.region = ContiguousRegion(slot, 0, sg.bytes);
+          recv.deps.push_back(dst_alloc_[slot]);
+          if (kr >= 2) recv.deps.push_back(unpack_op_[recvs_of_[sg.dst_gpu][kr - 2]]);
+        }
+        send.label = fmt::format("seg {} r{} -> gpu{}", i, r, sg.dst_gpu);
+        recv.label = fmt::format("seg {} r{} <- gpu{}", i, r, sg.src_gpu);
+        send_op_[i] = Emit(std::move(send));
+        recv_op_[i] = Emit(std::move(recv));
+        out_.plan.ops[send_op_[i]].match = recv_op_[i];
+        out_.plan.ops[recv_op_[i]].match = send_op_[i];
+        if (!read_bufs.empty()) ReadDone(read_bufs, send_op_[i]);
+      }
+      // Unpacks.
+      for (int32_t i = b0; i < b1; ++i) {
+        const Seg& sg = sc_.segs[i];
+        if (sg.direct) continue;
+        Op op;
+        op.kind = OpKind::kCopy, op.gpu = sg.dst_gpu, op.stream = kStreamCompute, op.segment = i;
+        const int32_t slot = out_.plan.ops[recv_op_[i]].region.buffer;
+        int64_t off = 0;
+        for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k) {
+          EnsureDest(DstRegion(sc_.parts[k]).buffer, op.deps);
+          PartCopies(sc_.parts[k], slot, &off, false, op.copies);
+        }
+        op.deps.push_back(recv_op_[i]);
+        op.label = fmt::format("unpack seg {} <- gpu{}", i, sg.src_gpu);
+        unpack_op_[i] = Emit(std::move(op));
+      }
+    }
+    // Local copies not yet emitted (plans without rounds, or late priorities).
+    for (int32_t g = 0; g < gpus; ++g) locals_upto(g, INT32_MAX);
+  }
+
+  void Epilogue() {
+    // Free staging after its last use; destination buffers never written are
+    // still allocated (they may hold nothing, e.g. padding-free layouts).
+    for (int32_t r = 0; r < b_.dst.Ranks(); ++r) {
+      const int32_t n = static_cast<int32_t>(b_.db.slot_layer[b_.dst.rank_shard[r]].size());
+      for (int32_t k = 0; k < n; ++k)
+        if (dst_alloc_[dst_buf0_[r] + k] < 0)
+          dst_alloc_[dst_buf0_[r] + k] = Alloc(b_.dst_gpu[r], dst_buf0_[r] + k, kStreamCompute);
+    }
+    const int32_t gpus = c_.Gpus();
+    for (int32_t g = 0; g < gpus; ++g) {
+      for (bool send : {true, false}) {
+        const auto& list = send ? sends_of_[g] : recvs_of_[g];
+        for (int32_t k = 0; k < 2; ++k) {
+          const int32_t slot = send ? gs_[g].send_slot[k] : gs_[g].recv_slot[k];
+          if (slot < 0) continue;
+          Op f;
+          f.kind = OpKind::kFree, f.gpu = g, f.stream = kStreamCompute, f.buffer = slot;
+          // Last staged use of this slot.
+          for (int32_t idx = static_cast<int32_t>(list.size()) - 1; idx >= 0; --idx) {
+            const int32_t seg = list[idx];
+            if (sc_.segs[seg].direct) continue;
+            const int32_t kk = send ? send_index_[seg] : recv_index_[seg];
+            if (kk % 2 != k) continue;
+            f.deps.push_back(send ? send_op_[seg] : unpack_op_[seg]);
+            break;
+          }
+          f.label = "free " + out_.plan.buffers[slot].name;
+          const int32_t fid = Emit(std::move(f));
+          RecordFree(g, fid, out_.plan.buffers[slot].bytes, false);
+        }
+      }
+    }
+    out_.groups = next_group_;
+  }
+
+  const Base& b_;
+  const Schedule& sc_;
+  const Policy& pol_;
+  const Cluster& c_;
+  Emitted out_;
+  std::vector<GpuState> gs_;
+  std::vector<int32_t> src_buf0_, opt_buf0_, dst_buf0_;
+  std::vector<int32_t> dst_alloc_;         // per buffer: its alloc op (destination weights, staging)
+  std::vector<int32_t> readers_;           // per buffer: ops still to read it (source weights)
+  std::vector<std::vector<int32_t>> last_read_;
+  std::vector<std::vector<int32_t>> sends_of_, recvs_of_;
+  std::vector<int32_t> pack_op_, send_op_, recv_op_, unpack_op_, send_index_, recv_index_;
+  std::vector<int32_t> next_pack_, local_begin_, local_end_;
+  std::vector<int64_t> send_slot_bytes_, recv_slot_bytes_;
+  int32_t next_group_ = 0;
+};
+
+// ---- Candidates --------------------------------------------------------------------
+
+std::vector<Policy> Policies(const Scenario& s, const PlannerOptions& o) {
+  std::vector<double> fractions;
+  if (o.offload_fraction) {
+    fractions = {*o.offload_fraction};
+  } else {
+    switch (s.memory.optimizer.offload) {
+      case OffloadMode::kNone: fractions = {0}; break;
+      case OffloadMode::kAll: fractions = {1}; break;
+      case OffloadMode::kFraction: fractions = {s.memory.optimizer.fraction}; break;
+      case OffloadMode::kAuto: fractions = {0, 0.25, 0.5, 0.75, 1}; break;
+    }
+  }
+  std::vector<bool> per_layer = o.destination_per_layer ? std::vector<bool>{*o.destination_per_layer}
+                                                        : std::vector<bool>{false, true};
+  std::vector<bool> to_host = o.source_to_host ? std::vector<bool>{*o.source_to_host} : std::vector<bool>{false, true};
+  // Fastest first: no offload, then the cheap memory savers, then more offload.
+  std::vector<Policy> out;
+  for (double f : fractions)
+    for (bool th : to_host)
+      for (bool pl : per_layer) out.push_back(Policy{f, pl, th});
+  return out;
+}
+
+BytesMoved CountBytes(const Plan& p) {
+  BytesMoved m;
+  for (const Op& op : p.ops) {
+    switch (op.kind) {
+      case OpKind::kSend:
+        if (p.cluster.Between(op.gpu, op.peer) == LinkClass::kNvlink) m.nvlink += op.region.Bytes();
+        else m.network += op.region.Bytes();
+        break;
+      case OpKind::kOffload:
+      case OpKind::kReload: m.pcie += op.Bytes(); break;
+      case OpKind::kCopy:
+        if (op.segment < 0) m.local += op.Bytes();  // local copies (pack/unpack are staging)
+        break;
+      default: break;
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
+  if (s.destination_dtype != s.dtype)
+    throw InputError(s.path, "destination.dtype",
+                     fmt::format("the planner moves {} weights as they are; converting to {} during the refit is "
+                                 "not supported yet",
+                                 DTypeName(s.dtype), DTypeName(s.destination_dtype)));
+  Base base(s);
+  BuildBase(base);
+
+  int64_t seg = options.segment_bytes > 0 ? options.segment_bytes : s.plan.segment_bytes;
+  std::vector<int64_t> sizes;
+  if (seg > 0) {
+    sizes = {seg};
+  } else if (!options.segment_candidates.empty()) {
+    sizes = options.segment_candidates;
+  } else {
+    for (int64_t x = int64_t{4} << 20; x <= int64_t{1} << 30; x *= 2) sizes.push_back(x);
+  }
+  // Schedules by estimated time (ties: smaller segments, less staging).
+  std::vector<Schedule> schedules;
+  for (int64_t x : sizes) schedules.push_back(MakeSchedule(base, x));
+  std::stable_sort(schedules.begin(), schedules.end(), [](const Schedule& a, const Schedule& b) {
+    return a.estimate_s != b.estimate_s ? a.estimate_s < b.estimate_s : a.segment_bytes < b.segment_bytes;
+  });
+  const std::vector<Policy> policies = Policies(s, options);
+
+  struct Candidate {
+    size_t schedule;
+    Policy policy;
+    Emitted e;
+    double time_s = 0;
+    bool simulated = false;
+  };
+  std::optional<Candidate> best;
+  Emitted frugal;  // the infeasible result with the least missing bytes
+  bool have_frugal = false;
+  int32_t simulated = 0;
+  for (size_t si = 0; si < schedules.size(); ++si) {
+    for (const Policy& pol : policies) {
+      Emitted e = Emitter(base, schedules[si], pol).Run();
+      if (!e.fits) {
+        if (!have_frugal || e.missing_bytes < frugal.missing_bytes) frugal = std::move(e), have_frugal = true;
+        continue;
+      }
+      Candidate cand{si, pol, std::move(e)};
+      const bool sim = options.simulate && simulated < options.max_simulated_candidates &&
+                       static_cast<int64_t>(cand.e.plan.ops.size()) <= options.simulate_max_ops;
+      if (sim) {
+        cand.time_s = Simulate(cand.e.plan, SimOptions{nullptr, false}).time_s;
+        cand.simulated = true;
+        ++simulated;
+      } else {
+        cand.time_s = std::max(schedules[si].estimate_s, cand.e.pcie_estimate_s);
+      }
+      const bool better = !best || (cand.simulated == best->simulated ? cand.time_s < best->time_s * (1 - 1e-9)
+                                                                      : cand.simulated);
+      if (better) best = std::move(cand);
+      break;  // the first fitting policy is the fastest for this segment size
+    }
+    // Without simulation the estimate order is final: stop at the first fit.
+    if (best && !best->simulated) break;
+  }
+
+  PlanResult res;
+  res.stats.fragments = base.fragments;
+  if (!best) {
+    res.status = PlanStatus::kInfeasible;
+    res.gpu = frugal.worst_gpu;
+    res.missing_bytes = frugal.missing_bytes;
+    res.message = fmt::format("GPU {} is {} short of memory even with the most frugal policy", res.gpu,
+                              FormatBytes(res.missing_bytes));
+    res.stats.planned_peak_bytes = frugal.planned_peak;
+    return res;
+  }
+  const Schedule& sc = schedules[best->schedule];
+  Plan& plan = best->e.plan;
+  PlanSummary& sum = plan.summary;
+  sum.segment_bytes = sc.segment_bytes;
+  sum.offload_fraction = best->policy.offload_fraction;
+  sum.memory_policy = best->policy.Name();
+  sum.bytes_moved = CountBytes(plan);
+  sum.lower_bound_s = LowerBound(plan).time_s;
+  res.stats.planned_peak_bytes = best->e.planned_peak;
+  if (options.simulate) {
+    const Prediction pred = Simulate(plan, SimOptions{nullptr, false});
+    sum.predicted_time_s = pred.time_s;
+    sum.predicted_peak_bytes = pred.peak_bytes;
+    res.stats.predicted_by = "simulator";
+  } else {
+    sum.predicted_time_s = std::max(sc.estimate_s, best->e.pcie_estimate_s);
+    sum.predicted_peak_bytes = best->e.planned_peak;
+    res.stats.predicted_by = "port model";
+  }
+  res.stats.segments = static_cast<int64_t>(sc.segs.size());
+  res.stats.direct = std::count_if(sc.segs.begin(), sc.segs.end(), [](const Seg& g) { return g.direct; });
+  res.stats.rounds = sc.rounds;
+  res.stats.groups = best->e.groups;
+  res.stats.local_copy_ops = best->e.local_ops;
+  res.stats.ops = static_cast<int64_t>(plan.ops.size());
+  res.plan = std::move(plan);
+  return res;
+}
+
+}  // namespace reshard

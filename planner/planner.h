@@ -1,0 +1,90 @@
+// The planner: from a Scenario to a memory-bounded, topology-aware Plan.
+//
+// Steps (each in its own file, each stating its complexity):
+//  1. Transfer set (planner/transfer_set.h): destination pieces cut into
+//     fragments, each with the source replicas that hold it.
+//  2. Placement and source choice (planner/assign.h): destination ranks placed
+//     on GPUs to maximise bytes already there; every fragment gets one source:
+//     same GPU, else NVLink, else network, balancing senders' ports.
+//  3. Segments: per (sender GPU, receiver GPU) the fragments, ordered by the
+//     sender's layer order, are cut into segments of at most segment_bytes.
+//     Small pieces are packed into one staging buffer (one pack copy batch, one
+//     send, one recv, one unpack batch per segment); a piece contiguous on both
+//     sides and at least half a segment goes straight from buffer to buffer.
+//  4. Rounds (planner/rounds.h): bipartite edge colouring of the segment
+//     multigraph; in each round a GPU sends and receives at most one segment.
+//     Two staging slots per direction per GPU: packing the next segment and
+//     unpacking the previous one overlap the current transfer. A round's sends
+//     and receives form NCCL groups (one per connected component of the
+//     round's transfers), each containing matched pairs only, so the plan
+//     cannot deadlock: a round's group depends only on earlier rounds.
+//  5. Memory: every buffer the plan creates or releases is an alloc/free.
+//     Device allocations and releases are accounted in emission order; an
+//     allocation that would exceed capacity − reserve − CUDA context − NCCL
+//     peer buffers waits (a dependency) for enough earlier releases, so the
+//     plan's peak is bounded whatever the timing. Policies tried, fastest
+//     first: optimizer offload none / fractions / all (kOffload on the host
+//     stream at the start, overlapped with transfers), destination weights
+//     allocated all at once or per layer before their first write, training
+//     weights moved to host per layer after their last read (own stream).
+//     Nothing fits: the result names the GPU and the bytes missing.
+//  6. Prediction: the simulator (sim/simulator.h); lower bound sim/ports.h.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/scenario.h"
+#include "planner/plan.h"
+
+namespace reshard {
+
+struct PlannerOptions {
+  // 0: the scenario's plan.segment_bytes; when that is 0 too, choose among
+  // segment_candidates (by predicted time).
+  int64_t segment_bytes = 0;
+  std::vector<int64_t> segment_candidates;  // empty: powers of two 4 MiB .. 1 GiB
+  // Forced policies (empty: from the scenario / searched).
+  std::optional<double> offload_fraction;
+  std::optional<bool> destination_per_layer;
+  std::optional<bool> source_to_host;
+  // Predict with the simulator (false: the planner's own per-port estimate).
+  bool simulate = true;
+  // Simulate at most this many candidate plans when choosing (larger plans
+  // are chosen by the per-port estimate alone).
+  int32_t max_simulated_candidates = 12;
+  int64_t simulate_max_ops = 200000;
+};
+
+enum class PlanStatus { kOk, kInfeasible };
+
+struct PlanStats {
+  int64_t segments = 0;         // staged segments + direct transfers
+  int64_t direct = 0;           // of which direct (no staging)
+  int64_t groups = 0;           // NCCL groups
+  int64_t rounds = 0;
+  int64_t local_copy_ops = 0;
+  int64_t fragments = 0;        // (destination rank, fragment) pairs
+  int64_t ops = 0;
+  std::vector<int64_t> planned_peak_bytes;  // per GPU: the planner's bound on device memory
+  std::string predicted_by;     // "simulator" or "port model"
+};
+
+struct PlanResult {
+  PlanStatus status = PlanStatus::kOk;
+  Plan plan;                    // complete when status == kOk
+  PlanStats stats;
+  // kInfeasible: the GPU missing the most bytes under the most frugal policy.
+  int32_t gpu = -1;
+  int64_t missing_bytes = 0;
+  std::string message;
+  bool ok() const { return status == PlanStatus::kOk; }
+};
+
+// Throws InputError for scenarios the planner cannot express (e.g. a
+// destination dtype other than the source's).
+PlanResult MakePlan(const Scenario& s, const PlannerOptions& options = {});
+
+}  // namespace reshard

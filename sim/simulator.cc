@@ -1,0 +1,747 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
+#include "sim/trace.h"
+
+namespace reshard {
+
+namespace {
+
+constexpr int kKinds = 7;    // OpKind values
+constexpr int kClasses = 4;  // LinkClass values
+constexpr double kNsPerS = 1e9;
+
+// Nanoseconds to move `bytes` at `bytes_per_ns`, rounded up. The tolerance
+// (1e-12 relative + 1e-6 ns) absorbs floating noise such as 3e6 / (1/3.0),
+// so exact hand-derived times stay exact.
+int64_t CeilNs(double bytes, double bytes_per_ns) {
+  if (bytes <= 0) return 0;
+  const double x = bytes / bytes_per_ns;
+  const double r = std::ceil(x - (x * 1e-12 + 1e-6));
+  return r <= 0 ? 0 : static_cast<int64_t>(r);
+}
+
+struct Event {
+  enum Kind : uint8_t { kIssue, kFlowStart, kFlowEnd };
+  int64_t t;
+  uint64_t seq;
+  Kind kind;
+  int32_t id;        // launch or flow
+  uint32_t version;  // kFlowEnd: stale unless equal to the flow's version
+};
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    return a.t != b.t ? a.t > b.t : a.seq > b.seq;
+  }
+};
+
+// Counts how long at least one member of a category runs.
+struct Activity {
+  int64_t count = 0, bytes = 0, sum_ns = 0, active_ns = 0;
+  int64_t running = 0, since = 0;
+  void Start(int64_t t) {
+    if (running++ == 0) since = t;
+  }
+  void Stop(int64_t t) {
+    if (--running == 0) active_ns += t - since;
+  }
+};
+
+}  // namespace
+
+struct Simulator::State {
+  struct Flow {
+    int32_t op = -1, op2 = -1;  // send (or copy/offload/reload), and recv
+    Route route;
+    int64_t bytes = 0;
+    int64_t created_ns = 0;     // rendezvous (both ops issued)
+    double cap = 0;             // bytes/ns ceiling: peak × efficiency
+    double remaining = 0;       // bytes
+    double rate = 0;            // bytes/ns
+    double new_rate = 0;
+    int64_t last_ns = 0;        // when `remaining` was last settled
+    int64_t finish_ns = -1;
+    uint32_t version = 0;
+    uint32_t stamp = 0;         // component / frozen marks
+    uint32_t frozen = 0;
+    std::array<int32_t, 2> pos{-1, -1};  // index in each port's flow list
+    bool active = false, done = false;
+  };
+  struct PortState {
+    std::vector<int32_t> flows;  // active flows (in bandwidth phase)
+    double peak = 0, duplex = 0; // bytes/ns
+    int32_t reverse = -1;
+    bool coupled = false;
+    double rate = 0;             // current sum of flow rates (bytes/ns)
+    int64_t bytes = 0, busy_ns = 0, busy_since = 0;
+    uint32_t stamp = 0;
+    // water-filling scratch
+    double remcap = 0;
+    int32_t unfrozen = 0;
+    uint32_t heap_version = 0;
+  };
+
+  const Plan& plan;
+  SimOptions opt;
+  PortModel ports;
+  SimObserver* obs;
+  int32_t gpus = 0, nodes = 0, nops = 0;
+
+  // Launches (one group on one GPU, or one ungrouped op), CSR lists.
+  std::vector<int32_t> op_launch, launch_begin, launch_ops;
+  std::vector<int32_t> launch_pending, launch_running;
+  std::vector<int64_t> launch_end;
+  std::vector<int32_t> waiter_begin, waiters;  // op -> launches waiting for it
+  int32_t launches_ended = 0;
+
+  std::vector<int64_t> op_start, op_end;
+  std::vector<uint8_t> op_issued;
+  std::vector<Flow> flows;
+  std::vector<PortState> port;
+
+  std::priority_queue<Event, std::vector<Event>, Later> queue;
+  uint64_t seq = 0;
+  int64_t events = 0, rate_updates = 0;
+  std::vector<int32_t> dirty;
+  uint32_t stamp = 0;
+
+  std::vector<int64_t> mem, peak, host_mem, host_peak;
+  std::unordered_set<int64_t> peers;  // gpu * gpus + peer (membership only)
+  BytesMoved moved;
+  std::array<Activity, kKinds> kind_use{};
+  std::array<Activity, kClasses> class_use{};
+
+  // Water-filling scratch.
+  std::vector<int32_t> comp_ports, comp_flows, bfs;
+  std::vector<std::pair<double, int32_t>> by_cap;
+
+  State(const Plan& p, SimOptions o) : plan(p), opt(o), ports(p.cluster), obs(o.observer) {}
+
+  [[noreturn]] void Bad(int32_t op, const std::string& problem) const {
+    throw InputError("<plan " + plan.name + ">", fmt::format("ops[{}]", op), problem);
+  }
+
+  void Push(int64_t t, Event::Kind k, int32_t id, uint32_t version = 0) {
+    queue.push(Event{t, seq++, k, id, version});
+  }
+
+  // ---- setup ---------------------------------------------------------------
+
+  void CheckOps() {
+    const int32_t nbuf = static_cast<int32_t>(plan.buffers.size());
+    for (int32_t i = 0; i < nops; ++i) {
+      const Op& op = plan.ops[i];
+      if (op.id != i) Bad(i, fmt::format("id is {}, expected its index {}", op.id, i));
+      if (op.gpu < 0 || op.gpu >= gpus) Bad(i, fmt::format("gpu {} outside the cluster's {} GPUs", op.gpu, gpus));
+      if (op.stream < 0) Bad(i, fmt::format("stream {} is negative", op.stream));
+      for (int32_t d : op.deps) {
+        if (d < 0 || d >= nops || d == i) Bad(i, fmt::format("dependency {} is not another op", d));
+      }
+      switch (op.kind) {
+        case OpKind::kAlloc:
+        case OpKind::kFree:
+          if (op.buffer < 0 || op.buffer >= nbuf) Bad(i, fmt::format("buffer {} does not exist", op.buffer));
+          if (plan.buffers[op.buffer].gpu < 0 || plan.buffers[op.buffer].gpu >= gpus) {
+            Bad(i, fmt::format("buffer {} is on gpu {}, outside the cluster", op.buffer, plan.buffers[op.buffer].gpu));
+          }
+          break;
+        case OpKind::kSend:
+        case OpKind::kRecv: {
+          if (op.peer < 0 || op.peer >= gpus) Bad(i, fmt::format("peer {} outside the cluster", op.peer));
+          if (op.match < 0 || op.match >= nops) Bad(i, fmt::format("match {} is not an op", op.match));
+          const Op& m = plan.ops[op.match];
+          const OpKind want = op.kind == OpKind::kSend ? OpKind::kRecv : OpKind::kSend;
+          if (m.kind != want || m.match != i || m.gpu != op.peer || m.peer != op.gpu) {
+            Bad(i, fmt::format("match {} is not the {} of this op", op.match, OpKindName(want)));
+          }
+          if (m.Bytes() != op.Bytes()) Bad(i, fmt::format("{} bytes but its match {} has {}", op.Bytes(), op.match, m.Bytes()));
+          break;
+        }
+        default: break;
+      }
+    }
+  }
+
+  void BuildLaunches() {
+    op_launch.assign(nops, -1);
+    std::unordered_map<int64_t, int32_t> group_launch;  // lookup only; ids follow op order
+    std::vector<int32_t> sizes;
+    for (int32_t i = 0; i < nops; ++i) {
+      const Op& op = plan.ops[i];
+      int32_t l = -1;
+      if (op.group >= 0) {
+        const int64_t key = static_cast<int64_t>(op.group) * gpus + op.gpu;
+        auto [it, fresh] = group_launch.emplace(key, static_cast<int32_t>(sizes.size()));
+        l = it->second;
+        if (fresh) sizes.push_back(0);
+      } else if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.peer == op.gpu && op.match < i) {
+        l = op_launch[op.match];  // an ungrouped send/recv to self: the pair is issued together (as Verify assumes)
+      } else {
+        l = static_cast<int32_t>(sizes.size());
+        sizes.push_back(0);
+      }
+      op_launch[i] = l;
+      ++sizes[l];
+    }
+    const int32_t nl = static_cast<int32_t>(sizes.size());
+    launch_begin.assign(nl + 1, 0);
+    for (int32_t l = 0; l < nl; ++l) launch_begin[l + 1] = launch_begin[l] + sizes[l];
+    launch_ops.assign(nops, -1);
+    std::vector<int32_t> fill(launch_begin.begin(), launch_begin.end() - 1);
+    for (int32_t i = 0; i < nops; ++i) launch_ops[fill[op_launch[i]]++] = i;  // op order within a launch
+
+    // Prerequisites: deps and stream predecessors outside the launch.
+    int32_t max_stream = 0;
+    for (const Op& op : plan.ops) max_stream = std::max(max_stream, op.stream);
+    const int64_t streams = max_stream + 1;
+    std::vector<int32_t> last_on_stream(static_cast<size_t>(gpus * streams), -1);
+    std::vector<std::pair<int32_t, int32_t>> edges;  // (prerequisite op, waiting launch)
+    edges.reserve(nops * 2);
+    for (int32_t i = 0; i < nops; ++i) {
+      const Op& op = plan.ops[i];
+      const int32_t l = op_launch[i];
+      for (int32_t d : op.deps) {
+        if (op_launch[d] != l) edges.emplace_back(d, l);
+      }
+      int32_t& last = last_on_stream[op.gpu * streams + op.stream];
+      if (last >= 0 && op_launch[last] != l) edges.emplace_back(last, l);
+      last = i;
+    }
+    launch_pending.assign(nl, 0);
+    waiter_begin.assign(nops + 1, 0);
+    for (auto [d, l] : edges) {
+      ++waiter_begin[d + 1];
+      ++launch_pending[l];
+    }
+    for (int32_t i = 0; i < nops; ++i) waiter_begin[i + 1] += waiter_begin[i];
+    waiters.assign(edges.size(), -1);
+    std::vector<int32_t> wfill(waiter_begin.begin(), waiter_begin.end() - 1);
+    for (auto [d, l] : edges) waiters[wfill[d]++] = l;
+    launch_running.assign(nl, 0);
+    launch_end.assign(nl, -1);
+  }
+
+  void SetupPorts() {
+    port.assign(ports.NumPorts(), PortState{});
+    for (int32_t p = 0; p < ports.NumPorts(); ++p) {
+      PortState& s = port[p];
+      s.peak = ports.BytesPerS(p) / kNsPerS;
+      s.duplex = ports.DuplexBytesPerS(p) / kNsPerS;
+      s.reverse = ports.Reverse(p);
+      s.coupled = ports.Coupled(p);
+    }
+  }
+
+  void SetupMemory() {
+    mem.assign(gpus, plan.cluster.overheads.cuda_context_bytes);
+    host_mem.assign(nodes, 0);
+    for (const PlanBuffer& b : plan.buffers) {
+      if (!b.preexisting) continue;
+      RESHARD_CHECK(b.gpu >= 0 && b.gpu < gpus, fmt::format("buffer {} on gpu {} outside the cluster", b.id, b.gpu));
+      if (b.space == MemorySpace::kDevice) {
+        mem[b.gpu] += b.bytes;
+      } else {
+        host_mem[plan.cluster.NodeOf(b.gpu)] += b.bytes;
+      }
+    }
+    peak = mem;
+    host_peak = host_mem;
+  }
+
+  // ---- memory --------------------------------------------------------------
+
+  void AddMemory(int32_t gpu, int64_t bytes, int64_t t) {
+    mem[gpu] += bytes;
+    peak[gpu] = std::max(peak[gpu], mem[gpu]);
+    if (obs) obs->OnMemory(t, gpu, mem[gpu]);
+  }
+
+  void BufferChange(const Op& op, int64_t sign, int64_t t) {
+    const PlanBuffer& b = plan.buffers[op.buffer];
+    if (b.space == MemorySpace::kDevice) {
+      AddMemory(b.gpu, sign * b.bytes, t);
+    } else {
+      const int32_t node = plan.cluster.NodeOf(b.gpu);
+      host_mem[node] += sign * b.bytes;
+      host_peak[node] = std::max(host_peak[node], host_mem[node]);
+    }
+  }
+
+  void ConnectPeer(int32_t gpu, int32_t peer, int64_t t) {
+    const int64_t per_peer = plan.cluster.overheads.nccl_bytes_per_peer;
+    if (peer == gpu || per_peer == 0) return;
+    if (peers.insert(static_cast<int64_t>(gpu) * gpus + peer).second) AddMemory(gpu, per_peer, t);
+  }
+
+  // ---- ops, launches, flows ------------------------------------------------
+
+  void Issue(int32_t l, int64_t t) {
+    launch_running[l] = launch_begin[l + 1] - launch_begin[l];
+    for (int32_t k = launch_begin[l]; k < launch_begin[l + 1]; ++k) {
+      const int32_t i = launch_ops[k];
+      const Op& op = plan.ops[i];
+      op_start[i] = t;
+      op_issued[i] = 1;
+      kind_use[static_cast<int>(op.kind)].Start(t);
+      if (obs) obs->OnOpStart(t, op);
+      switch (op.kind) {
+        case OpKind::kAlloc:
+          BufferChange(op, +1, t);
+          EndOp(i, t);
+          break;
+        case OpKind::kFree:
+          BufferChange(op, -1, t);
+          EndOp(i, t);
+          break;
+        case OpKind::kCopy:
+        case OpKind::kOffload:
+        case OpKind::kReload: NewFlow(i, -1, ports.OfOp(plan, op), t); break;
+        case OpKind::kSend:
+        case OpKind::kRecv:
+          ConnectPeer(op.gpu, op.peer, t);
+          if (op_issued[op.match]) {
+            const int32_t send = op.kind == OpKind::kSend ? i : op.match;
+            NewFlow(send, plan.ops[send].match, ports.OfOp(plan, plan.ops[send]), t);
+          }
+          break;
+      }
+    }
+  }
+
+  void NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t) {
+    Flow f;
+    f.op = op;
+    f.op2 = op2;
+    f.route = r;
+    f.bytes = plan.ops[op].Bytes();
+    f.created_ns = t;
+    const LinkProfile& prof = ports.Profile(r);
+    if (f.bytes > 0) {
+      for (int32_t k = 0; k < r.num_ports; ++k) {
+        if (!(port[r.ports[k]].peak > 0) || !(port[r.ports[k]].duplex > 0)) {
+          Bad(op, fmt::format("moves {} bytes over {}, which has no bandwidth", f.bytes, ports.Name(r.ports[k])));
+        }
+      }
+      f.cap = ports.FlowCapBytesPerS(r, f.bytes) / kNsPerS;
+      if (!(f.cap > 0)) Bad(op, fmt::format("{} link efficiency at {} bytes is not positive", LinkClassName(r.link_class), f.bytes));
+    }
+    switch (r.link_class) {
+      case LinkClass::kLocal: moved.local += f.bytes; break;
+      case LinkClass::kNvlink: moved.nvlink += f.bytes; break;
+      case LinkClass::kNetwork: moved.network += f.bytes; break;
+      case LinkClass::kPcie: moved.pcie += f.bytes; break;
+    }
+    Activity& a = class_use[static_cast<int>(r.link_class)];
+    ++a.count;
+    a.bytes += f.bytes;
+    a.Start(t);
+    const int32_t id = static_cast<int32_t>(flows.size());
+    flows.push_back(f);
+    Push(t + std::max<int64_t>(prof.latency_ns, 0), Event::kFlowStart, id);
+  }
+
+  void StartFlow(int32_t id, int64_t t) {
+    Flow& f = flows[id];
+    if (f.bytes <= 0) {
+      FinishFlow(id, t);
+      return;
+    }
+    f.active = true;
+    f.remaining = static_cast<double>(f.bytes);
+    f.last_ns = t;
+    for (int32_t k = 0; k < f.route.num_ports; ++k) {
+      PortState& p = port[f.route.ports[k]];
+      if (p.flows.empty()) p.busy_since = t;
+      f.pos[k] = static_cast<int32_t>(p.flows.size());
+      p.flows.push_back(id);
+      p.bytes += f.bytes;
+      dirty.push_back(f.route.ports[k]);
+    }
+  }
+
+  void FinishFlow(int32_t id, int64_t t) {
+    Flow& f = flows[id];
+    if (f.active) {
+      for (int32_t k = 0; k < f.route.num_ports; ++k) {
+        const int32_t pid = f.route.ports[k];
+        PortState& p = port[pid];
+        const int32_t pos = f.pos[k];
+        const int32_t moved_flow = p.flows.back();
+        p.flows[pos] = moved_flow;
+        p.flows.pop_back();
+        if (moved_flow != id) {
+          Flow& m = flows[moved_flow];
+          m.pos[m.route.ports[0] == pid ? 0 : 1] = pos;
+        }
+        if (p.flows.empty()) p.busy_ns += t - p.busy_since;
+        dirty.push_back(pid);
+      }
+      if (obs) obs->OnFlowRate(t, f.op, f.route, 0);
+    }
+    f.active = false;
+    f.done = true;
+    f.rate = 0;
+    f.remaining = 0;
+    Activity& a = class_use[static_cast<int>(f.route.link_class)];
+    a.sum_ns += t - f.created_ns;
+    a.Stop(t);
+    EndOp(f.op, t);
+    if (f.op2 >= 0) EndOp(f.op2, t);
+  }
+
+  void EndOp(int32_t i, int64_t t) {
+    const Op& op = plan.ops[i];
+    op_end[i] = t;
+    Activity& a = kind_use[static_cast<int>(op.kind)];
+    ++a.count;
+    a.bytes += op.Bytes();
+    a.sum_ns += t - op_start[i];
+    a.Stop(t);
+    if (obs) obs->OnOpEnd(t, op, op_start[i]);
+    const int32_t l = op_launch[i];
+    if (--launch_running[l] == 0) EndLaunch(l, t);
+  }
+
+  void EndLaunch(int32_t l, int64_t t) {
+    launch_end[l] = t;
+    ++launches_ended;
+    for (int32_t k = launch_begin[l]; k < launch_begin[l + 1]; ++k) {
+      const int32_t i = launch_ops[k];
+      for (int32_t w = waiter_begin[i]; w < waiter_begin[i + 1]; ++w) {
+        if (--launch_pending[waiters[w]] == 0) Push(t, Event::kIssue, waiters[w]);
+      }
+    }
+  }
+
+  // ---- bandwidth sharing -----------------------------------------------------
+
+  // Re-shares bandwidth in every component that holds a dirty port.
+  void Recompute(int64_t t) {
+    ++stamp;
+    for (int32_t start : dirty) {
+      if (port[start].stamp == stamp) continue;
+      comp_ports.clear();
+      comp_flows.clear();
+      bfs.clear();
+      bfs.push_back(start);
+      port[start].stamp = stamp;
+      for (size_t h = 0; h < bfs.size(); ++h) {
+        const int32_t q = bfs[h];
+        comp_ports.push_back(q);
+        for (int32_t fid : port[q].flows) {
+          Flow& f = flows[fid];
+          if (f.stamp == stamp) continue;
+          f.stamp = stamp;
+          comp_flows.push_back(fid);
+          for (int32_t k = 0; k < f.route.num_ports; ++k) {
+            const int32_t r = f.route.ports[k];
+            if (port[r].stamp != stamp) {
+              port[r].stamp = stamp;
+              bfs.push_back(r);
+            }
+          }
+        }
+        const int32_t rev = port[q].reverse;
+        if (port[q].coupled && port[rev].stamp != stamp) {
+          port[rev].stamp = stamp;
+          bfs.push_back(rev);
+        }
+      }
+      WaterFill(t);
+    }
+    dirty.clear();
+  }
+
+  // Max-min fair rates with per-flow caps by progressive filling: all unfrozen
+  // flows rise together; the next to stop is either the flow with the smallest
+  // cap or every flow on the port with the smallest fair share
+  // (remaining capacity / unfrozen flows). A heap over ports (lazy deletion)
+  // and the flows sorted by cap give O((F + P) log(F + P)) per component.
+  void WaterFill(int64_t t) {
+    ++rate_updates;
+    const uint32_t mark = stamp;
+    for (int32_t fid : comp_flows) {
+      Flow& f = flows[fid];
+      f.remaining = std::max(0.0, f.remaining - f.rate * static_cast<double>(t - f.last_ns));
+      f.last_ns = t;
+    }
+    using Entry = std::pair<double, int32_t>;  // (fair share, port): smallest first, ties by port id
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+    for (int32_t q : comp_ports) {
+      PortState& p = port[q];
+      const bool both = p.coupled && !p.flows.empty() && !port[p.reverse].flows.empty();
+      p.remcap = both ? p.duplex : p.peak;
+      p.unfrozen = static_cast<int32_t>(p.flows.size());
+      if (p.unfrozen > 0) heap.emplace(p.remcap / p.unfrozen, q);
+    }
+    by_cap.clear();
+    for (int32_t fid : comp_flows) by_cap.emplace_back(flows[fid].cap, fid);
+    std::sort(by_cap.begin(), by_cap.end());
+
+    auto freeze = [&](int32_t fid, double rate) {
+      Flow& f = flows[fid];
+      f.frozen = mark;
+      f.new_rate = rate;
+      for (int32_t k = 0; k < f.route.num_ports; ++k) {
+        const int32_t q = f.route.ports[k];
+        PortState& p = port[q];
+        p.remcap -= rate;
+        if (--p.unfrozen > 0) heap.emplace(std::max(0.0, p.remcap) / p.unfrozen, q);
+      }
+    };
+    size_t left = comp_flows.size(), ci = 0;
+    while (left > 0) {
+      while (ci < by_cap.size() && flows[by_cap[ci].second].frozen == mark) ++ci;
+      // Drop stale heap entries (port already saturated, or share since changed).
+      while (!heap.empty()) {
+        const auto [share, q] = heap.top();
+        const PortState& p = port[q];
+        if (p.unfrozen > 0 && share == std::max(0.0, p.remcap) / p.unfrozen) break;
+        heap.pop();
+      }
+      const double cap_next = ci < by_cap.size() ? by_cap[ci].first : std::numeric_limits<double>::infinity();
+      if (heap.empty() || cap_next <= heap.top().first) {
+        RESHARD_CHECK(ci < by_cap.size(), "water-filling lost a flow");
+        freeze(by_cap[ci].second, cap_next);
+        --left;
+        continue;
+      }
+      const auto [share, q] = heap.top();
+      heap.pop();
+      // Every unfrozen flow on q stops at `share` (a tiny floor keeps rates positive).
+      const double rate = std::max(share, port[q].peak * 1e-12);
+      const std::vector<int32_t>& on_q = port[q].flows;
+      for (size_t k = 0; k < on_q.size(); ++k) {
+        if (flows[on_q[k]].frozen == mark) continue;
+        freeze(on_q[k], rate);
+        --left;
+      }
+    }
+    // New finish times for flows whose rate changed.
+    for (int32_t fid : comp_flows) {
+      Flow& f = flows[fid];
+      if (f.new_rate == f.rate && f.finish_ns >= 0) continue;
+      f.rate = f.new_rate;
+      const int64_t finish = t + CeilNs(f.remaining, f.rate);
+      if (obs) obs->OnFlowRate(t, f.op, f.route, f.rate * kNsPerS);
+      if (finish != f.finish_ns) {
+        f.finish_ns = finish;
+        ++f.version;
+        Push(finish, Event::kFlowEnd, fid, f.version);
+      }
+    }
+    for (int32_t q : comp_ports) {
+      PortState& p = port[q];
+      double sum = 0;
+      for (int32_t fid : p.flows) sum += flows[fid].rate;
+      if (sum != p.rate) {
+        p.rate = sum;
+        if (obs) obs->OnPortRate(t, q, sum * kNsPerS);
+      }
+    }
+  }
+
+  // ---- main loop -------------------------------------------------------------
+
+  void Process(const Event& e) {
+    switch (e.kind) {
+      case Event::kIssue:
+        ++events;
+        Issue(e.id, e.t);
+        break;
+      case Event::kFlowStart:
+        ++events;
+        StartFlow(e.id, e.t);
+        break;
+      case Event::kFlowEnd: {
+        Flow& f = flows[e.id];
+        if (f.done || e.version != f.version) return;  // stale
+        ++events;
+        FinishFlow(e.id, e.t);
+        break;
+      }
+    }
+  }
+
+  [[noreturn]] void Deadlock() const {
+    // The lowest op that never started, and what it waits for.
+    for (int32_t i = 0; i < nops; ++i) {
+      const Op& op = plan.ops[i];
+      if (op_issued[i]) continue;
+      std::vector<std::string> waits;
+      for (int32_t d : op.deps) {
+        if (op_launch[d] != op_launch[i] && launch_end[op_launch[d]] < 0) waits.push_back(fmt::format("dependency op {}", d));
+      }
+      for (int32_t j = i - 1; j >= 0; --j) {
+        const Op& prev = plan.ops[j];
+        if (prev.gpu == op.gpu && prev.stream == op.stream) {
+          if (op_launch[j] != op_launch[i] && launch_end[op_launch[j]] < 0) {
+            waits.push_back(fmt::format("op {} before it on stream {}", j, op.stream));
+          }
+          break;
+        }
+      }
+      for (int32_t k = launch_begin[op_launch[i]]; k < launch_begin[op_launch[i] + 1]; ++k) {
+        if (launch_ops[k] != i && waits.empty()) waits.push_back(fmt::format("op {} of its group {}", launch_ops[k], op.group));
+      }
+      Bad(i, fmt::format("the plan deadlocks: {} on gpu {} stream {} never starts; it waits for {}", OpKindName(op.kind),
+                         op.gpu, op.stream, waits.empty() ? std::string("nothing?") : fmt::format("{}", fmt::join(waits, ", "))));
+    }
+    for (int32_t i = 0; i < nops; ++i) {
+      const Op& op = plan.ops[i];
+      if (op_end[i] < 0 && (op.kind == OpKind::kSend || op.kind == OpKind::kRecv)) {
+        Bad(i, fmt::format("the plan deadlocks: {} on gpu {} waits for its match op {} on gpu {}, which never starts",
+                           OpKindName(op.kind), op.gpu, op.match, op.peer));
+      }
+    }
+    RESHARD_CHECK(false, "simulation stopped with unfinished launches but no waiting op");
+  }
+
+  Prediction Run() {
+    gpus = plan.cluster.Gpus();
+    nodes = plan.cluster.nodes;
+    nops = static_cast<int32_t>(plan.ops.size());
+    CheckOps();
+    BuildLaunches();
+    SetupPorts();
+    SetupMemory();
+    op_start.assign(nops, -1);
+    op_end.assign(nops, -1);
+    op_issued.assign(nops, 0);
+    flows.reserve(nops);
+
+    if (obs) {
+      obs->OnBegin(plan, ports);
+      for (int32_t g = 0; g < gpus; ++g) obs->OnMemory(0, g, mem[g]);
+    }
+    const int32_t nl = static_cast<int32_t>(launch_pending.size());
+    for (int32_t l = 0; l < nl; ++l) {
+      if (launch_pending[l] == 0) Push(0, Event::kIssue, l);
+    }
+    while (!queue.empty()) {
+      const int64_t t = queue.top().t;
+      while (!queue.empty() && queue.top().t == t) {
+        const Event e = queue.top();
+        queue.pop();
+        Process(e);
+      }
+      if (!dirty.empty()) Recompute(t);
+    }
+    if (launches_ended != nl) Deadlock();
+    return Collect();
+  }
+
+  Prediction Collect() {
+    Prediction pr;
+    int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
+    for (int32_t i = 0; i < nops; ++i) {
+      first = std::min(first, op_start[i]);
+      last = std::max(last, op_end[i]);
+    }
+    if (nops == 0) first = 0;
+    pr.time_ns = last - first;
+    pr.time_s = static_cast<double>(pr.time_ns) / kNsPerS;
+    pr.peak_bytes = peak;
+    pr.peak_host_bytes = host_peak;
+    pr.bytes_moved = moved;
+    for (int32_t q = 0; q < ports.NumPorts(); ++q) {
+      const PortState& p = port[q];
+      if (p.bytes == 0) continue;
+      PortUse u;
+      u.port = q;
+      u.name = ports.Name(q);
+      u.link_class = ports.Class(q);
+      u.capacity_bytes_per_s = ports.BytesPerS(q);
+      u.bytes = p.bytes;
+      u.busy_ns = p.busy_ns;
+      if (pr.time_ns > 0) {
+        u.busy_fraction = static_cast<double>(p.busy_ns) / static_cast<double>(pr.time_ns);
+        u.average_bytes_per_s = static_cast<double>(p.bytes) / pr.time_s;
+        u.utilisation = u.capacity_bytes_per_s > 0 ? u.average_bytes_per_s / u.capacity_bytes_per_s : 0;
+      }
+      pr.ports.push_back(std::move(u));
+    }
+    for (int k = 0; k < kKinds; ++k) {
+      const Activity& a = kind_use[k];
+      if (a.count == 0) continue;
+      pr.by_kind.push_back(PhaseUse{std::string(OpKindName(static_cast<OpKind>(k))), a.count, a.bytes, a.active_ns, a.sum_ns});
+    }
+    for (int c = 0; c < kClasses; ++c) {
+      const Activity& a = class_use[c];
+      if (a.count == 0) continue;
+      pr.by_class.push_back(
+          PhaseUse{std::string(LinkClassName(static_cast<LinkClass>(c))), a.count, a.bytes, a.active_ns, a.sum_ns});
+    }
+    pr.events = events;
+    pr.rate_updates = rate_updates;
+    const PortBound lb = LowerBoundOfLoads(ports, PortBytes(ports, plan));
+    pr.lower_bound_s = lb.time_s;
+    pr.lower_bound_port = lb.port_name;
+    pr.plan_efficiency = pr.time_s > 0 ? lb.time_s / pr.time_s : 1.0;
+    if (opt.record_op_times) {
+      pr.op_start_ns = op_start;
+      pr.op_end_ns = op_end;
+    }
+    if (obs) obs->OnEnd(last);
+    return pr;
+  }
+};
+
+Prediction Simulator::Run() const {
+  State state(plan_, options_);
+  return state.Run();
+}
+
+Prediction Simulate(const Plan& plan, const SimOptions& options) {
+  return Simulator(plan, options).Run();
+}
+
+void to_json(nlohmann::json& j, const PortUse& u) {
+  j = nlohmann::json{{"port", u.name},
+                     {"class", LinkClassName(u.link_class)},
+                     {"capacity_bytes_per_s", u.capacity_bytes_per_s},
+                     {"bytes", u.bytes},
+                     {"busy_s", static_cast<double>(u.busy_ns) / kNsPerS},
+                     {"busy_fraction", u.busy_fraction},
+                     {"average_bytes_per_s", u.average_bytes_per_s},
+                     {"utilisation", u.utilisation}};
+}
+
+void to_json(nlohmann::json& j, const PhaseUse& u) {
+  j = nlohmann::json{{"name", u.name},
+                     {"count", u.count},
+                     {"bytes", u.bytes},
+                     {"active_s", static_cast<double>(u.active_ns) / kNsPerS},
+                     {"sum_s", static_cast<double>(u.sum_ns) / kNsPerS}};
+}
+
+void to_json(nlohmann::json& j, const Prediction& p) {
+  j = nlohmann::json{
+      {"time_s", p.time_s},
+      {"time_ns", p.time_ns},
+      {"peak_bytes", p.peak_bytes},
+      {"peak_host_bytes", p.peak_host_bytes},
+      {"bytes_moved",
+       {{"local", p.bytes_moved.local}, {"nvlink", p.bytes_moved.nvlink}, {"network", p.bytes_moved.network},
+        {"pcie", p.bytes_moved.pcie}}},
+      {"lower_bound_s", p.lower_bound_s},
+      {"lower_bound_port", p.lower_bound_port},
+      {"plan_efficiency", p.plan_efficiency},
+      {"events", p.events},
+      {"links", p.ports},
+      {"phases", {{"by_kind", p.by_kind}, {"by_class", p.by_class}}},
+  };
+}
+
+}  // namespace reshard

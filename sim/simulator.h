@@ -1,0 +1,121 @@
+// The simulator: predicts a Plan's refit time, per-GPU peak memory and link
+// use, by discrete events on an integer-nanosecond clock.
+//
+// Model (DESIGN.md "Plan semantics", sim/ports.h for the ports):
+//  * Launches. The ops of one group on one GPU form one launch (one NCCL
+//    kernel); an op without a group is a launch of its own, except that an
+//    ungrouped send/recv pair on one GPU is one launch (as Verify contracts
+//    matched pairs; NCCL needs self send/recv in one group). A launch is issued
+//    when every op in it is ready: all deps finished and, on each stream, the
+//    op before it finished (deps and stream predecessors inside the launch do
+//    not count). Its ops "finish" (for deps and stream order) when the launch
+//    ends, i.e. when all its ops on that GPU have ended.
+//  * Ops. A send and its matching recv rendezvous: when both are issued, both
+//    pay the link class's latency_ns at once, then one flow carries the bytes.
+//    kCopy / kOffload / kReload pay latency_ns, then flow over the device-copy
+//    port / PCIe d2h / PCIe h2d. kAlloc / kFree take no time.
+//  * Bandwidth. Concurrent flows share port capacity max-min fairly
+//    (progressive filling), each also capped at peak × Efficiency(op bytes) of
+//    its class. Rates are recomputed whenever flows start or end, after all
+//    events of the same nanosecond are processed, and only over the connected
+//    components (ports linked by flows, and the two directions of a duplex pair)
+//    touched. A flow's end is rounded up to the next nanosecond.
+//  * Memory. Per GPU: CUDA context + preexisting device buffers at t = 0, then
+//    kAlloc / kFree at their issue time, plus nccl_bytes_per_peer the first
+//    time a GPU's send/recv is issued with a new peer (connections persist).
+//    Host buffers are counted per node, apart.
+//  * Ties. Events at equal times run in the order they were scheduled (a
+//    sequence number), so results are deterministic; alloc/free at one instant
+//    count in that order for the peak.
+//
+// Complexity: O(E log E) for the event queue (E = events, O(ops)) plus, per
+// instant at which flows start or end, O((F_c + P_c) log P_c) for water-filling
+// the affected components (F_c flows over P_c ports). Worst case (all flows in
+// one component, every flow ending at a distinct instant) is O(F · F log P).
+//
+// No global state: a Simulator owns its queue and state; several can run at
+// once on different threads (the plan is only read).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "planner/plan.h"
+#include "sim/ports.h"
+
+namespace reshard {
+
+class SimObserver;  // sim/trace.h
+
+struct SimOptions {
+  SimObserver* observer = nullptr;  // not owned; called synchronously; must not change results
+  bool record_op_times = true;      // fill Prediction::op_start_ns / op_end_ns
+};
+
+struct PortUse {
+  int32_t port = -1;
+  std::string name;                 // "gpu0.nvlink_out"
+  LinkClass link_class = LinkClass::kLocal;
+  double capacity_bytes_per_s = 0;  // peak
+  int64_t bytes = 0;                // carried
+  int64_t busy_ns = 0;              // time with at least one flow on it
+  double busy_fraction = 0;         // busy_ns / time_ns
+  double average_bytes_per_s = 0;   // bytes / time_s (over the whole refit)
+  double utilisation = 0;           // average_bytes_per_s / capacity
+};
+
+// One row of the breakdown: ops of one kind, or flows of one link class.
+struct PhaseUse {
+  std::string name;                 // "send", "copy", ... or "nvlink", "network", ...
+  int64_t count = 0;                // ops (or flows)
+  int64_t bytes = 0;
+  int64_t active_ns = 0;            // wall time with at least one of them running
+  int64_t sum_ns = 0;               // summed durations (issue -> end; flows: rendezvous -> end)
+};
+
+struct Prediction {
+  int64_t time_ns = 0;              // first op start to last op end
+  double time_s = 0;
+  std::vector<int64_t> peak_bytes;  // per GPU, device memory, everything counted
+  std::vector<int64_t> peak_host_bytes;  // per node, plan host buffers
+  BytesMoved bytes_moved;           // by link class (a send/recv pair counts once)
+  std::vector<PortUse> ports;       // ports that carried bytes, by port id
+  std::vector<PhaseUse> by_kind;    // by op kind (kinds present)
+  std::vector<PhaseUse> by_class;   // by link class of flows (classes present)
+  int64_t events = 0;               // events processed
+  int64_t rate_updates = 0;         // water-filling passes (one per affected component)
+  double lower_bound_s = 0;
+  std::string lower_bound_port;
+  double plan_efficiency = 0;       // lower_bound_s / time_s (1 for an empty plan)
+  std::vector<int64_t> op_start_ns; // per op: issue time (with record_op_times)
+  std::vector<int64_t> op_end_ns;   // per op: when its own work ended
+};
+
+class Simulator {
+ public:
+  // Keeps a reference to `plan`: it must outlive the simulator.
+  explicit Simulator(const Plan& plan, SimOptions options = {}) : plan_(plan), options_(options) {}
+
+  // Simulates the plan from scratch (each call is independent). Throws
+  // InputError when the plan is malformed (bad ids, unmatched sends,
+  // zero-bandwidth links in use) or deadlocks (names an op that never starts).
+  Prediction Run() const;
+
+ private:
+  struct State;  // the event queue, flows, ports and memory of one run
+  const Plan& plan_;
+  SimOptions options_;
+};
+
+Prediction Simulate(const Plan& plan, const SimOptions& options = {});
+
+// DESIGN's result fields plus ports and phases. Plan-level fields
+// (segment_bytes, offload_fraction) are the caller's to add.
+void to_json(nlohmann::json& j, const Prediction& p);
+void to_json(nlohmann::json& j, const PortUse& u);
+void to_json(nlohmann::json& j, const PhaseUse& u);
+
+}  // namespace reshard

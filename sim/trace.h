@@ -1,0 +1,66 @@
+// Observing a simulation, and a Chrome / Perfetto trace writer.
+//
+// The simulator calls a SimObserver synchronously as it runs (op issue and
+// end, flow and port rate changes, memory changes). Observers only watch: the
+// simulator never reads anything back, so tracing cannot change results.
+//
+// ChromeTraceWriter streams the JSON trace event format (loads in
+// ui.perfetto.dev and chrome://tracing): one process per GPU with one thread
+// track per stream ("X" slices for ops) and a "memory" counter ("C", GiB);
+// one process "links" with a counter per port (GB/s). Times are microseconds
+// with nanosecond decimals.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "planner/plan.h"
+#include "sim/ports.h"
+#include "sim/simulator.h"
+
+namespace reshard {
+
+class SimObserver {
+ public:
+  virtual ~SimObserver() = default;
+  virtual void OnBegin(const Plan& /*plan*/, const PortModel& /*ports*/) {}
+  virtual void OnOpStart(int64_t /*t_ns*/, const Op& /*op*/) {}                      // issued
+  virtual void OnOpEnd(int64_t /*t_ns*/, const Op& /*op*/, int64_t /*start_ns*/) {}  // its own work ended
+  // A flow's rate changed; `op` is its send (or its copy / offload / reload).
+  virtual void OnFlowRate(int64_t /*t_ns*/, int32_t /*op*/, const Route& /*route*/, double /*bytes_per_s*/) {}
+  // Sum of the rates of the flows on `port` changed.
+  virtual void OnPortRate(int64_t /*t_ns*/, int32_t /*port*/, double /*bytes_per_s*/) {}
+  virtual void OnMemory(int64_t /*t_ns*/, int32_t /*gpu*/, int64_t /*bytes*/) {}
+  virtual void OnEnd(int64_t /*t_ns*/) {}
+};
+
+class ChromeTraceWriter : public SimObserver {
+ public:
+  // Writes to `out` as events arrive; the document is complete after OnEnd.
+  explicit ChromeTraceWriter(std::ostream& out) : out_(out) {}
+
+  void OnBegin(const Plan& plan, const PortModel& ports) override;
+  void OnOpEnd(int64_t t_ns, const Op& op, int64_t start_ns) override;
+  void OnPortRate(int64_t t_ns, int32_t port, double bytes_per_s) override;
+  void OnMemory(int64_t t_ns, int32_t gpu, int64_t bytes) override;
+  void OnEnd(int64_t t_ns) override;
+
+  int64_t events_written() const { return events_; }
+
+ private:
+  void Event(const std::string& json_object);
+
+  std::ostream& out_;
+  const PortModel* ports_ = nullptr;
+  int32_t links_pid_ = 0;
+  std::vector<std::string> port_names_;  // JSON-escaped, by port id
+  int64_t events_ = 0;
+};
+
+// Simulates `plan` writing its trace to `path`; returns the prediction.
+// Throws InputError when the file cannot be written.
+Prediction SimulateWithTrace(const Plan& plan, const std::string& path);
+
+}  // namespace reshard

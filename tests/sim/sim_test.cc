@@ -1,0 +1,699 @@
+// Tests of the simulator (sim/). Plans are built by hand on a test cluster
+// whose links move 1 GB/s = 1 byte/ns (device copies 2 bytes/ns), with no
+// latency and no efficiency curve unless a test sets them, so every expected
+// time is exact nanoseconds derived in a comment.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
+#include "planner/plan.h"
+#include "sim/ports.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+
+namespace reshard {
+namespace {
+
+// nodes × gpus_per_node GPUs, one NVLink domain per node, `nics` NICs per node.
+Cluster TestCluster(int32_t nodes = 1, int32_t gpus_per_node = 4, int32_t nics = 1) {
+  Cluster c;
+  c.name = "test";
+  c.nodes = nodes;
+  c.gpus_per_node = gpus_per_node;
+  c.nvlink_domain_nodes = 1;
+  c.nics_per_node = nics;
+  c.gpu_memory_bytes = int64_t{1} << 40;
+  c.host_memory_bytes = int64_t{1} << 40;
+  LinkProfile one;  // 1 byte/ns, no latency, flat efficiency
+  one.bytes_per_s = 1e9;
+  c.nvlink = one;
+  c.network = one;
+  c.pcie = one;
+  c.pcie_pageable = one;
+  c.device_copy = one;
+  c.device_copy.bytes_per_s = 2e9;  // 2 bytes/ns: copies are told apart from links
+  return c;
+}
+
+struct Opts {
+  int32_t stream = kStreamComm;
+  int32_t group = -1;
+  std::vector<int32_t> deps = {};
+};
+
+// Builds valid plans: sends read and recvs write a preexisting per-GPU pool
+// buffer; copies go within it; offload/reload use a per-GPU host pool. Pools
+// are sized to the largest use when the plan is built.
+class PlanBuilder {
+ public:
+  explicit PlanBuilder(const Cluster& c) {
+    p_.name = "test";
+    p_.cluster = c;
+    pool_.assign(c.Gpus(), -1);
+    host_pool_.assign(c.Gpus(), -1);
+  }
+
+  int32_t Buffer(int32_t gpu, int64_t bytes, bool preexisting, MemorySpace space = MemorySpace::kDevice) {
+    PlanBuffer b;
+    b.id = static_cast<int32_t>(p_.buffers.size());
+    b.gpu = gpu;
+    b.space = space;
+    b.role = space == MemorySpace::kHost ? BufferRole::kHost : BufferRole::kStaging;
+    b.bytes = bytes;
+    b.preexisting = preexisting;
+    b.name = fmt_name("buf", b.id);
+    p_.buffers.push_back(b);
+    return b.id;
+  }
+
+  // Returns {send, recv}.
+  std::pair<int32_t, int32_t> Transfer(int32_t src, int32_t dst, int64_t bytes, Opts send = {}, Opts recv = {}) {
+    const int32_t s = Add(OpKind::kSend, src, send);
+    const int32_t r = Add(OpKind::kRecv, dst, recv);
+    Op& so = p_.ops[s];
+    so.peer = dst;
+    so.match = r;
+    so.region = ContiguousRegion(Pool(src, bytes), 0, bytes);
+    Op& ro = p_.ops[r];
+    ro.peer = src;
+    ro.match = s;
+    ro.region = ContiguousRegion(Pool(dst, src == dst ? 2 * bytes : bytes), src == dst ? bytes : 0, bytes);
+    return {s, r};
+  }
+
+  int32_t Copy(int32_t gpu, int64_t bytes, Opts o = {kStreamCompute}) {
+    const int32_t i = Add(OpKind::kCopy, gpu, o);
+    const int32_t pool = Pool(gpu, 2 * bytes);
+    p_.ops[i].copies.push_back({ContiguousRegion(pool, 0, bytes), ContiguousRegion(pool, bytes, bytes)});
+    return i;
+  }
+  int32_t Offload(int32_t gpu, Region dev, Region host, Opts o = {kStreamHost}) {
+    const int32_t i = Add(OpKind::kOffload, gpu, o);
+    p_.ops[i].copies.push_back({dev, host});
+    return i;
+  }
+  int32_t Reload(int32_t gpu, Region host, Region dev, Opts o = {kStreamHost}) {
+    const int32_t i = Add(OpKind::kReload, gpu, o);
+    p_.ops[i].copies.push_back({host, dev});
+    return i;
+  }
+  int32_t OffloadBytes(int32_t gpu, int64_t bytes, Opts o = {kStreamHost}) {
+    return Offload(gpu, ContiguousRegion(Pool(gpu, bytes), 0, bytes), ContiguousRegion(HostPool(gpu, bytes), 0, bytes),
+                   o);
+  }
+  int32_t ReloadBytes(int32_t gpu, int64_t bytes, Opts o = {kStreamHost}) {
+    return Reload(gpu, ContiguousRegion(HostPool(gpu, bytes), 0, bytes), ContiguousRegion(Pool(gpu, bytes), 0, bytes),
+                  o);
+  }
+  int32_t Alloc(int32_t buffer, Opts o = {kStreamCompute}) {
+    const int32_t i = Add(OpKind::kAlloc, p_.buffers[buffer].gpu, o);
+    p_.ops[i].buffer = buffer;
+    return i;
+  }
+  int32_t Free(int32_t buffer, Opts o = {kStreamCompute}) {
+    const int32_t i = Add(OpKind::kFree, p_.buffers[buffer].gpu, o);
+    p_.ops[i].buffer = buffer;
+    return i;
+  }
+
+  int64_t PoolBytes(int32_t gpu) const { return pool_[gpu] < 0 ? 0 : p_.buffers[pool_[gpu]].bytes; }
+
+  Plan Build() {
+    Plan p = p_;
+    p.cluster_fingerprint = p.cluster.Fingerprint();
+    return p;
+  }
+
+ private:
+  static std::string fmt_name(const char* what, int32_t id) { return std::string(what) + std::to_string(id); }
+
+  int32_t Add(OpKind k, int32_t gpu, const Opts& o) {
+    Op op;
+    op.id = static_cast<int32_t>(p_.ops.size());
+    op.kind = k;
+    op.gpu = gpu;
+    op.stream = o.stream;
+    op.group = o.group;
+    op.deps = o.deps;
+    p_.ops.push_back(op);
+    return op.id;
+  }
+  int32_t Grow(std::vector<int32_t>& pools, int32_t gpu, int64_t bytes, MemorySpace space) {
+    if (pools[gpu] < 0) pools[gpu] = Buffer(gpu, 0, /*preexisting=*/true, space);
+    PlanBuffer& b = p_.buffers[pools[gpu]];
+    b.bytes = std::max(b.bytes, bytes);
+    return b.id;
+  }
+  int32_t Pool(int32_t gpu, int64_t bytes) { return Grow(pool_, gpu, bytes, MemorySpace::kDevice); }
+  int32_t HostPool(int32_t gpu, int64_t bytes) { return Grow(host_pool_, gpu, bytes, MemorySpace::kHost); }
+
+  Plan p_;
+  std::vector<int32_t> pool_, host_pool_;
+};
+
+// Simulates a plan that must verify.
+Prediction SimVerified(const Plan& p, SimObserver* obs = nullptr) {
+  const VerifyResult v = Verify(p);
+  EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems.front());
+  SimOptions o;
+  o.observer = obs;
+  return Simulate(p, o);
+}
+
+// ---------------------------------------------------------------------------
+// Port model and lower bound
+
+TEST(Ports, RoutesFollowTheLinkClass) {
+  const PortModel m(TestCluster(2, 2, 1));  // GPUs 0,1 on node 0 (NIC 0); 2,3 on node 1 (NIC 1)
+  const Route nv = m.Transfer(0, 1);
+  EXPECT_EQ(nv.link_class, LinkClass::kNvlink);
+  ASSERT_EQ(nv.num_ports, 2);
+  EXPECT_EQ(m.Name(nv.ports[0]), "gpu0.nvlink_out");
+  EXPECT_EQ(m.Name(nv.ports[1]), "gpu1.nvlink_in");
+  const Route net = m.Transfer(1, 2);  // network: NICs of both ends, not NVLink
+  EXPECT_EQ(net.link_class, LinkClass::kNetwork);
+  EXPECT_EQ(m.Name(net.ports[0]), "nic0.out");
+  EXPECT_EQ(m.Name(net.ports[1]), "nic1.in");
+  const Route self = m.Transfer(3, 3);
+  EXPECT_EQ(self.link_class, LinkClass::kLocal);
+  ASSERT_EQ(self.num_ports, 1);
+  EXPECT_EQ(m.Name(self.ports[0]), "gpu3.copy");
+  EXPECT_EQ(m.Name(m.Offload(2).ports[0]), "gpu2.pcie_d2h");
+  EXPECT_EQ(m.Name(m.Reload(2).ports[0]), "gpu2.pcie_h2d");
+  EXPECT_EQ(m.Reverse(nv.ports[0]), m.Port(PortKind::kNvlinkIn, 0));
+  EXPECT_EQ(m.Reverse(self.ports[0]), -1);
+  // Pageable PCIe crosses the same port but is capped by pcie_pageable.
+  Cluster c = TestCluster();
+  c.pcie_pageable.bytes_per_s = 0.25e9;
+  const PortModel mp(c);
+  EXPECT_EQ(mp.Offload(0, /*pinned=*/false).ports[0], mp.Offload(0).ports[0]);
+  EXPECT_DOUBLE_EQ(mp.FlowCapBytesPerS(mp.Offload(0, false), 100), 0.25e9);
+  EXPECT_DOUBLE_EQ(mp.FlowCapBytesPerS(mp.Offload(0), 100), 1e9);
+}
+
+TEST(Ports, DuplexLowerBoundIsTheLpOptimum) {
+  // P = 1 byte/ns, D = 0.75: e = 3000 out, i = 1000 in on GPU 0.
+  // D > P/2: overlap all of i: T = i/D + (e - i)/P = 1000/0.75 + 2000 = 3333.3 ns.
+  Cluster c = TestCluster();
+  c.nvlink.duplex_bytes_per_s = 0.75e9;
+  const PortModel m(c);
+  std::vector<int64_t> bytes(m.NumPorts(), 0);
+  bytes[m.Port(PortKind::kNvlinkOut, 0)] = 3000;
+  bytes[m.Port(PortKind::kNvlinkIn, 0)] = 1000;
+  EXPECT_NEAR(PortSeconds(m, m.Port(PortKind::kNvlinkOut, 0), bytes), (1000 / 0.75 + 2000) * 1e-9, 1e-15);
+  const PortBound b = LowerBoundOfLoads(m, bytes);
+  EXPECT_EQ(b.port_name, "gpu0.nvlink_out");
+  EXPECT_EQ(b.port_bytes, 3000);
+  // D = 0.4 <= P/2: running the directions one after the other is better:
+  // T = (e + i)/P = 4000 ns.
+  c.nvlink.duplex_bytes_per_s = 0.4e9;
+  const PortModel m2(c);
+  EXPECT_NEAR(PortSeconds(m2, m2.Port(PortKind::kNvlinkIn, 0), bytes), 4000e-9, 1e-15);
+  // Balanced directions give DESIGN's "duplex rate": e/D.
+  bytes[m.Port(PortKind::kNvlinkIn, 0)] = 3000;
+  EXPECT_NEAR(PortSeconds(m, m.Port(PortKind::kNvlinkIn, 0), bytes), 3000 / 0.75 * 1e-9, 1e-15);
+}
+
+// ---------------------------------------------------------------------------
+// Bandwidth sharing
+
+TEST(Simulate, OneFlow) {
+  // 1,000,000 bytes at 1 byte/ns over gpu0.nvlink_out -> gpu1.nvlink_in: 1,000,000 ns.
+  PlanBuilder b(TestCluster());
+  auto [s, r] = b.Transfer(0, 1, 1'000'000);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.time_ns, 1'000'000);
+  EXPECT_EQ(p.op_end_ns[s], 1'000'000);
+  EXPECT_EQ(p.op_end_ns[r], 1'000'000);
+  EXPECT_DOUBLE_EQ(p.time_s, 1e-3);
+  EXPECT_EQ(p.bytes_moved, (BytesMoved{0, 1'000'000, 0, 0}));
+  ASSERT_EQ(p.ports.size(), 2u);
+  EXPECT_EQ(p.ports[0].name, "gpu0.nvlink_out");
+  EXPECT_EQ(p.ports[0].busy_ns, 1'000'000);
+  EXPECT_DOUBLE_EQ(p.ports[0].busy_fraction, 1.0);
+  EXPECT_DOUBLE_EQ(p.ports[0].average_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(p.lower_bound_s, 1e-3);
+  EXPECT_DOUBLE_EQ(p.plan_efficiency, 1.0);
+
+  // With 500 ns of latency: 500 + 1,000,000.
+  Cluster c = TestCluster();
+  c.nvlink.latency_ns = 500;
+  PlanBuilder b2(c);
+  b2.Transfer(0, 1, 1'000'000);
+  EXPECT_EQ(SimVerified(b2.Build()).time_ns, 1'000'500);
+}
+
+TEST(Simulate, TwoFlowsShareAPort) {
+  // One group on GPU 0 sends 1e6 bytes to GPU 1 and 3e6 to GPU 2; both cross
+  // gpu0.nvlink_out (1 byte/ns): 0.5 byte/ns each until the first is done at
+  // 1e6 / 0.5 = 2e6 ns; the second then has 3e6 - 1e6 = 2e6 bytes left at
+  // 1 byte/ns and ends at 4e6 ns = (1e6 + 3e6) bytes / 1 byte/ns.
+  PlanBuilder b(TestCluster());
+  auto [s1, r1] = b.Transfer(0, 1, 1'000'000, {kStreamComm, 0}, {kStreamComm, 0});
+  auto [s2, r2] = b.Transfer(0, 2, 3'000'000, {kStreamComm, 0}, {kStreamComm, 0});
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_end_ns[s1], 2'000'000);
+  EXPECT_EQ(p.op_end_ns[r1], 2'000'000);
+  EXPECT_EQ(p.op_end_ns[s2], 4'000'000);
+  EXPECT_EQ(p.op_end_ns[r2], 4'000'000);
+  EXPECT_EQ(p.time_ns, 4'000'000);
+  // The shared port is the binding one and the plan meets its bound.
+  EXPECT_EQ(p.lower_bound_port, "gpu0.nvlink_out");
+  EXPECT_DOUBLE_EQ(p.lower_bound_s, 4e-3);
+  EXPECT_DOUBLE_EQ(p.plan_efficiency, 1.0);
+}
+
+TEST(Simulate, MaxMinOnAChainDiffersFromEqualShares) {
+  // Flows (bytes): a 0->2 (8e6), b 0->1 (3e6), c 2->1 (3e6), d 3->1 (3e6).
+  // Ports: out0 {a, b}, in1 {b, c, d}, in2 {a}, out2 {c}, out3 {d}; all 1 byte/ns.
+  //   out0: r_a + r_b       <= 1
+  //   in1:  r_b + r_c + r_d <= 1
+  // Progressive filling: in1 saturates first, at level 1/3 (< 1/2 for out0),
+  // so r_b = r_c = r_d = 1/3; out0 then leaves 1 - 1/3 = 2/3 for a: r_a = 2/3.
+  // (Equal shares per port would give r_a = min(1/2, 1) = 1/2.)
+  // b, c, d end at 3e6 / (1/3) = 9e6 ns; by then a moved 9e6 * 2/3 = 6e6, and
+  // its last 2e6 bytes run alone at 1 byte/ns: a ends at 11e6 ns
+  // (equal shares would end it at 9e6 + (8e6 - 4.5e6) = 12.5e6 ns).
+  PlanBuilder b(TestCluster());
+  const Opts g{kStreamComm, 0};
+  auto [a, ar] = b.Transfer(0, 2, 8'000'000, g, g);
+  auto [bs, br] = b.Transfer(0, 1, 3'000'000, g, g);
+  auto [c, cr] = b.Transfer(2, 1, 3'000'000, g, g);
+  auto [d, dr] = b.Transfer(3, 1, 3'000'000, g, g);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_end_ns[bs], 9'000'000);
+  EXPECT_EQ(p.op_end_ns[c], 9'000'000);
+  EXPECT_EQ(p.op_end_ns[d], 9'000'000);
+  EXPECT_EQ(p.op_end_ns[a], 11'000'000);
+  EXPECT_EQ(p.op_end_ns[ar], 11'000'000);
+  EXPECT_EQ(p.time_ns, 11'000'000);
+  (void)br, (void)cr, (void)dr;
+}
+
+TEST(Simulate, NetworkFlowsShareTheNics) {
+  // Two nodes of two GPUs, one NIC each. 0->2 and 1->3 (1e6 bytes each) both
+  // cross nic0.out and nic1.in: 0.5 byte/ns each, both end at 2e6 ns.
+  PlanBuilder b(TestCluster(2, 2, 1));
+  auto [s1, r1] = b.Transfer(0, 2, 1'000'000);
+  auto [s2, r2] = b.Transfer(1, 3, 1'000'000);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_end_ns[s1], 2'000'000);
+  EXPECT_EQ(p.op_end_ns[s2], 2'000'000);
+  EXPECT_EQ(p.bytes_moved, (BytesMoved{0, 0, 2'000'000, 0}));
+  EXPECT_EQ(p.lower_bound_port, "nic0.out");
+  EXPECT_EQ(p.time_ns, 2'000'000);
+  for (const PortUse& u : p.ports) EXPECT_EQ(u.link_class, LinkClass::kNetwork) << u.name;
+  (void)r1, (void)r2;
+}
+
+TEST(Simulate, DuplexPlanMeetsItsLowerBound) {
+  // NVLink P = 1 byte/ns, D = 0.5 byte/ns per direction when both run.
+  // 0->1 1000 bytes and 1->0 3000 bytes at once: both at 0.5 until 1000/0.5 =
+  // 2000 ns; then 1->0 runs alone at 1 byte/ns for its last 3000 - 1000 = 2000
+  // bytes: ends at 4000 ns. Lower bound (D > P/2 is false: D = P/2, both
+  // formulas agree): i/D + (e - i)/P = 1000/0.5 + 2000/1 = 4000 ns.
+  Cluster c = TestCluster();
+  c.nvlink.duplex_bytes_per_s = 0.5e9;
+  PlanBuilder b(c);
+  const Opts g{kStreamComm, 0};
+  auto [s1, r1] = b.Transfer(0, 1, 1000, g, g);
+  auto [s2, r2] = b.Transfer(1, 0, 3000, g, g);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_end_ns[s1], 2000);
+  EXPECT_EQ(p.op_end_ns[s2], 4000);
+  EXPECT_EQ(p.time_ns, 4000);
+  EXPECT_NEAR(p.lower_bound_s, 4000e-9, 1e-18);
+  EXPECT_DOUBLE_EQ(p.plan_efficiency, 1.0);
+  (void)r1, (void)r2;
+}
+
+TEST(Simulate, LatencyDominatesSmallSegments) {
+  // NVLink latency 20,000 ns. Ten 1,000-byte segments one after another on the
+  // comm stream each cost 20,000 + 1,000 = 21,000 ns: 210,000 ns in all; the
+  // same 10,000 bytes as one op cost 20,000 + 10,000 = 30,000 ns. The lower
+  // bound ignores latency: 10,000 ns, so efficiency = 10,000 / 210,000.
+  Cluster c = TestCluster();
+  c.nvlink.latency_ns = 20'000;
+  PlanBuilder b(c);
+  for (int k = 0; k < 10; ++k) b.Transfer(0, 1, 1000);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.time_ns, 210'000);
+  EXPECT_NEAR(p.plan_efficiency, 10'000.0 / 210'000.0, 1e-12);
+
+  PlanBuilder one(c);
+  one.Transfer(0, 1, 10'000);
+  EXPECT_EQ(SimVerified(one.Build()).time_ns, 30'000);
+}
+
+TEST(Simulate, EfficiencyCurveCapsEachFlow) {
+  // NVLink efficiency: 0.25 at 1,000 bytes, 0.75 at 100,000 bytes,
+  // log-linear between, clamped outside.
+  Cluster c = TestCluster();
+  c.nvlink.efficiency = {{1000, 0.25}, {100'000, 0.75}};
+  auto time_of = [&](int64_t bytes) {
+    PlanBuilder b(c);
+    b.Transfer(0, 1, bytes);
+    return SimVerified(b.Build()).time_ns;
+  };
+  EXPECT_EQ(time_of(500), 2000);        // clamped 0.25: 500 / 0.25
+  EXPECT_EQ(time_of(1000), 4000);       // 1000 / 0.25
+  EXPECT_EQ(time_of(10'000), 20'000);   // halfway in log: 0.5; 10,000 / 0.5
+  EXPECT_EQ(time_of(1'000'000), 1'333'334);  // clamped 0.75: 1,333,333.3 rounded up
+
+  // Two 1,000-byte flows sharing gpu0.nvlink_out: each capped at 0.25 byte/ns,
+  // together 0.5 < 1, so the cap (not the port) binds: both end at 4,000 ns.
+  PlanBuilder b(c);
+  const Opts g{kStreamComm, 0};
+  auto [s1, r1] = b.Transfer(0, 1, 1000, g, g);
+  auto [s2, r2] = b.Transfer(0, 2, 1000, g, g);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_end_ns[s1], 4000);
+  EXPECT_EQ(p.op_end_ns[s2], 4000);
+  (void)r1, (void)r2;
+}
+
+// ---------------------------------------------------------------------------
+// Ordering
+
+TEST(Simulate, DependencyChainAcrossStreamsAndGpus) {
+  // GPU0 compute: copy 1000 B at 2 B/ns            [0, 500]
+  // GPU0 comm:    send 1000 B to GPU1, deps copy   [500, 1500] (1 B/ns)
+  // GPU1 comm:    recv, issued at 0, waits for the send (rendezvous) and ends at 1500
+  // GPU1 compute: copy 1000 B, deps recv           [1500, 2000]
+  // GPU1 host:    offload 1000 B, deps GPU1 copy   [2000, 3000] (PCIe 1 B/ns)
+  // GPU0 compute: copy2 1000 B, no deps, after copy on its stream: [500, 1000]
+  PlanBuilder b(TestCluster());
+  const int32_t c0 = b.Copy(0, 1000);
+  auto [s, r] = b.Transfer(0, 1, 1000, {kStreamComm, -1, {c0}}, {kStreamComm});
+  const int32_t c1 = b.Copy(1, 1000, {kStreamCompute, -1, {r}});
+  const int32_t off = b.OffloadBytes(1, 1000, {kStreamHost, -1, {c1}});
+  const int32_t c2 = b.Copy(0, 1000);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_end_ns[c0], 500);
+  EXPECT_EQ(p.op_start_ns[s], 500);
+  EXPECT_EQ(p.op_end_ns[s], 1500);
+  EXPECT_EQ(p.op_start_ns[r], 0);
+  EXPECT_EQ(p.op_end_ns[r], 1500);
+  EXPECT_EQ(p.op_start_ns[c1], 1500);
+  EXPECT_EQ(p.op_end_ns[c1], 2000);
+  EXPECT_EQ(p.op_start_ns[off], 2000);
+  EXPECT_EQ(p.op_end_ns[off], 3000);
+  EXPECT_EQ(p.op_start_ns[c2], 500);
+  EXPECT_EQ(p.op_end_ns[c2], 1000);
+  EXPECT_EQ(p.time_ns, 3000);
+  EXPECT_EQ(p.bytes_moved, (BytesMoved{3000, 1000, 0, 1000}));
+}
+
+TEST(Simulate, GroupIssuesTogetherAndEndsTogether) {
+  // Group 7: GPU0 {send 1000 B to GPU1, recv 3000 B from GPU2 (deps: copy)},
+  // GPU1 {recv}, GPU2 {send}. GPU0's copy of 4000 B at 2 B/ns ends at 2000, so
+  // GPU0's launch issues at 2000 with both its ops, though the send itself
+  // was ready at 0: send [2000, 3000], recv [2000, 5000] (separate ports).
+  // GPU0's launch ends at 5000, so copy2 (deps: the send) starts at 5000, not
+  // 3000: [5000, 5500]; send2 after the group on the comm stream: [5000, 6000].
+  PlanBuilder b(TestCluster());
+  const int32_t c0 = b.Copy(0, 4000);
+  auto [s, sr] = b.Transfer(0, 1, 1000, {kStreamComm, 7}, {kStreamComm, 7});
+  auto [rs, r] = b.Transfer(2, 0, 3000, {kStreamComm, 7}, {kStreamComm, 7, {c0}});
+  const int32_t c2 = b.Copy(0, 1000, {kStreamCompute, -1, {s}});
+  auto [s2, s2r] = b.Transfer(0, 3, 1000);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_start_ns[s], 2000);
+  EXPECT_EQ(p.op_end_ns[s], 3000);
+  EXPECT_EQ(p.op_start_ns[sr], 0);  // GPU1's part of the group issued at once
+  EXPECT_EQ(p.op_end_ns[sr], 3000);
+  EXPECT_EQ(p.op_start_ns[rs], 0);
+  EXPECT_EQ(p.op_end_ns[r], 5000);
+  EXPECT_EQ(p.op_start_ns[c2], 5000);
+  EXPECT_EQ(p.op_end_ns[c2], 5500);
+  EXPECT_EQ(p.op_start_ns[s2], 5000);
+  EXPECT_EQ(p.op_end_ns[s2], 6000);
+  EXPECT_EQ(p.time_ns, 6000);
+  (void)s2r;
+}
+
+TEST(Simulate, SelfSendIsADeviceCopy) {
+  // An ungrouped send/recv to self is one launch and one flow on gpu2.copy
+  // (2 B/ns): 4000 B take 2000 ns; bytes count as local.
+  PlanBuilder b(TestCluster());
+  auto [s, r] = b.Transfer(2, 2, 4000);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_end_ns[s], 2000);
+  EXPECT_EQ(p.op_end_ns[r], 2000);
+  EXPECT_EQ(p.bytes_moved, (BytesMoved{4000, 0, 0, 0}));
+  ASSERT_EQ(p.ports.size(), 1u);
+  EXPECT_EQ(p.ports[0].name, "gpu2.copy");
+}
+
+TEST(Simulate, DeadlockIsReported) {
+  // GPU0: send to 1 then recv from 1; GPU1: send to 0 then recv from 0, each
+  // op a launch of its own on one stream: both sends wait for recvs queued
+  // behind them.
+  PlanBuilder b(TestCluster());
+  auto [s01, r01] = b.Transfer(0, 1, 100, {kStreamComm}, {kStreamComm});
+  auto [s10, r10] = b.Transfer(1, 0, 100, {kStreamComm}, {kStreamComm});
+  Plan p = b.Build();
+  // Put the recvs after the sends on their streams (ops keep their ids).
+  std::swap(p.ops[r01], p.ops[s10]);
+  for (int32_t i = 0; i < static_cast<int32_t>(p.ops.size()); ++i) p.ops[i].id = i;
+  for (Op& op : p.ops) op.match = op.match == r01 ? s10 : op.match == s10 ? r01 : op.match;
+  try {
+    Simulate(p);
+    FAIL() << "expected a deadlock";
+  } catch (const InputError& e) {
+    EXPECT_NE(e.problem().find("deadlocks"), std::string::npos) << e.what();
+  }
+  (void)s01, (void)r10;
+}
+
+// ---------------------------------------------------------------------------
+// Memory
+
+struct MemoryLog : SimObserver {
+  std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> by_gpu;  // (t, bytes)
+  void OnMemory(int64_t t, int32_t gpu, int64_t bytes) override { by_gpu[gpu].emplace_back(t, bytes); }
+};
+
+TEST(Simulate, MemoryPeakOfOverlappedAllocs) {
+  // GPU0: CUDA context 50 B, preexisting device buffer P (500 B), host H.
+  // compute: alloc A (1000) at 0; offload A -> H, 1000 B over PCIe d2h [0, 1000]; free A at 1000.
+  // host:    reload H -> P, 500 B over PCIe h2d [0, 500]; alloc B (700) at 500;
+  //          reload H -> B, 700 B [500, 1200]; free B at 1200.
+  // GPU0 bytes: 550 at 0, +A 1550, +B at 500: 2250 (peak), -A at 1000: 1250, -B at 1200: 550.
+  Cluster c = TestCluster();
+  c.overheads.cuda_context_bytes = 50;
+  PlanBuilder b(c);
+  const int32_t P = b.Buffer(0, 500, true);
+  const int32_t H = b.Buffer(0, 2000, true, MemorySpace::kHost);
+  const int32_t A = b.Buffer(0, 1000, false);
+  const int32_t B = b.Buffer(0, 700, false);
+  b.Alloc(A, {kStreamCompute});
+  b.Offload(0, ContiguousRegion(A, 0, 1000), ContiguousRegion(H, 0, 1000), {kStreamCompute});
+  b.Free(A, {kStreamCompute});
+  b.Reload(0, ContiguousRegion(H, 0, 500), ContiguousRegion(P, 0, 500), {kStreamHost});
+  b.Alloc(B, {kStreamHost});
+  b.Reload(0, ContiguousRegion(H, 1000, 700), ContiguousRegion(B, 0, 700), {kStreamHost});
+  b.Free(B, {kStreamHost});
+  MemoryLog log;
+  const Prediction p = SimVerified(b.Build(), &log);
+  EXPECT_EQ(p.time_ns, 1200);
+  EXPECT_EQ(p.peak_bytes, (std::vector<int64_t>{2250, 50, 50, 50}));
+  EXPECT_EQ(p.peak_host_bytes, (std::vector<int64_t>{2000}));
+  const std::vector<std::pair<int64_t, int64_t>> want{{0, 550}, {0, 1550}, {500, 2250}, {1000, 1250}, {1200, 550}};
+  EXPECT_EQ(log.by_gpu[0], want);
+
+  // The same with B allocated only after A is freed (a dependency): the peak
+  // is 550 + 1000 = 1550 (A alone), B then adds 700 to 550.
+  PlanBuilder b2(c);
+  const int32_t P2 = b2.Buffer(0, 500, true);
+  const int32_t H2 = b2.Buffer(0, 2000, true, MemorySpace::kHost);
+  const int32_t A2 = b2.Buffer(0, 1000, false);
+  const int32_t B2 = b2.Buffer(0, 700, false);
+  b2.Alloc(A2, {kStreamCompute});
+  b2.Offload(0, ContiguousRegion(A2, 0, 1000), ContiguousRegion(H2, 0, 1000), {kStreamCompute});
+  const int32_t fa = b2.Free(A2, {kStreamCompute});
+  b2.Reload(0, ContiguousRegion(H2, 0, 500), ContiguousRegion(P2, 0, 500), {kStreamHost});
+  b2.Alloc(B2, {kStreamHost, -1, {fa}});
+  b2.Reload(0, ContiguousRegion(H2, 1000, 700), ContiguousRegion(B2, 0, 700), {kStreamHost});
+  b2.Free(B2, {kStreamHost});
+  EXPECT_EQ(SimVerified(b2.Build()).peak_bytes[0], 1550);
+}
+
+TEST(Simulate, NcclMemoryPerNewPeer) {
+  // nccl_bytes_per_peer = 10. GPU0 sends to GPU1 twice and to GPU2 once, and
+  // receives from GPU3; GPU1 also sends to itself (not a peer). Peers:
+  // GPU0 {1, 2, 3} = 30 B; GPU1 {0} = 10; GPU2 {0} = 10; GPU3 {0} = 10.
+  // Compared with the same plan at 0 bytes per peer (pools are the same).
+  auto build = [](int64_t per_peer) {
+    Cluster c = TestCluster();
+    c.overheads.nccl_bytes_per_peer = per_peer;
+    PlanBuilder b(c);
+    b.Transfer(0, 1, 100);
+    b.Transfer(0, 1, 100);
+    b.Transfer(0, 2, 100);
+    b.Transfer(3, 0, 100);
+    b.Transfer(1, 1, 100);
+    return b.Build();
+  };
+  const Prediction with = SimVerified(build(10)), without = SimVerified(build(0));
+  ASSERT_EQ(with.peak_bytes.size(), 4u);
+  const std::vector<int64_t> want{30, 10, 10, 10};
+  for (int g = 0; g < 4; ++g) EXPECT_EQ(with.peak_bytes[g] - without.peak_bytes[g], want[g]) << "gpu " << g;
+  EXPECT_EQ(with.time_ns, without.time_ns);
+}
+
+// ---------------------------------------------------------------------------
+// Properties
+
+// A random valid plan: rounds of send/recv pairs (one group per round, comm
+// stream), copies, offloads and reloads, alloc/free pairs; deps only on
+// earlier ops, so it cannot deadlock. Random latencies, duplex rates and
+// efficiency curves.
+Plan RandomPlan(uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto uni = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  Cluster c = TestCluster(static_cast<int32_t>(uni(1, 3)), static_cast<int32_t>(uni(1, 4)), static_cast<int32_t>(uni(1, 2)));
+  for (LinkProfile* l : {&c.nvlink, &c.network, &c.pcie, &c.device_copy}) {
+    l->bytes_per_s = static_cast<double>(uni(1, 40)) * 0.25e9;
+    l->latency_ns = uni(0, 3) == 0 ? 0 : uni(0, 2000);
+    l->duplex_bytes_per_s = uni(0, 1) ? l->bytes_per_s * static_cast<double>(uni(3, 10)) / 10.0 : 0;
+    if (uni(0, 1)) l->efficiency = {{uni(100, 1000), static_cast<double>(uni(1, 5)) / 10.0}, {uni(2000, 100'000), 1.0}};
+  }
+  c.overheads.nccl_bytes_per_peer = uni(0, 100);
+  PlanBuilder b(c);
+  const int32_t gpus = c.Gpus();
+  std::vector<int32_t> ops;
+  auto some_deps = [&]() {
+    std::vector<int32_t> d;
+    const int64_t n = ops.empty() ? 0 : uni(0, 2);
+    for (int64_t k = 0; k < n; ++k) d.push_back(ops[uni(0, static_cast<int64_t>(ops.size()) - 1)]);
+    std::sort(d.begin(), d.end());
+    d.erase(std::unique(d.begin(), d.end()), d.end());
+    return d;
+  };
+  int32_t group = 0;
+  const int64_t steps = uni(5, 40);
+  for (int64_t step = 0; step < steps; ++step) {
+    const int32_t g = static_cast<int32_t>(uni(0, gpus - 1));
+    switch (uni(0, 5)) {
+      case 0:
+      case 1: {  // a round of pairs in one group
+        const int64_t pairs = uni(1, 4);
+        std::vector<std::pair<int32_t, int32_t>> made;
+        for (int64_t k = 0; k < pairs; ++k) {
+          const int32_t src = static_cast<int32_t>(uni(0, gpus - 1)), dst = static_cast<int32_t>(uni(0, gpus - 1));
+          made.push_back(b.Transfer(src, dst, uni(1, 50'000), {kStreamComm, group, some_deps()}, {kStreamComm, group}));
+        }
+        for (auto [s, r] : made) ops.push_back(s), ops.push_back(r);
+        ++group;
+        break;
+      }
+      case 2: ops.push_back(b.Copy(g, uni(0, 50'000), {kStreamCompute, -1, some_deps()})); break;
+      case 3: ops.push_back(b.OffloadBytes(g, uni(1, 50'000), {kStreamHost, -1, some_deps()})); break;
+      case 4: ops.push_back(b.ReloadBytes(g, uni(1, 50'000), {kStreamHost, -1, some_deps()})); break;
+      case 5: {
+        const int32_t buf = b.Buffer(g, uni(1, 10'000), false);
+        const int32_t s = static_cast<int32_t>(uni(0, 2));
+        const int32_t a = b.Alloc(buf, {s, -1, some_deps()});
+        ops.push_back(b.Free(buf, {s, -1, {a}}));
+        break;
+      }
+    }
+  }
+  return b.Build();
+}
+
+TEST(Properties, PredictionIsNeverBelowTheLowerBound) {
+  for (uint32_t seed = 1; seed <= 300; ++seed) {
+    const Plan plan = RandomPlan(seed);
+    const VerifyResult v = Verify(plan);
+    ASSERT_TRUE(v.ok()) << "seed " << seed << ": " << v.problems.front();
+    const Prediction p = Simulate(plan);
+    const PortBound lb = LowerBound(plan);
+    EXPECT_DOUBLE_EQ(p.lower_bound_s, lb.time_s);
+    // Flow ends are rounded up to whole ns; 1 ns of slack covers floating noise.
+    EXPECT_GE(p.time_ns + 1, static_cast<int64_t>(lb.time_s * 1e9)) << "seed " << seed << " bound port " << lb.port_name;
+    for (int32_t i = 0; i < static_cast<int32_t>(plan.ops.size()); ++i) {
+      ASSERT_GE(p.op_end_ns[i], p.op_start_ns[i]) << "seed " << seed << " op " << i;
+    }
+  }
+}
+
+bool SamePrediction(const Prediction& a, const Prediction& b) {
+  return a.time_ns == b.time_ns && a.peak_bytes == b.peak_bytes && a.peak_host_bytes == b.peak_host_bytes &&
+         a.bytes_moved == b.bytes_moved && a.events == b.events && a.op_start_ns == b.op_start_ns &&
+         a.op_end_ns == b.op_end_ns && a.ports.size() == b.ports.size() &&
+         std::equal(a.ports.begin(), a.ports.end(), b.ports.begin(),
+                    [](const PortUse& x, const PortUse& y) { return x.name == y.name && x.bytes == y.bytes && x.busy_ns == y.busy_ns; });
+}
+
+TEST(Properties, TwoSimulatorsOnTwoThreadsAgree) {
+  const Plan a = RandomPlan(7), b = RandomPlan(8);
+  const Prediction ra = Simulate(a), rb = Simulate(b);
+  Prediction ta1, ta2, tb;
+  std::thread t1([&] { ta1 = Simulator(a).Run(); tb = Simulator(b).Run(); });
+  std::thread t2([&] { ta2 = Simulate(a); });
+  t1.join();
+  t2.join();
+  EXPECT_TRUE(SamePrediction(ra, ta1));
+  EXPECT_TRUE(SamePrediction(ra, ta2));
+  EXPECT_TRUE(SamePrediction(rb, tb));
+  EXPECT_FALSE(SamePrediction(ra, rb));  // the check can fail
+}
+
+// ---------------------------------------------------------------------------
+// Trace
+
+TEST(Trace, IsValidJsonWithTheExpectedTracks) {
+  PlanBuilder b(TestCluster());
+  const int32_t c0 = b.Copy(0, 1000);
+  auto [s, r] = b.Transfer(0, 1, 1000, {kStreamComm, -1, {c0}}, {kStreamComm});
+  b.OffloadBytes(1, 1000, {kStreamHost, -1, {r}});
+  const Plan plan = b.Build();
+  std::ostringstream out;
+  ChromeTraceWriter writer(out);
+  const Prediction traced = SimVerified(plan, &writer);
+  EXPECT_TRUE(SamePrediction(traced, Simulate(plan)));  // tracing changes nothing
+
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  ASSERT_TRUE(j.contains("traceEvents"));
+  std::set<std::pair<int, int>> threads;
+  std::set<std::string> counters;
+  std::map<int, int> memory_counters;
+  int slices = 0;
+  for (const auto& e : j["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "M" && e["name"] == "thread_name") threads.emplace(e["pid"], e["tid"]);
+    if (ph == "X") {
+      ++slices;
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+    }
+    if (ph == "C" && e["name"] == "memory") ++memory_counters[e["pid"].get<int>()];
+    if (ph == "C" && e["pid"] == plan.Gpus()) counters.insert(e["name"].get<std::string>());
+  }
+  EXPECT_EQ(threads, (std::set<std::pair<int, int>>{{0, kStreamCompute}, {0, kStreamComm}, {1, kStreamComm}, {1, kStreamHost}}));
+  EXPECT_EQ(slices, static_cast<int>(plan.ops.size()));
+  EXPECT_EQ(counters, (std::set<std::string>{"gpu0.copy", "gpu0.nvlink_out", "gpu1.nvlink_in", "gpu1.pcie_d2h"}));
+  for (int g = 0; g < plan.Gpus(); ++g) EXPECT_GE(memory_counters[g], 1) << "gpu " << g;
+  (void)s;
+}
+
+TEST(Trace, PredictionJsonHasDesignFields) {
+  PlanBuilder b(TestCluster());
+  b.Transfer(0, 1, 1000);
+  nlohmann::json j = SimVerified(b.Build());
+  for (const char* k : {"time_s", "peak_bytes", "bytes_moved", "lower_bound_s", "plan_efficiency", "links", "phases"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["bytes_moved"]["nvlink"], 1000);
+  EXPECT_EQ(j["peak_bytes"].size(), 4u);
+}
+
+}  // namespace
+}  // namespace reshard
