@@ -1,6 +1,7 @@
 // MpiSession: MPI when compiled in (RESHARD_HAVE_MPI), a clear refusal otherwise.
 #include "executor/mpi_session.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 

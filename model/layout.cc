@@ -351,7 +351,8 @@ void CheckTensorParallel(const ModelSpec& m, const ModelIndex& ix, int32_t tp, c
 //  * fused QKV: attention.SelfAttention.get_query_key_value_tensors splits
 //    linear_qkv's output per query group as [q heads of the group, k, v].
 //  * linear_fc1 = [gate ; up] per TP rank (GLU: transformer/mlp.py chunks in two,
-//    silu(first) * second).
+//    silu(first) * second; Megatron-Bridge GatedMLPMapping gives rank i
+//    [gate_shard_i ; up_shard_i]). vLLM's gate_up_proj uses the same order.
 //  * vocab padding: training/tokenizer _vocab_size_with_padding pads to a multiple
 //    of make_vocab_size_divisible_by (128) * tp.
 //  * tied embeddings with pp > 1: the last stage keeps output_layer.weight as a copy

@@ -53,7 +53,8 @@ struct Piece {
   Box box;            // region of the logical tensor
   int32_t buffer;     // index into Shard::buffers
   int64_t offset;     // elements: position of box.lo in the buffer
-  Extents stride;     // elements per unit step of each box dimension
+  Extents stride;     // elements per unit step of each box dimension; dimensions beyond
+                      // box.ndim only ever index 0 and hold the buffer's size
 };
 
 struct Shard {

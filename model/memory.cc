@@ -104,7 +104,7 @@ Feasibility CheckStartFits(const Scenario& s, const std::vector<GpuMemoryAtStart
 std::string FormatBytes(int64_t bytes) {
   if (bytes < 0) {
     if (bytes == std::numeric_limits<int64_t>::min()) return "-8.00 EiB";
-    return "-" + FormatBytes(-bytes);
+    return fmt::format("-{}", FormatBytes(-bytes));
   }
   if (bytes < 1024) return fmt::format("{} B", bytes);
   static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};

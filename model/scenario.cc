@@ -456,7 +456,18 @@ Cluster ParseCluster(const Reader& r, const YAML::Node& n) {
       if (!n[key]) r.Fail(Dot("cluster", key), n, "missing field (required when no 'preset' is given)");
   }
   // Order: preset, then the calibration profile, then explicit overrides (they win).
-  if (n["calibration"]) ApplyProfileFile(c, r.Path(n["calibration"], "cluster.calibration"));
+  if (const YAML::Node cal = n["calibration"]) {
+    const std::string path = r.Path(cal, "cluster.calibration");
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+      r.Fail("cluster.calibration", cal,
+             fmt::format("profile '{}' does not exist (paths are relative to the scenario file)", path));
+    try {
+      ApplyProfileFile(c, path);
+    } catch (const InputError& e) {
+      r.Fail("cluster.calibration", cal, e.what());
+    }
+  }
   bool overridden = false;
   auto int_field = [&](const char* key, int32_t& out, int64_t min) {
     if (!n[key]) return;
@@ -525,8 +536,8 @@ int32_t DeriveOrCheckDp(const Reader& r, const YAML::Node& n, const std::string&
   int64_t ranks = per_replica * *dp;
   if (ranks != count)
     r.Fail(Dot(field, "gpus"), gpus_node ? gpus_node : n,
-           fmt::format("{} GPUs listed{} but the layout has {} ranks ({} = {} x dp = {})", count,
-                       gpus_node ? "" : " (gpus: all)", ranks, per_replica_text, per_replica, *dp));
+           fmt::format("{} GPUs listed{} but the layout has {} ranks ({} x dp={})", count,
+                       gpus_node ? "" : " (gpus: all)", ranks, per_replica_text, *dp));
   return *dp;
 }
 

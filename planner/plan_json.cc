@@ -434,8 +434,8 @@ class PlanSax : public nlohmann::json_sax<json> {
   PlanSax(const Reader& r, Streamed& out) : r_(r), out_(out) {}
 
   json root;
-  std::optional<size_t> error_byte;
   std::string error_message;
+  size_t error_byte = 0;  // nlohmann's count of characters read; past the end when input ran out
 
   bool null() override { return Value(json(nullptr)); }
   bool boolean(bool v) override { return Value(json(v)); }
@@ -771,7 +771,7 @@ Plan ReadPlan(const std::string& path) {
     std::string msg = sax.error_message;  // "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
     if (auto pos = msg.find("] "); msg.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
       msg = msg.substr(pos + 2);
-    if (sax.error_byte.value_or(text.size()) >= text.size() || msg.find("unexpected end of input") != std::string::npos) {
+    if (sax.error_byte > text.size() || msg.find("unexpected end of input") != std::string::npos) {
       auto [line, col] = LineColumn(text, text.size());
       throw InputError(path, "", fmt::format("truncated: the JSON ends before the plan is complete (line {}, column {})",
                                              line, col));

@@ -246,6 +246,8 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
   const int64_t eb = b.eb;
   const int64_t seg_elems = std::max<int64_t>(1, seg_bytes / eb);
   std::vector<Box> chunks;
+  std::vector<Seg> direct;
+  std::vector<Part> direct_parts;
   for (size_t i = 0; i < b.items.size();) {
     size_t j = i;
     while (j < b.items.size() && b.items[j].src_gpu == b.items[i].src_gpu && b.items[j].dst_gpu == b.items[i].dst_gpu) ++j;
@@ -299,11 +301,10 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
         if (sr && dr && Contiguous(*sr) && Contiguous(*dr)) {
           chunks.clear();
           Chunk(f.box, seg_elems, chunks);
-          for (const Box& x : chunks) {
-            Seg d{sg, dg, static_cast<int64_t>(sc.parts.size()), 1, Volume(x) * eb, true,
-                  Priority(b, it.src_rank, it.src_slot)};
-            sc.parts.push_back(Part{x, it.dst_rank, it.frag, it.src_rank});
-            sc.segs.push_back(d);
+          for (const Box& x : chunks) {  // parts appended after the pair's staged ones
+            direct.push_back(Seg{sg, dg, static_cast<int64_t>(direct_parts.size()), 1, Volume(x) * eb, true,
+                                 Priority(b, it.src_rank, it.src_slot)});
+            direct_parts.push_back(Part{x, it.dst_rank, it.frag, it.src_rank});
           }
           continue;
         }
@@ -349,6 +350,13 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
       }
     }
     close();
+    for (Seg& d : direct) {
+      d.first_part += static_cast<int64_t>(sc.parts.size());
+      sc.segs.push_back(d);
+    }
+    sc.parts.insert(sc.parts.end(), direct_parts.begin(), direct_parts.end());
+    direct.clear();
+    direct_parts.clear();
     i = j;
   }
 
@@ -774,9 +782,17 @@ class Emitter {
     unpack_op_.assign(sc_.segs.size(), -1);
     send_index_.assign(sc_.segs.size(), -1);
     recv_index_.assign(sc_.segs.size(), -1);
-    for (int32_t g = 0; g < gpus; ++g) {
-      for (size_t k = 0; k < sends_of_[g].size(); ++k) send_index_[sends_of_[g][k]] = static_cast<int32_t>(k);
-      for (size_t k = 0; k < recvs_of_[g].size(); ++k) recv_index_[recvs_of_[g][k]] = static_cast<int32_t>(k);
+    // Staged sends / receives of each GPU in round order: slot k % 2; the
+    // previous user of a slot is the staged transfer two before.
+    staged_sends_.assign(gpus, {});
+    staged_recvs_.assign(gpus, {});
+    for (size_t i = 0; i < sc_.segs.size(); ++i) {
+      const Seg& sg = sc_.segs[i];
+      if (sg.direct) continue;
+      send_index_[i] = static_cast<int32_t>(staged_sends_[sg.src_gpu].size());
+      staged_sends_[sg.src_gpu].push_back(static_cast<int32_t>(i));
+      recv_index_[i] = static_cast<int32_t>(staged_recvs_[sg.dst_gpu].size());
+      staged_recvs_[sg.dst_gpu].push_back(static_cast<int32_t>(i));
     }
     next_pack_.assign(gpus, 0);
     local_begin_.assign(gpus, 0);
@@ -821,7 +837,7 @@ class Emitter {
     const int32_t slot = StagingSlot(g, true, k % 2);
     op.deps.push_back(dst_alloc_[slot]);
     // The slot is free once the send that used it two sends ago is done.
-    if (k >= 2) op.deps.push_back(send_op_[sends_of_[g][k - 2]]);
+    if (k >= 2) op.deps.push_back(send_op_[staged_sends_[g][k - 2]]);
     int64_t off = 0;
     std::vector<int32_t> bufs;
     for (int64_t i = sg.first_part; i < sg.first_part + sg.num_parts; ++i) {
@@ -924,7 +940,7 @@ class Emitter {
           const int32_t slot = StagingSlot(sg.dst_gpu, false, kr % 2);
           recv.region = ContiguousRegion(slot, 0, sg.bytes);
           recv.deps.push_back(dst_alloc_[slot]);
-          if (kr >= 2) recv.deps.push_back(unpack_op_[recvs_of_[sg.dst_gpu][kr - 2]]);
+          if (kr >= 2) recv.deps.push_back(unpack_op_[staged_recvs_[sg.dst_gpu][kr - 2]]);
         }
         send.label = fmt::format("seg {} r{} -> gpu{}", i, r, sg.dst_gpu);
         recv.label = fmt::format("seg {} r{} <- gpu{}", i, r, sg.src_gpu);
@@ -1001,7 +1017,7 @@ class Emitter {
   std::vector<int32_t> dst_alloc_;         // per buffer: its alloc op (destination weights, staging)
   std::vector<int32_t> readers_;           // per buffer: ops still to read it (source weights)
   std::vector<std::vector<int32_t>> last_read_;
-  std::vector<std::vector<int32_t>> sends_of_, recvs_of_;
+  std::vector<std::vector<int32_t>> sends_of_, recvs_of_, staged_sends_, staged_recvs_;
   std::vector<int32_t> pack_op_, send_op_, recv_op_, unpack_op_, send_index_, recv_index_;
   std::vector<int32_t> next_pack_, local_begin_, local_end_;
   std::vector<int64_t> send_slot_bytes_, recv_slot_bytes_;

@@ -92,6 +92,14 @@ struct Simulator::State {
     uint32_t heap_version = 0;
   };
 
+  // What the event loop reads of an op, packed (a Plan Op is ~200 bytes with
+  // its vectors and label; touching it per event costs cache misses).
+  struct OpInfo {
+    OpKind kind = OpKind::kAlloc;
+    int32_t gpu = -1, peer = -1, match = -1, buffer = -1;
+    int64_t bytes = 0;
+  };
+
   const Plan& plan;
   SimOptions opt;
   PortModel ports;
@@ -105,6 +113,7 @@ struct Simulator::State {
   std::vector<int32_t> waiter_begin, waiters;  // op -> launches waiting for it
   int32_t launches_ended = 0;
 
+  std::vector<OpInfo> info;
   std::vector<int64_t> op_start, op_end;
   std::vector<uint8_t> op_issued;
   std::vector<Flow> flows;
@@ -140,8 +149,10 @@ struct Simulator::State {
 
   void CheckOps() {
     const int32_t nbuf = static_cast<int32_t>(plan.buffers.size());
+    info.resize(nops);
     for (int32_t i = 0; i < nops; ++i) {
       const Op& op = plan.ops[i];
+      info[i] = OpInfo{op.kind, op.gpu, op.peer, op.match, op.buffer, op.Bytes()};
       if (op.id != i) Bad(i, fmt::format("id is {}, expected its index {}", op.id, i));
       if (op.gpu < 0 || op.gpu >= gpus) Bad(i, fmt::format("gpu {} outside the cluster's {} GPUs", op.gpu, gpus));
       if (op.stream < 0) Bad(i, fmt::format("stream {} is negative", op.stream));
@@ -267,7 +278,7 @@ struct Simulator::State {
     if (obs) obs->OnMemory(t, gpu, mem[gpu]);
   }
 
-  void BufferChange(const Op& op, int64_t sign, int64_t t) {
+  void BufferChange(const OpInfo& op, int64_t sign, int64_t t) {
     const PlanBuffer& b = plan.buffers[op.buffer];
     if (b.space == MemorySpace::kDevice) {
       AddMemory(b.gpu, sign * b.bytes, t);
@@ -290,11 +301,11 @@ struct Simulator::State {
     launch_running[l] = launch_begin[l + 1] - launch_begin[l];
     for (int32_t k = launch_begin[l]; k < launch_begin[l + 1]; ++k) {
       const int32_t i = launch_ops[k];
-      const Op& op = plan.ops[i];
+      const OpInfo& op = info[i];
       op_start[i] = t;
       op_issued[i] = 1;
       kind_use[static_cast<int>(op.kind)].Start(t);
-      if (obs) obs->OnOpStart(t, op);
+      if (obs) obs->OnOpStart(t, plan.ops[i]);
       switch (op.kind) {
         case OpKind::kAlloc:
           BufferChange(op, +1, t);
@@ -304,15 +315,16 @@ struct Simulator::State {
           BufferChange(op, -1, t);
           EndOp(i, t);
           break;
-        case OpKind::kCopy:
-        case OpKind::kOffload:
-        case OpKind::kReload: NewFlow(i, -1, ports.OfOp(plan, op), t); break;
+        case OpKind::kCopy: NewFlow(i, -1, ports.DeviceCopy(op.gpu), t); break;
+        // Every plan host buffer is pinned (PlanBuffer has no pageable kind).
+        case OpKind::kOffload: NewFlow(i, -1, ports.Offload(op.gpu), t); break;
+        case OpKind::kReload: NewFlow(i, -1, ports.Reload(op.gpu), t); break;
         case OpKind::kSend:
         case OpKind::kRecv:
           ConnectPeer(op.gpu, op.peer, t);
           if (op_issued[op.match]) {
             const int32_t send = op.kind == OpKind::kSend ? i : op.match;
-            NewFlow(send, plan.ops[send].match, ports.OfOp(plan, plan.ops[send]), t);
+            NewFlow(send, info[send].match, ports.Transfer(info[send].gpu, info[send].peer), t);
           }
           break;
       }
@@ -324,7 +336,7 @@ struct Simulator::State {
     f.op = op;
     f.op2 = op2;
     f.route = r;
-    f.bytes = plan.ops[op].Bytes();
+    f.bytes = info[op].bytes;
     f.created_ns = t;
     const LinkProfile& prof = ports.Profile(r);
     if (f.bytes > 0) {
@@ -401,14 +413,14 @@ struct Simulator::State {
   }
 
   void EndOp(int32_t i, int64_t t) {
-    const Op& op = plan.ops[i];
+    const OpInfo& op = info[i];
     op_end[i] = t;
     Activity& a = kind_use[static_cast<int>(op.kind)];
     ++a.count;
-    a.bytes += op.Bytes();
+    a.bytes += op.bytes;
     a.sum_ns += t - op_start[i];
     a.Stop(t);
-    if (obs) obs->OnOpEnd(t, op, op_start[i]);
+    if (obs) obs->OnOpEnd(t, plan.ops[i], op_start[i]);
     const int32_t l = op_launch[i];
     if (--launch_running[l] == 0) EndLaunch(l, t);
   }

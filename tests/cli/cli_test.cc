@@ -38,8 +38,12 @@ Result Reshard(const std::vector<std::string>& args) {
   const std::filesystem::path err_file =
       std::filesystem::temp_directory_path() / ("reshard_cli_test_" + std::to_string(::getpid()) + ".err");
   std::string cmd = Quote(RESHARD_BINARY);
-  for (const auto& a : args) cmd += " " + Quote(a);
-  cmd += " 2>" + Quote(err_file.string());
+  for (const auto& a : args) {
+    cmd += " ";
+    cmd += Quote(a);
+  }
+  cmd += " 2>";
+  cmd += Quote(err_file.string());
   Result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;

@@ -28,6 +28,10 @@ int main() {
   std::unique_ptr<MpiSession> mpi;
   try {
     mpi = std::make_unique<MpiSession>();
+    if (mpi->size() != 2) {
+      std::fprintf(stderr, "executor_mpi_test: run me under mpirun -np 2 (got %d processes)\n", mpi->size());
+      return 1;
+    }
     const bool root = mpi->rank() == 0;
     HostBackendOptions ho;
     ho.mpi = mpi.get();

@@ -16,7 +16,6 @@ namespace reshard {
 namespace {
 
 using testplans::Box2;
-using testplans::ContiguousRegion;
 using testplans::PlanBuilder;
 using testplans::Strided;
 
@@ -177,6 +176,21 @@ TEST(HostExecutor, OffloadReloadRoundTrip) {
     EXPECT_EQ(s.host_peak_bytes, bytes);
     EXPECT_EQ(s.peak_bytes, bytes);  // the state is freed before its new buffer is allocated
   }
+}
+
+TEST(HostExecutor, ThreeDimensionalExpertsWithPlanes) {
+  const Plan p = testplans::ExpertsPlan();
+  ASSERT_TRUE(Verify(p).ok()) << Verify(p).problems.front();
+  const Measurement m = RunHost(p);
+  EXPECT_TRUE(m.verified) << FormatMeasurement(m, p);
+  EXPECT_EQ(m.checked_elements, 4 * 8 * 16);
+}
+
+TEST(HostExecutor, CopyBatchOfManyPairs) {
+  const Plan p = testplans::ManyPairsPlan();
+  const Measurement m = RunHost(p);
+  EXPECT_TRUE(m.verified);
+  EXPECT_EQ(m.checked_elements, 100 * 256);
 }
 
 TEST(HostExecutor, PlanSurvivesJsonRoundTrip) {
@@ -356,7 +370,9 @@ TEST(IssueOrder, GroupIsOneStepWithSendsFirstAndReceivesByMatch) {
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(p.ops[group->comm[i]].kind, OpKind::kSend);
   for (size_t i = 6; i < 12; ++i) {
     EXPECT_EQ(p.ops[group->comm[i]].kind, OpKind::kRecv);
-    if (i > 6) EXPECT_LT(p.ops[group->comm[i - 1]].match, p.ops[group->comm[i]].match);
+    if (i > 6) {
+      EXPECT_LT(p.ops[group->comm[i - 1]].match, p.ops[group->comm[i]].match);
+    }
   }
   // Every op issued exactly once, each after its dependencies.
   std::vector<int> position(p.ops.size(), -1);

@@ -279,4 +279,68 @@ inline Plan OffloadReloadPlan(int64_t rows = 32, int64_t cols = 16) {
   return b.Build();
 }
 
+// Stacked experts E [experts, rows, cols] (3-D): GPU g holds experts of
+// block g (EP); every GPU wants rows of block g of every expert (TP along
+// dimension 1). Local part: one 3-level strided copy; remote part: pack (3
+// levels) -> send -> receive straight into the destination.
+inline Plan ExpertsPlan(int64_t experts = 4, int64_t rows = 8, int64_t cols = 16) {
+  PlanBuilder b(2, "experts");
+  const int32_t t = b.Tensor("model.layers.0.mlp.experts.gate_proj.weight", MakeShape({experts, rows, cols}));
+  const int64_t ex = experts / 2, rh = rows / 2, eb = 2;
+  const int64_t plane = rows * cols * eb, half_bytes = ex * rh * cols * eb;
+  std::vector<int32_t> src(2), dst(2), stage(2), alloc(2), pack(2);
+  for (int32_t g = 0; g < 2; ++g) {
+    src[g] = b.Buffer(g, ex * plane, BufferRole::kSourceWeights, true, "train.experts");
+    dst[g] = b.Buffer(g, experts * rh * cols * eb, BufferRole::kDestinationWeights, true, "gen.experts");
+    stage[g] = b.Buffer(g, half_bytes, BufferRole::kStaging, false, "pack");
+    Box sb;
+    sb.ndim = 3;
+    sb.lo = {g * ex, 0, 0};
+    sb.hi = {(g + 1) * ex, rows, cols};
+    b.Source(src[g], t, sb, 0, {rows * cols, cols, 1});
+    Box db;
+    db.ndim = 3;
+    db.lo = {0, g * rh, 0};
+    db.hi = {experts, (g + 1) * rh, cols};
+    b.Destination(dst[g], t, db, 0, {rh * cols, cols, 1});
+  }
+  auto rows_of = [&](int32_t buffer, int32_t row_block) {
+    Region r = Strided(buffer, row_block * rh * cols * eb, rh * cols * eb, 1, 0);
+    r.planes = ex;
+    r.plane_stride_bytes = plane;
+    return r;
+  };
+  for (int32_t g = 0; g < 2; ++g) {
+    b.Copy(g, kStreamCompute, {{rows_of(src[g], g), ContiguousRegion(dst[g], g * half_bytes, half_bytes)}});
+    alloc[g] = b.Alloc(g, kStreamCompute, stage[g]);
+    pack[g] = b.Copy(g, kStreamCompute, {{rows_of(src[g], 1 - g), ContiguousRegion(stage[g], 0, half_bytes)}});
+  }
+  std::vector<int32_t> sends;
+  for (int32_t g = 0; g < 2; ++g) {
+    const int32_t to = 1 - g;
+    sends.push_back(b.SendRecv(g, ContiguousRegion(stage[g], 0, half_bytes), to,
+                               ContiguousRegion(dst[to], g * half_bytes, half_bytes), 3, {pack[g]})
+                        .first);
+  }
+  for (int32_t g = 0; g < 2; ++g) b.Free(g, kStreamCompute, stage[g], {sends[g]});
+  return b.Build();
+}
+
+// One copy op of `pairs` pairs on GPU 0 (more than a kernel launch carries in
+// its parameters): row r of W goes to row pairs-1-r of the destination.
+inline Plan ManyPairsPlan(int64_t pairs = 100, int64_t cols = 256) {
+  PlanBuilder b(1, "many-pairs");
+  const int32_t t = b.Tensor("lm_head.weight", MakeShape({pairs, cols}));
+  const int32_t src = b.Buffer(0, pairs * cols * 2, BufferRole::kSourceWeights, true, "train.lm_head");
+  const int32_t dst = b.Buffer(0, pairs * cols * 2, BufferRole::kDestinationWeights, true, "gen.lm_head");
+  b.Source(src, t, Box2(0, pairs, 0, cols), 0, {cols, 1, 1});
+  std::vector<CopyPair> list;
+  for (int64_t r = 0; r < pairs; ++r) {
+    list.push_back({ContiguousRegion(src, r * cols * 2, cols * 2), ContiguousRegion(dst, (pairs - 1 - r) * cols * 2, cols * 2)});
+    b.Destination(dst, t, Box2(r, r + 1, 0, cols), (pairs - 1 - r) * cols, {cols, 1, 1});
+  }
+  b.Copy(0, kStreamCompute, list);
+  return b.Build();
+}
+
 }  // namespace reshard::testplans

@@ -9,10 +9,11 @@
 //
 // Per shard: pieces are sorted, lie inside their buffer, never overlap in buffer space,
 // and fill their buffers exactly (vocab buffers may carry padding rows).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -232,18 +233,11 @@ AssertionResult DestinationIsExact(const ModelSpec& m, const DestinationParallel
 }
 
 std::string Describe(const SourceParallel& p) {
-  std::string s = "tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " vpp" + std::to_string(p.vpp) + " ep" +
-                  std::to_string(p.ep) + " etp" + std::to_string(p.etp) + " dp" + std::to_string(p.dp) + " cp" +
-                  std::to_string(p.cp);
-  if (!p.pp_layers.empty()) {
-    s += " pp_layers";
-    for (int32_t x : p.pp_layers) s += " " + std::to_string(x);
-  }
-  return s;
+  return fmt::format("tp{} pp{} vpp{} ep{} etp{} dp{} cp{} pp_layers [{}]", p.tp, p.pp, p.vpp, p.ep, p.etp, p.dp, p.cp,
+                     fmt::join(p.pp_layers, ","));
 }
 std::string Describe(const DestinationParallel& p) {
-  return "tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " ep" + std::to_string(p.ep) + " dp" +
-         std::to_string(p.dp);
+  return fmt::format("tp{} pp{} ep{} dp{} pp_layers [{}]", p.tp, p.pp, p.ep, p.dp, fmt::join(p.pp_layers, ","));
 }
 
 SourceParallel Src(int32_t tp, int32_t pp, int32_t vpp = 1, int32_t ep = 1, int32_t etp = 1, int32_t dp = 1,
@@ -568,12 +562,26 @@ TEST(Layout, LocalOffsetFollowsStrides) {
 // Element-by-element cross-check of the box-arithmetic buffer checks on tiny models:
 // within each shard, LocalOffset maps the elements of all pieces injectively into
 // [0, buffer elems).
+// The tiny presets scaled down further (vocab 200 so that both engines pad).
+ModelSpec Smaller(const std::string& preset) {
+  ModelConfig c = ModelPreset(preset);
+  c.vocab = 200, c.hidden = 64, c.intermediate = 128, c.moe_intermediate = 32;
+  if (c.IsMla()) {
+    c.q_lora_rank = 32, c.kv_lora_rank = 16, c.qk_nope_head_dim = 8, c.qk_rope_head_dim = 8, c.v_head_dim = 8;
+  } else {
+    c.head_dim = 16;
+  }
+  return BuildModel(c);
+}
+
 TEST(Layout, LocalOffsetsAreInjectiveOnTinyModels) {
   for (const char* name : {"tiny-llama", "tiny-qwen2", "tiny-moe", "tiny-mla"}) {
-    const ModelSpec m = Preset(name);
+    const ModelSpec m = Smaller(name);
     const bool moe = m.config.IsMoe();
     std::vector<Layout> layouts{MakeSourceLayout(m, Src(2, 2, 1, moe ? 2 : 1, moe ? 2 : 1, 2), DType::kBF16),
-                                MakeDestinationLayout(m, Dst(4, 1, moe ? 4 : 1), DType::kBF16)};
+                                MakeSourceLayout(m, Src(1, 2, 2, moe ? 2 : 1, 1, 2), DType::kBF16),
+                                MakeDestinationLayout(m, Dst(4, 1, moe ? 4 : 1), DType::kBF16),
+                                MakeDestinationLayout(m, Dst(2, 2, 1, 2), DType::kBF16)};
     for (const Layout& l : layouts)
       for (const Shard& sh : l.shards) {
         std::vector<std::vector<char>> used(sh.buffers.size());
@@ -599,16 +607,15 @@ TEST(Layout, LocalOffsetsAreInjectiveOnTinyModels) {
 
 // TP 1-8, PP 1-4 (even and uneven splits), VPP 2, DP, CP, and for MoE models EP 1-64
 // with ETP. Non-dividing combinations are rejected by the layout and skipped.
-std::vector<SourceParallel> SourceSweep(bool moe, bool thin) {
+std::vector<SourceParallel> SourceSweep(bool moe) {
   using Pairs = std::vector<std::pair<int32_t, int32_t>>;
   std::vector<SourceParallel> out;
-  const std::vector<int32_t> tps = thin ? std::vector<int32_t>{1, 2, 4, 8} : std::vector<int32_t>{1, 2, 3, 4, 8};
-  const std::vector<int32_t> pps = thin ? std::vector<int32_t>{1, 3, 4} : std::vector<int32_t>{1, 2, 3, 4};
-  Pairs dpcp = thin ? Pairs{{2, 1}} : Pairs{{1, 1}, {2, 1}, {2, 2}};
+  const std::vector<int32_t> tps{1, 2, 3, 4, 8}, pps{1, 2, 3, 4};
+  Pairs dpcp{{1, 1}, {2, 1}, {2, 2}};
   Pairs epetp{{1, 1}};
   if (moe) {
     dpcp.push_back({8, 1});
-    epetp = thin ? Pairs{{2, 1}, {8, 2}, {64, 1}} : Pairs{{1, 1}, {2, 1}, {4, 1}, {2, 2}, {8, 1}, {4, 4}, {16, 1}, {64, 1}};
+    epetp = Pairs{{1, 1}, {2, 1}, {4, 1}, {2, 2}, {8, 1}, {4, 4}, {16, 1}, {64, 1}};
   }
   for (int32_t tp : tps)
     for (int32_t pp : pps)
@@ -621,11 +628,9 @@ std::vector<SourceParallel> SourceSweep(bool moe, bool thin) {
 }
 
 // TP 1-8, PP 1-4, DP 1-4; MoE models also with EP = tp*dp.
-std::vector<DestinationParallel> DestinationSweep(bool moe, bool thin) {
+std::vector<DestinationParallel> DestinationSweep(bool moe) {
   std::vector<DestinationParallel> out;
-  const std::vector<int32_t> tps = thin ? std::vector<int32_t>{1, 4, 8} : std::vector<int32_t>{1, 2, 3, 4, 8};
-  const std::vector<int32_t> pps = thin ? std::vector<int32_t>{1, 3} : std::vector<int32_t>{1, 2, 3, 4};
-  const std::vector<int32_t> dps = thin ? std::vector<int32_t>{2} : std::vector<int32_t>{1, 2, 4};
+  const std::vector<int32_t> tps{1, 2, 3, 4, 8}, pps{1, 2, 3, 4}, dps{1, 2, 4};
   for (int32_t tp : tps)
     for (int32_t pp : pps)
       for (int32_t dp : dps) {
@@ -656,14 +661,28 @@ int RunSweep(const ModelSpec& m, const std::vector<P>& configs, Check&& check) {
 TEST(Coverage, TinyModelsFullSweep) {
   for (const char* name : {"tiny-llama", "tiny-qwen2", "tiny-moe", "tiny-mla"}) {
     const ModelSpec m = Preset(name);
-    const int s = RunSweep(m, SourceSweep(m.config.IsMoe(), false), SourceIsExact);
-    const int d = RunSweep(m, DestinationSweep(m.config.IsMoe(), false), DestinationIsExact);
+    const int s = RunSweep(m, SourceSweep(m.config.IsMoe()), SourceIsExact);
+    const int d = RunSweep(m, DestinationSweep(m.config.IsMoe()), DestinationIsExact);
     EXPECT_GE(s, 30) << name;  // tiny-llama: tp 1-2 (2 KV heads) x 6 pipeline splits x 3 dp/cp
     EXPECT_GE(d, 30) << name;
   }
 }
 
-constexpr bool kThin = true;
+// Real models: a curated set per kind (a full grid over 61-126 layers and up to 64
+// expert shards per stage is too slow for sanitizer builds). Together they cover TP
+// 1-8, PP 1-4 even and uneven, VPP 2, CP 2, DP, EP 2-16 and ETP 2 on each model.
+std::vector<SourceParallel> RealSourceConfigs(bool moe) {
+  if (!moe)
+    return {Src(8, 1, 1, 1, 1, 2), Src(2, 4, 2, 1, 1, 1, 2), Src(4, 3), Src(1, 4, 1, 1, 1, 2, 2), Src(8, 2, 2),
+            Src(2, 2, 1, 1, 1, 1, 2)};
+  return {Src(4, 4, 2, 8, 1, 2), Src(2, 3, 1, 4, 2, 4), Src(4, 2, 1, 16, 1, 4), Src(1, 1, 1, 8, 1, 8),
+          Src(2, 4, 1, 2, 2, 1, 2), Src(1, 3, 1, 1, 1, 2, 2)};
+}
+std::vector<DestinationParallel> RealDestinationConfigs(bool moe) {
+  if (!moe) return {Dst(8), Dst(4, 3, 1, 2), Dst(1, 2, 1, 4), Dst(2, 4), Dst(8, 2, 1, 2)};
+  return {Dst(8), Dst(4, 2, 8, 2), Dst(2, 3, 1, 4), Dst(8, 1, 16, 2), Dst(1, 4, 4, 4), Dst(4, 1, 1, 2)};
+}
+
 TEST(Coverage, RealPresetsAndFamilies) {
   std::vector<ModelConfig> configs;
   for (const auto& n : ModelPresetNames())
@@ -671,10 +690,10 @@ TEST(Coverage, RealPresetsAndFamilies) {
   for (const auto& c : FamilyConfigs()) configs.push_back(c);
   for (const ModelConfig& c : configs) {
     const ModelSpec m = BuildModel(c);
-    const int s = RunSweep(m, SourceSweep(m.config.IsMoe(), kThin), SourceIsExact);
-    const int d = RunSweep(m, DestinationSweep(m.config.IsMoe(), kThin), DestinationIsExact);
-    EXPECT_GE(s, 8) << c.name;
-    EXPECT_GE(d, 4) << c.name;
+    const int s = RunSweep(m, RealSourceConfigs(m.config.IsMoe()), SourceIsExact);
+    const int d = RunSweep(m, RealDestinationConfigs(m.config.IsMoe()), DestinationIsExact);
+    EXPECT_GE(s, 3) << c.name;
+    EXPECT_GE(d, 3) << c.name;
   }
 }
 

@@ -116,8 +116,8 @@ TEST(Scenario, DesignExampleParsesToItsValues) {
   EXPECT_EQ(s.dtype, DType::kBF16);
   EXPECT_EQ(s.destination_dtype, DType::kBF16);
   EXPECT_EQ(s.cluster, ClusterPreset("h200-x2"));
-  EXPECT_EQ(s.source, (SourceParallel{.tp = 2, .pp = 1, .vpp = 1, .ep = 1, .etp = 1, .dp = 1, .cp = 1}));
-  EXPECT_EQ(s.destination, (DestinationParallel{.tp = 1, .pp = 1, .ep = 1, .dp = 2}));
+  EXPECT_EQ(s.source, (SourceParallel{.tp = 2, .pp = 1, .vpp = 1, .ep = 1, .etp = 1, .dp = 1, .cp = 1, .pp_layers = {}}));
+  EXPECT_EQ(s.destination, (DestinationParallel{.tp = 1, .pp = 1, .ep = 1, .dp = 2, .pp_layers = {}}));
   EXPECT_EQ(s.source_gpus, (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(s.destination_gpus, (std::vector<int32_t>{0, 1}));
   EXPECT_TRUE(s.destination_placement_free);
@@ -139,7 +139,7 @@ TEST(Scenario, EveryFieldFromYamlWithHfConfigRelativeToTheFile) {
   EXPECT_EQ(s.source, (SourceParallel{.tp = 2, .pp = 2, .vpp = 1, .ep = 1, .etp = 1, .dp = 2, .cp = 1,
                                       .pp_layers = {15, 17}}));  // dp derived: 8 GPUs / (tp 2 x pp 2)
   EXPECT_EQ(s.source_gpus, (std::vector<int32_t>{0, 1, 2, 3, 8, 9, 10, 11}));
-  EXPECT_EQ(s.destination, (DestinationParallel{.tp = 4, .pp = 1, .ep = 1, .dp = 1}));
+  EXPECT_EQ(s.destination, (DestinationParallel{.tp = 4, .pp = 1, .ep = 1, .dp = 1, .pp_layers = {}}));
   EXPECT_EQ(s.destination_gpus, (std::vector<int32_t>{15, 14, 13, 12}));  // list order is rank order
   EXPECT_EQ(s.destination_dtype, DType::kFP8E4M3);
   EXPECT_FALSE(s.destination_placement_free);

@@ -1,0 +1,78 @@
+// NcclBackend: runs a Plan on real GPUs with CUDA streams and events and NCCL
+// grouped send/recv. Built only when CMake finds CUDA and NCCL
+// (RESHARD_HAVE_NCCL, library reshard_executor_nccl); this header has no CUDA
+// types, so host-compiled code (the CLI) can include it.
+//
+// Mapping of the plan onto the machine:
+//  * every plan stream of a GPU is a CUDA stream (non-blocking); an op's
+//    OpStart / OpEnd are CUDA events on its stream (per-op times), and OpEnd
+//    is the event other streams wait for (cudaStreamWaitEvent);
+//  * a plan group is one ncclGroupStart / ncclGroupEnd; NCCL rank = plan GPU;
+//  * copies: device <-> device pairs run as one batched strided-copy kernel
+//    per op (executor/nccl_kernels.h); pairs touching pinned host memory
+//    (offload / reload) use cudaMemcpy2DAsync per plane (copy engines);
+//  * device buffers come from the device's stream-ordered pool
+//    (cudaMallocAsync / cudaFreeAsync on the op's stream), preexisting ones
+//    allocated before timing. Why not cudaMalloc / cudaFree: cudaFree
+//    synchronises the device, which would serialise every stream at each
+//    free of a staging buffer and measure something the plan did not say.
+//    Host buffers are pinned (cudaHostAlloc) before timing; their alloc /
+//    free ops only account (pinning is a one-off setup cost in a real job);
+//  * sources are filled and destinations checked by kernels on the device;
+//    only counts and the first few mismatches come back.
+//
+// Memory per GPU: `context_bytes` = device memory in use once the CUDA
+// context exists; `comm_bytes` = what communicator creation and the peer
+// warm-up added; `peak_bytes` = the most in use during the run: the larger of
+// cudaMemGetInfo sampled by a host thread and (memory in use outside the
+// pool at the start + the pool's reserved high-water mark);
+// `plan_peak_bytes` = the pool's used high-water mark (the plan's own device
+// buffers, exactly, as the GPU executed the allocs and frees). Used memory
+// counts everything on the device, including other processes: run on
+// dedicated GPUs.
+//
+// Modes:
+//  * one process drives every GPU of the plan (ncclCommInitAll; plan GPU g is
+//    CUDA device g; the plan must fit on this host);
+//  * one process per GPU, or per equal block of GPUs, under mpirun / srun
+//    (`mpi` set): rank 0 creates the ncclUniqueId and broadcasts it through
+//    MPI; each process creates the communicators of its GPUs (ncclCommInitRank
+//    inside one group). Plan GPU g is device g % gpus_per_node of its node when
+//    the process sees the whole node, else the g-th of the process's block
+//    among the devices it sees (CUDA_VISIBLE_DEVICES set by the launcher).
+//    Without MPI compiled in, MpiSession refuses multi-process launches.
+// NVLink SHARP (NVLS) stays off: NCCL_NVLS_ENABLE=0 is set before the first
+// communicator is created unless the environment already sets it.
+//
+// CUDA / NCCL failures throw GpuError naming the call, file, line and the
+// library's message (one macro at the boundary, nccl_backend.cc).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "executor/backend.h"
+
+namespace reshard {
+
+class GpuError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct NcclBackendOptions {
+  const MpiSession* mpi = nullptr;       // several processes; nullptr: this process drives every GPU
+  double memory_sample_period_s = 1e-3;  // cudaMemGetInfo sampling during the run; 0: off
+  int64_t warmup_bytes = 64 << 20;       // largest warm-up message per connected pair
+};
+
+std::unique_ptr<Backend> MakeNcclBackend(const NcclBackendOptions& options = {});
+
+// CUDA devices this process sees; 0 when there is no driver or no GPU. Never throws.
+int32_t CudaDeviceCount();
+// "NCCL 2.28.9 (built against 2.28.9), CUDA runtime 13.0, driver 13.0".
+std::string GpuStackVersion();
+
+}  // namespace reshard

@@ -1,0 +1,66 @@
+// Device kernels of the NCCL backend (executor/nccl_kernels.cu), behind plain
+// C++ launch functions so nccl_backend.cc compiles with the host compiler.
+//
+//  * Batched strided copy: one launch copies a list of (src, dst) pairs of
+//    strided byte regions (planner/plan.h Region). Each pair is cut into runs
+//    contiguous on both sides (length L = gcd of the row lengths, as
+//    executor/region_walk.h) and runs into chunks of at most 64 KiB; one warp
+//    copies one chunk with the widest vector (up to 16 B) every address of
+//    the pair allows. Chunks of all pairs are spread evenly over the grid.
+//  * Fill / check: element (i0, i1, i2) of a content piece (executor/pattern.h
+//    PieceMap) is written / compared with the pattern; tiles of 1024 elements
+//    along the innermost dimension, one block per tile (grid-stride).
+//    Checks count every mismatch and record the first kMaxRecorded that
+//    threads report (which ones, beyond the count, depends on timing).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "executor/pattern.h"
+
+namespace reshard::nccl_detail {
+
+// One pair of a copy batch, with its geometry normalised on the host.
+struct CopyDesc {
+  const unsigned char* src = nullptr;  // region start (offset applied)
+  unsigned char* dst = nullptr;
+  int64_t run = 0;            // L: bytes contiguous on both sides
+  int64_t chunk = 0;          // bytes per warp task (<= run)
+  int64_t chunks_per_run = 0;
+  int64_t chunk_begin = 0;    // first global chunk index of this pair in its launch
+  int64_t chunk_end = 0;
+  int64_t src_row = 0, src_plane = 0, src_row_stride = 0, src_plane_stride = 0;  // plane = row * rows bytes
+  int64_t dst_row = 0, dst_plane = 0, dst_row_stride = 0, dst_plane_stride = 0;
+  int32_t vec = 1;            // bytes per load/store: 1, 2, 4, 8 or 16
+};
+
+// Pairs passed by value in the kernel's parameters (the batch stays under
+// the classic 4 KiB parameter limit); larger batches are read from device memory.
+inline constexpr int kCopyDescsByValue = 24;
+inline constexpr int64_t kCopyChunkBytes = 64 << 10;
+
+// Launches the copies of `count` descriptors whose chunk ranges
+// [chunk_begin, chunk_end) are consecutive from 0 to total_chunks. `descs` is
+// host memory when count <= kCopyDescsByValue (copied into the launch's
+// parameters), else device memory. Returns the launch's error.
+cudaError_t LaunchCopy(const CopyDesc* descs, int32_t count, int64_t total_chunks, bool descs_on_device,
+                       cudaStream_t s, int32_t max_blocks);
+
+inline constexpr int kMaxRecorded = 16;
+struct DeviceMismatch {
+  int64_t index;
+  unsigned long long expected;
+  unsigned long long got;
+};
+struct CheckSlot {
+  unsigned long long count;
+  DeviceMismatch first[kMaxRecorded];
+};
+
+cudaError_t LaunchFill(unsigned char* base, const PieceMap& m, cudaStream_t s, int32_t max_blocks);
+cudaError_t LaunchCheck(const unsigned char* base, const PieceMap& m, CheckSlot* slot, cudaStream_t s,
+                        int32_t max_blocks);
+
+}  // namespace reshard::nccl_detail

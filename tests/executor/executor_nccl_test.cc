@@ -1,0 +1,146 @@
+// The NCCL backend on real GPUs (label `gpu`): the same hand-built plans as
+// the host tests, verified on device; skipped where fewer GPUs are visible.
+// One process drives every GPU here; the multi-process path is exercised by
+// `reshard run` under mpirun (see the executor's report for the commands).
+#include <cstdio>
+
+#include <gtest/gtest.h>
+
+#include "executor/executor.h"
+#include "executor/nccl_backend.h"
+#include "executor/pattern.h"
+#include "tests/executor/test_plans.h"
+
+namespace reshard {
+namespace {
+
+#define REQUIRE_GPUS(n)                                                                        \
+  do {                                                                                         \
+    if (CudaDeviceCount() < (n)) GTEST_SKIP() << "needs " << (n) << " CUDA devices, found " \
+                                              << CudaDeviceCount();                          \
+  } while (0)
+
+// One backend for the whole binary (communicators are created once),
+// destroyed by the environment before CUDA's own teardown at exit.
+std::unique_ptr<Backend> backend_instance;
+Backend& Nccl() {
+  if (!backend_instance) backend_instance = MakeNcclBackend();
+  return *backend_instance;
+}
+class ReleaseBackend : public ::testing::Environment {
+ public:
+  void TearDown() override { backend_instance.reset(); }
+};
+
+TEST(NcclExecutor, LocalStridedCopy) {
+  REQUIRE_GPUS(2);
+  const Plan p = testplans::LocalCopyPlan(2, 64, 96);
+  const Measurement m = Execute(p, Nccl());
+  EXPECT_TRUE(m.verified) << FormatMeasurement(m, p);
+  EXPECT_EQ(m.checked_elements, 2 * 64 * 96);
+}
+
+TEST(NcclExecutor, PackSendUnpack) {
+  REQUIRE_GPUS(2);
+  testplans::PackOptions o;
+  o.rows = 512;
+  o.cols = 1024;
+  const Plan p = testplans::PackSendUnpackPlan(o);
+  const Measurement m = Execute(p, Nccl());
+  EXPECT_TRUE(m.verified) << FormatMeasurement(m, p);
+  // The pool's high-water mark is the plan's own buffers: destination + one staging buffer.
+  const int64_t want = 512 * (512 + 4) * 2 + 512 * 512 * 2;
+  EXPECT_GE(m.memory[1].plan_peak_bytes, want);
+  EXPECT_LE(m.memory[1].plan_peak_bytes, want + (4 << 20)) << "pool rounding beyond 4 MiB";
+  EXPECT_GT(m.memory[1].context_bytes, 0);
+  EXPECT_GE(m.peak_bytes[1], m.memory[1].plan_peak_bytes);
+}
+
+TEST(NcclExecutor, GroupedExchangeSmallAndLarge) {
+  REQUIRE_GPUS(2);
+  for (int64_t rows : {16, 16384}) {
+    testplans::ExchangeOptions o;
+    o.rows = rows;
+    o.cols = 8192;  // 16384 rows: 128 MiB per GPU each way
+    const Plan p = testplans::ExchangePlan(o);
+    const Measurement m = Execute(p, Nccl());
+    EXPECT_TRUE(m.verified) << FormatMeasurement(m, p);
+    std::printf("%s", FormatMeasurement(m, p).c_str());
+  }
+}
+
+TEST(NcclExecutor, FourGpuExchangeInOneGroup) {
+  REQUIRE_GPUS(4);
+  testplans::ExchangeOptions o;
+  o.gpus = 4;
+  o.rows = 1024;
+  o.cols = 1024;
+  const Plan p = testplans::ExchangePlan(o);
+  EXPECT_TRUE(Execute(p, Nccl()).verified);
+}
+
+TEST(NcclExecutor, ElementWidths) {
+  REQUIRE_GPUS(2);
+  for (DType dt : {DType::kFP8E4M3, DType::kFP32}) {
+    testplans::ExchangeOptions o;
+    o.rows = 30;
+    o.cols = 7;
+    o.dtype = dt;
+    EXPECT_TRUE(Execute(testplans::ExchangePlan(o), Nccl()).verified) << DTypeName(dt);
+  }
+}
+
+TEST(NcclExecutor, OffloadReloadThroughPinnedHost) {
+  REQUIRE_GPUS(2);
+  const Plan p = testplans::OffloadReloadPlan(4096, 1024);
+  const Measurement m = Execute(p, Nccl());
+  EXPECT_TRUE(m.verified) << FormatMeasurement(m, p);
+  EXPECT_EQ(m.memory[0].host_peak_bytes, 2048 * 1024 * 4);
+}
+
+TEST(NcclExecutor, ThreeDimensionalExperts) {
+  REQUIRE_GPUS(2);
+  const Plan p = testplans::ExpertsPlan(8, 256, 512);
+  EXPECT_TRUE(Execute(p, Nccl()).verified);
+}
+
+TEST(NcclExecutor, CopyBatchBeyondKernelParameters) {
+  REQUIRE_GPUS(1);
+  const Plan p = testplans::ManyPairsPlan(300, 1000);
+  const Measurement m = Execute(p, Nccl());
+  EXPECT_TRUE(m.verified) << FormatMeasurement(m, p);
+}
+
+TEST(NcclExecutor, CorruptionsAreCaught) {
+  REQUIRE_GPUS(2);
+  testplans::PackOptions shifted;
+  shifted.rows = 64;
+  shifted.cols = 128;
+  shifted.pack_shift_bytes = 2;
+  Measurement m = Execute(testplans::PackSendUnpackPlan(shifted), Nccl());
+  EXPECT_FALSE(m.verified);
+  EXPECT_EQ(m.mismatch_count, 64 * 64);
+  ASSERT_FALSE(m.mismatches.empty());
+  EXPECT_EQ(m.mismatches[0].tensor, "layers.0.self_attn.q_proj.weight");
+
+  testplans::ExchangeOptions dropped;
+  dropped.rows = 64;
+  dropped.cols = 32;
+  dropped.drop = {1, 0};
+  m = Execute(testplans::ExchangePlan(dropped), Nccl());
+  EXPECT_FALSE(m.verified);
+  EXPECT_EQ(m.mismatch_count, 32 * 32);
+  ASSERT_FALSE(m.mismatches.empty());
+  EXPECT_EQ(m.mismatches[0].gpu, 0);
+  EXPECT_GE(m.mismatches[0].index, 32 * 32);
+}
+
+}  // namespace
+}  // namespace reshard
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new reshard::ReleaseBackend);
+  std::printf("%s; %d CUDA devices\n", reshard::GpuStackVersion().c_str(), reshard::CudaDeviceCount());
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,484 @@
+// Tests of the planner: the algorithms on hand-made inputs, then whole plans
+// on 20+ scenarios checked by executing them on element ids (every
+// destination element has exactly one producer and the right value; nothing
+// already on a GPU crosses a link; bytes moved equal what the layouts need).
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
+#include "model/scenario.h"
+#include "planner/assign.h"
+#include "planner/plan.h"
+#include "planner/planner.h"
+#include "planner/rounds.h"
+#include "planner/transfer_set.h"
+
+namespace reshard {
+namespace {
+
+// ---- Transfer set on hand-made layouts --------------------------------------------
+
+ModelSpec OneMatrix(int64_t rows, int64_t cols) {
+  ModelSpec m;
+  m.tensors.push_back(TensorSpec{"w", TensorKind::kMlpGate, 0, MakeShape({rows, cols})});
+  return m;
+}
+
+Shard RowShard(const Shape& s, int64_t lo, int64_t hi) {
+  Shard sh;
+  sh.buffers.push_back(LocalBuffer{"w", 0, (hi - lo) * s.dim[1]});
+  sh.pieces.push_back(Piece{0, SliceBox(s, 0, lo, hi), 0, 0, {s.dim[1], 1, 1}});
+  return sh;
+}
+
+Shard ColShard(const Shape& s, int64_t lo, int64_t hi) {
+  Shard sh;
+  sh.buffers.push_back(LocalBuffer{"w", 0, (hi - lo) * s.dim[0]});
+  sh.pieces.push_back(Piece{0, SliceBox(s, 1, lo, hi), 0, 0, {hi - lo, 1, 1}});
+  return sh;
+}
+
+// Every element of every destination piece is covered by exactly one fragment,
+// and every holder named really holds the fragment.
+void CheckTiles(const ModelSpec& m, const Layout& src, const Layout& dst, const TransferSet& ts) {
+  ASSERT_EQ(ts.shard_fragments.size(), dst.shards.size());
+  for (size_t s = 0; s < dst.shards.size(); ++s) {
+    const auto& pieces = dst.shards[s].pieces;
+    std::vector<int64_t> covered(pieces.size(), 0);
+    for (const Fragment& f : ts.shard_fragments[s]) {
+      const Piece& p = pieces[f.dst_piece];
+      EXPECT_TRUE(Contains(p.box, f.box));
+      EXPECT_EQ(f.elems, Volume(f.box));
+      covered[f.dst_piece] += f.elems;
+      for (const auto& [shard, piece] : ts.holder_sets[f.holder_set].holders)
+        EXPECT_TRUE(Contains(src.shards[shard].pieces[piece].box, f.box));
+    }
+    for (size_t i = 0; i < pieces.size(); ++i) EXPECT_EQ(covered[i], Volume(pieces[i].box));
+    // Fragments of one piece are disjoint.
+    for (size_t i = 0; i < ts.shard_fragments[s].size(); ++i)
+      for (size_t j = i + 1; j < ts.shard_fragments[s].size(); ++j) {
+        const auto& a = ts.shard_fragments[s][i];
+        const auto& b = ts.shard_fragments[s][j];
+        if (a.dst_piece == b.dst_piece) {
+          EXPECT_FALSE(Intersect(a.box, b.box).has_value());
+        }
+      }
+  }
+  (void)m;
+}
+
+TEST(TransferSet, RowsToColumnsCutsEveryPair) {
+  ModelSpec m = OneMatrix(8, 12);
+  const Shape& s = m.tensors[0].shape;
+  Layout src, dst;
+  src.shards = {RowShard(s, 0, 4), RowShard(s, 4, 8)};
+  src.rank_shard = {0, 1, 0, 1};  // two DP replicas
+  dst.shards = {ColShard(s, 0, 4), ColShard(s, 4, 8), ColShard(s, 8, 12)};
+  dst.rank_shard = {0, 1, 2};
+  TransferSet ts = BuildTransferSet(m, src, dst);
+  CheckTiles(m, src, dst, ts);
+  for (const auto& frags : ts.shard_fragments) EXPECT_EQ(frags.size(), 2u);  // top and bottom half
+  EXPECT_EQ(ts.holder_sets.size(), 2u);
+}
+
+TEST(TransferSet, ReplicaBoxesShareOneHolderSet) {
+  ModelSpec m = OneMatrix(8, 8);
+  const Shape& s = m.tensors[0].shape;
+  Layout src, dst;
+  // Shards 0 and 1 differ elsewhere but hold the same box of this tensor.
+  src.shards = {RowShard(s, 0, 8), RowShard(s, 0, 8)};
+  src.rank_shard = {0, 1};
+  dst.shards = {RowShard(s, 2, 6)};
+  dst.rank_shard = {0};
+  TransferSet ts = BuildTransferSet(m, src, dst);
+  CheckTiles(m, src, dst, ts);
+  ASSERT_EQ(ts.shard_fragments[0].size(), 1u);
+  EXPECT_EQ(ts.holder_sets[ts.shard_fragments[0][0].holder_set].holders.size(), 2u);
+}
+
+TEST(TransferSet, PartiallyOverlappingHoldersAreRefined) {
+  ModelSpec m = OneMatrix(8, 8);
+  const Shape& s = m.tensors[0].shape;
+  Layout src, dst;
+  // Rows [0,6) and [2,8): rows 2..5 have two holders.
+  src.shards = {RowShard(s, 0, 6), RowShard(s, 2, 8)};
+  src.rank_shard = {0, 1};
+  dst.shards = {RowShard(s, 0, 8)};
+  dst.rank_shard = {0};
+  TransferSet ts = BuildTransferSet(m, src, dst);
+  CheckTiles(m, src, dst, ts);
+  ASSERT_EQ(ts.shard_fragments[0].size(), 3u);
+  std::vector<size_t> holders;
+  for (const auto& f : ts.shard_fragments[0]) holders.push_back(ts.holder_sets[f.holder_set].holders.size());
+  EXPECT_EQ(holders, (std::vector<size_t>{1, 2, 1}));
+}
+
+TEST(TransferSet, UncoveredDestinationIsAnInternalError) {
+  ModelSpec m = OneMatrix(8, 8);
+  const Shape& s = m.tensors[0].shape;
+  Layout src, dst;
+  src.shards = {RowShard(s, 0, 4)};
+  src.rank_shard = {0};
+  dst.shards = {RowShard(s, 0, 8)};
+  dst.rank_shard = {0};
+  EXPECT_THROW(BuildTransferSet(m, src, dst), InternalError);
+}
+
+// ---- Rounds -----------------------------------------------------------------------
+
+TEST(Rounds, ColouringIsProperWithDeltaColours) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 30; ++trial) {
+    const int32_t n = 2 + trial % 9;
+    std::vector<std::pair<int32_t, int32_t>> edges;
+    const int32_t m = 1 + static_cast<int32_t>(rng() % 200);
+    for (int32_t i = 0; i < m; ++i) edges.emplace_back(rng() % n, rng() % n);
+    Colouring c = ColourBipartite(n, n, edges);
+    std::vector<int32_t> dl(n, 0), dr(n, 0);
+    for (auto [u, v] : edges) ++dl[u], ++dr[v];
+    const int32_t delta = std::max(*std::max_element(dl.begin(), dl.end()), *std::max_element(dr.begin(), dr.end()));
+    EXPECT_EQ(c.colours, delta);
+    std::set<std::pair<int32_t, int32_t>> left_used, right_used;
+    for (size_t e = 0; e < edges.size(); ++e) {
+      ASSERT_GE(c.colour[e], 0);
+      ASSERT_LT(c.colour[e], delta);
+      EXPECT_TRUE(left_used.insert({edges[e].first, c.colour[e]}).second) << "sender twice in a round";
+      EXPECT_TRUE(right_used.insert({edges[e].second, c.colour[e]}).second) << "receiver twice in a round";
+    }
+  }
+}
+
+// ---- Balancing ----------------------------------------------------------------------
+
+TEST(Balance, SpreadsOverReplicasAndRespectsFixedLoad) {
+  // Two demands over overlapping candidates; port 0 already carries 50.
+  std::vector<int64_t> demand{100, 60};
+  std::vector<std::vector<int32_t>> cands{{0, 1}, {1, 2}};
+  std::vector<int32_t> port{0, 1, 2};
+  auto q = BalanceDemands(demand, cands, port, {50, 0, 0});
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_EQ(q[0][0] + q[0][1], 100);
+  EXPECT_EQ(q[1][0] + q[1][1], 60);
+  std::vector<int64_t> load{50, 0, 0};
+  load[0] += q[0][0], load[1] += q[0][1] + q[1][0], load[2] += q[1][1];
+  // Optimum by hand: port1 >= 100 - x0 with x0 = port0 - 50, so
+  // max(50 + x0, 100 - x0) >= 75 at x0 = 25; port 2 takes all 60.
+  EXPECT_EQ(*std::max_element(load.begin(), load.end()), 75);
+}
+
+TEST(Balance, SharedNicCountsOnce) {
+  // GPUs 0 and 1 share port 0; GPU 2 has port 1 to itself.
+  auto q = BalanceDemands({90}, {{0, 1, 2}}, {0, 0, 1}, {0, 0});
+  EXPECT_EQ(q[0][0] + q[0][1], 45);
+  EXPECT_EQ(q[0][2], 45);
+}
+
+// ---- Whole plans --------------------------------------------------------------------
+
+Scenario FromYaml(const std::string& yaml) { return ParseScenario(yaml, "<test>"); }
+
+std::string Yaml(const std::string& model, const std::string& cluster, const std::string& src, const std::string& dst,
+                 const std::string& extra = "") {
+  return "name: t\nmodel: " + model + "\ndtype: bf16\ncluster: " + cluster + "\nsource: " + src +
+         "\ndestination: " + dst + "\n" +
+         (extra.empty() ? "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache: 64MiB, reserve: 16MiB}\n"
+                        : extra);
+}
+
+struct Execution {
+  int64_t written = 0;       // destination elements written
+  int64_t sent_bytes = 0;
+  int64_t local_bytes = 0;
+};
+
+// Runs `p` in op order on element ids (tensor base + row-major index) and checks
+// every destination element, producers, and that no element already on the
+// receiving GPU crosses a link.
+Execution Execute(const Plan& p) {
+  Execution ex;
+  const int32_t nt = static_cast<int32_t>(p.tensors.size());
+  std::vector<int64_t> tbase(nt + 1, 0);
+  for (int32_t t = 0; t < nt; ++t) tbase[t + 1] = tbase[t] + p.tensors[t].shape.Elements();
+  const int64_t eb = DTypeBytes(p.tensors.empty() ? DType::kBF16 : p.tensors[0].dtype);
+  std::vector<std::vector<int64_t>> mem(p.buffers.size());
+  std::vector<std::vector<int32_t>> writes(p.buffers.size());
+  auto shadow = [&](int32_t b) -> std::vector<int64_t>& {
+    if (mem[b].empty()) mem[b].assign(p.buffers[b].bytes / eb, -1);
+    return mem[b];
+  };
+  auto touched = [&](BufferRole r) {
+    return r == BufferRole::kSourceWeights || r == BufferRole::kDestinationWeights || r == BufferRole::kStaging;
+  };
+  auto for_each = [&](const ContentPiece& c, auto&& fn) {
+    const Box& b = c.box;
+    const Shape& sh = p.tensors[c.tensor].shape;
+    Extents idx = b.lo;
+    if (Empty(b)) return;
+    for (;;) {
+      int64_t off = c.offset_elems;
+      for (int d = 0; d < b.ndim; ++d) off += (idx[d] - b.lo[d]) * c.stride_elems[d];
+      fn(off, tbase[c.tensor] + LinearIndex(sh, idx));
+      int d = b.ndim - 1;
+      for (; d >= 0; --d) {
+        if (++idx[d] < b.hi[d]) break;
+        idx[d] = b.lo[d];
+      }
+      if (d < 0) break;
+    }
+  };
+  std::vector<std::vector<bool>> on_gpu(p.Gpus(), std::vector<bool>(tbase[nt], false));
+  for (const ContentPiece& c : p.sources) {
+    auto& m = shadow(c.buffer);
+    const int32_t g = p.buffers[c.buffer].gpu;
+    for_each(c, [&](int64_t off, int64_t id) {
+      m[off] = id;
+      on_gpu[g][id] = true;
+    });
+  }
+  auto elems_of = [&](const Region& r) {
+    std::vector<int64_t> offs;
+    for (int64_t pl = 0; pl < r.planes; ++pl)
+      for (int64_t row = 0; row < r.rows; ++row)
+        for (int64_t x = 0; x < r.row_bytes; x += eb)
+          offs.push_back((r.offset_bytes + pl * r.plane_stride_bytes + row * r.row_stride_bytes + x) / eb);
+    return offs;
+  };
+  std::map<int32_t, std::vector<int64_t>> in_flight;
+  for (const Op& op : p.ops) {
+    if (op.kind == OpKind::kCopy) {
+      for (const CopyPair& cp : op.copies) {
+        if (!touched(p.buffers[cp.src.buffer].role) || !touched(p.buffers[cp.dst.buffer].role)) continue;
+        auto s = elems_of(cp.src), d = elems_of(cp.dst);
+        EXPECT_EQ(s.size(), d.size());
+        auto& sm = shadow(cp.src.buffer);
+        auto& dm = shadow(cp.dst.buffer);
+        for (size_t i = 0; i < s.size(); ++i) {
+          EXPECT_GE(sm[s[i]], 0) << "op " << op.id << " copies an unwritten element";
+          dm[d[i]] = sm[s[i]];
+        }
+        if (p.buffers[cp.dst.buffer].role == BufferRole::kDestinationWeights) {
+          auto& w = writes[cp.dst.buffer];
+          if (w.empty()) w.assign(p.buffers[cp.dst.buffer].bytes / eb, 0);
+          for (int64_t x : d) ++w[x];
+          ex.written += static_cast<int64_t>(d.size());
+          if (op.segment < 0) ex.local_bytes += static_cast<int64_t>(d.size()) * eb;
+        }
+      }
+    } else if (op.kind == OpKind::kSend) {
+      auto s = elems_of(op.region);
+      auto& sm = shadow(op.region.buffer);
+      std::vector<int64_t> payload;
+      for (int64_t x : s) {
+        payload.push_back(sm[x]);
+        EXPECT_FALSE(sm[x] >= 0 && on_gpu[op.peer][sm[x]]) << "op " << op.id << " sends an element gpu" << op.peer
+                                                           << " already holds";
+      }
+      in_flight[op.id] = std::move(payload);
+      ex.sent_bytes += op.region.Bytes();
+    } else if (op.kind == OpKind::kRecv) {
+      auto it = in_flight.find(op.match);
+      if (it == in_flight.end()) {
+        ADD_FAILURE() << "recv " << op.id << " before its send";
+        return ex;
+      }
+      auto d = elems_of(op.region);
+      if (d.size() != it->second.size()) {
+        ADD_FAILURE() << "recv " << op.id << " size differs from its send";
+        return ex;
+      }
+      auto& dm = shadow(op.region.buffer);
+      for (size_t i = 0; i < d.size(); ++i) dm[d[i]] = it->second[i];
+      if (p.buffers[op.region.buffer].role == BufferRole::kDestinationWeights) {
+        auto& w = writes[op.region.buffer];
+        if (w.empty()) w.assign(p.buffers[op.region.buffer].bytes / eb, 0);
+        for (int64_t x : d) ++w[x];
+        ex.written += static_cast<int64_t>(d.size());
+      }
+      in_flight.erase(it);
+    }
+  }
+  // Every destination element: right value, written exactly once.
+  int64_t expected = 0;
+  for (const ContentPiece& c : p.destinations) {
+    auto& m = shadow(c.buffer);
+    auto& w = writes[c.buffer];
+    for_each(c, [&](int64_t off, int64_t id) {
+      ++expected;
+      EXPECT_EQ(m[off], id) << "buffer " << p.buffers[c.buffer].name << " element " << off;
+      EXPECT_EQ(w.empty() ? 0 : w[off], 1) << "buffer " << p.buffers[c.buffer].name << " element " << off
+                                           << " has the wrong number of producers";
+    });
+  }
+  EXPECT_EQ(ex.written, expected) << "elements written outside the destination pieces, or twice";
+  return ex;
+}
+
+int64_t DestinationBytes(const Plan& p) {
+  int64_t n = 0;
+  for (const ContentPiece& c : p.destinations) n += Volume(c.box) * DTypeBytes(p.tensors[c.tensor].dtype);
+  return n;
+}
+
+void CheckPlan(const Scenario& s, const PlanResult& r, bool execute = true) {
+  ASSERT_TRUE(r.ok()) << r.message;
+  const Plan& p = r.plan;
+  VerifyResult v = Verify(p, &s.cluster);
+  ASSERT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]) << " (" << v.problems.size() << " problems)";
+  const BytesMoved& m = p.summary.bytes_moved;
+  // Bytes moved equal what the layouts require: every destination byte comes
+  // once, by a local copy or over a link.
+  EXPECT_EQ(m.local + m.nvlink + m.network, DestinationBytes(p));
+  EXPECT_GT(p.summary.lower_bound_s, 0);
+  EXPECT_GE(p.summary.predicted_time_s, p.summary.lower_bound_s * 0.999);
+  for (size_t g = 0; g < r.stats.planned_peak_bytes.size(); ++g)
+    EXPECT_LE(r.stats.planned_peak_bytes[g], s.cluster.gpu_memory_bytes - s.memory.reserve_bytes) << "gpu " << g;
+  if (execute) {
+    Execution ex = Execute(p);
+    EXPECT_EQ(ex.sent_bytes, m.nvlink + m.network);
+    EXPECT_EQ(ex.local_bytes, m.local);
+  }
+}
+
+struct Case {
+  const char* name;
+  std::string yaml;
+};
+
+std::vector<Case> Cases() {
+  const std::string x2 = "h200-x2", dgx = "dgx-h100", dgx2 = "{preset: dgx-h100, nodes: 2}";
+  return {
+      {"dense_tp2_to_tp1dp2", Yaml("tiny-llama", x2, "{tp: 2}", "{tp: 1, dp: 2}")},
+      {"dense_identity_all_local", Yaml("tiny-llama", x2, "{tp: 2}", "{tp: 2}")},
+      {"dense_dp2_to_tp2", Yaml("tiny-llama", x2, "{tp: 1, dp: 2}", "{tp: 2}")},
+      {"dense_pp2_to_tp2", Yaml("tiny-llama", x2, "{pp: 2}", "{tp: 2}")},
+      {"dense_tp2pp2_to_tp4", Yaml("tiny-llama", dgx, "{tp: 2, pp: 2, gpus: \"0-3\"}", "{tp: 4, gpus: \"0-3\"}")},
+      {"dense_vpp_to_tp2dp2", Yaml("tiny-llama", dgx, "{tp: 1, pp: 2, vpp: 2, gpus: \"0-3\"}",
+                                   "{tp: 2, dp: 2, gpus: \"0-3\"}")},
+      {"dense_uneven_pp", Yaml("tiny-llama", dgx, "{pp: 2, pp_layers: [1, 3], dp: 2, gpus: \"0-3\"}",
+                               "{tp: 2, dp: 2, gpus: \"0-3\"}")},
+      {"dense_to_destination_pp", Yaml("tiny-llama", dgx, "{tp: 2, dp: 2, gpus: \"0-3\"}", "{tp: 2, pp: 2, gpus: \"0-3\"}")},
+      {"tied_tp2_to_tp1dp2", Yaml("tiny-qwen2", x2, "{tp: 2}", "{tp: 1, dp: 2}")},
+      {"tied_pp2_to_tp2", Yaml("tiny-qwen2", x2, "{pp: 2}", "{tp: 2}")},
+      {"moe_ep2_to_tp2", Yaml("tiny-moe", x2, "{tp: 1, ep: 2, dp: 2}", "{tp: 2}")},
+      {"moe_tp2ep2_to_ep", Yaml("tiny-moe", dgx, "{tp: 2, ep: 2, etp: 1, dp: 2, gpus: \"0-3\"}",
+                                "{tp: 2, dp: 2, ep: 4, gpus: \"0-3\"}")},
+      {"moe_etp_change", Yaml("tiny-moe", dgx, "{tp: 2, ep: 2, etp: 2, dp: 2, gpus: \"0-3\"}",
+                              "{tp: 4, gpus: \"0-3\"}")},
+      {"mla_ep2pp2_to_tp4", Yaml("tiny-mla", dgx, "{pp: 2, ep: 2, dp: 2, gpus: \"0-3\"}", "{tp: 4, gpus: \"0-3\"}")},
+      {"disaggregated_nvlink", Yaml("tiny-llama", dgx, "{tp: 2, gpus: \"0-1\"}", "{tp: 2, dp: 2, gpus: \"2-5\"}")},
+      {"disaggregated_network", Yaml("tiny-moe", dgx2, "{tp: 2, ep: 4, dp: 4, gpus: \"0-7\"}",
+                                     "{tp: 4, dp: 2, gpus: \"8-15\"}")},
+      {"mixed_overlap", Yaml("tiny-llama", dgx, "{tp: 2, dp: 2, gpus: \"0-3\"}", "{tp: 4, gpus: \"2-5\"}")},
+      {"multinode_colocated", Yaml("tiny-mla", dgx2, "{tp: 8, ep: 8, dp: 2}", "{tp: 4, dp: 4}")},
+      {"multinode_mla_dp_change", Yaml("tiny-mla", dgx2, "{tp: 2, pp: 2, ep: 4, dp: 4}", "{tp: 8, dp: 2}")},
+      {"moe_pp_ep_to_dest_pp", Yaml("tiny-moe", dgx, "{tp: 2, pp: 2, ep: 2, dp: 2}", "{tp: 4, pp: 2}")},
+      {"reversed_fixed_placement", Yaml("tiny-llama", x2, "{tp: 2}", "{tp: 2, gpus: \"1,0\", placement: fixed}")},
+  };
+}
+
+class PlanCases : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PlanCases, VerifiesAndMovesEveryByteOnce) {
+  const Scenario s = FromYaml(GetParam().yaml);
+  PlanResult r = MakePlan(s);
+  CheckPlan(s, r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Scenarios, PlanCases, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+TEST(Planner, IdentityLayoutMovesNothingOverLinks) {
+  const Scenario s = FromYaml(Yaml("tiny-llama", "h200-x2", "{tp: 2}", "{tp: 2}"));
+  PlanResult r = MakePlan(s);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.plan.summary.bytes_moved.nvlink + r.plan.summary.bytes_moved.network, 0);
+  EXPECT_EQ(r.plan.summary.bytes_moved.local, DestinationBytes(r.plan));
+}
+
+TEST(Planner, FreePlacementUndoesAPermutation) {
+  // Destination ranks listed in reverse: free placement puts each on the GPU
+  // holding its shard; fixed placement must move everything.
+  const Scenario free_s = FromYaml(Yaml("tiny-llama", "h200-x2", "{tp: 2}", "{tp: 2, gpus: \"1,0\"}"));
+  const Scenario fixed_s =
+      FromYaml(Yaml("tiny-llama", "h200-x2", "{tp: 2}", "{tp: 2, gpus: \"1,0\", placement: fixed}"));
+  PlanResult a = MakePlan(free_s), b = MakePlan(fixed_s);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a.plan.summary.bytes_moved.nvlink, 0);
+  EXPECT_EQ(a.plan.summary.bytes_moved.local, DestinationBytes(a.plan));
+  // Fixed: only the replicated norms are already in place.
+  EXPECT_GT(b.plan.summary.bytes_moved.nvlink, DestinationBytes(b.plan) * 9 / 10);
+  CheckPlan(free_s, a);
+}
+
+TEST(Planner, SameInputSamePlan) {
+  const Scenario s = FromYaml(Yaml("tiny-moe", "{preset: dgx-h100, nodes: 2}", "{tp: 2, ep: 4, dp: 8}", "{tp: 2, dp: 8}"));
+  const std::string a = PlanToJson(MakePlan(s).plan).dump();
+  const std::string b = PlanToJson(MakePlan(s).plan).dump();
+  EXPECT_EQ(a, b);
+}
+
+TEST(Planner, SegmentsRespectTheSize) {
+  Scenario s = FromYaml(Yaml("tiny-llama", "h200-x2", "{tp: 2}", "{tp: 1, dp: 2}"));
+  PlannerOptions o;
+  o.segment_bytes = 64 << 10;
+  PlanResult r = MakePlan(s, o);
+  CheckPlan(s, r);
+  EXPECT_EQ(r.plan.summary.segment_bytes, 64 << 10);
+  int64_t sends = 0;
+  for (const Op& op : r.plan.ops)
+    if (op.kind == OpKind::kSend) {
+      EXPECT_LE(op.region.Bytes(), 64 << 10);
+      ++sends;
+    }
+  EXPECT_EQ(sends, r.stats.segments);
+  // Each GPU sends at most one segment per group.
+  std::set<std::pair<int32_t, int32_t>> seen;
+  for (const Op& op : r.plan.ops)
+    if (op.kind == OpKind::kSend) EXPECT_TRUE(seen.insert({op.gpu, op.group}).second);
+}
+
+TEST(Planner, RealModelOnSmallCluster) {
+  const Scenario s = FromYaml(Yaml("qwen3-30b-a3b", "dgx-h200", "{tp: 1, ep: 8, dp: 8}", "{tp: 8}",
+                                   "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 10, reserve_gib: 1}\n"));
+  PlanResult r = MakePlan(s);
+  CheckPlan(s, r, /*execute=*/false);
+}
+
+TEST(Planner, TightMemoryChoosesOffload) {
+  // llama3-8b on 2 GPUs of 40 GiB: weights 8 GiB + optimizer 48 GiB per GPU at
+  // TP2 cannot stay; offloading part of the optimizer makes it fit.
+  const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: h200-x2, gpu_memory: 64GiB}", "{tp: 2}", "{tp: 1, dp: 2}",
+                                   "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 10, reserve_gib: 1}\n"));
+  PlanResult r = MakePlan(s);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_GT(r.plan.summary.offload_fraction, 0);
+  EXPECT_GT(r.plan.summary.bytes_moved.pcie, 0);
+  CheckPlan(s, r, /*execute=*/false);
+}
+
+TEST(Planner, InfeasibleNamesGpuAndBytes) {
+  const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: h200-x2, gpu_memory: 24GiB}", "{tp: 2}", "{tp: 1, dp: 2}",
+                                   "memory: {optimizer: {bytes_per_param: 12, offload: none}, kv_cache_gib: 10, reserve_gib: 1}\n"));
+  PlanResult r = MakePlan(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status, PlanStatus::kInfeasible);
+  EXPECT_GE(r.gpu, 0);
+  EXPECT_LT(r.gpu, 2);
+  EXPECT_GT(r.missing_bytes, 0);
+  EXPECT_NE(r.message.find("GPU"), std::string::npos);
+}
+
+TEST(Planner, DtypeConversionIsRefused) {
+  const Scenario s = FromYaml(Yaml("tiny-llama", "h200-x2", "{tp: 2}", "{tp: 1, dp: 2, dtype: fp8_e4m3}"));
+  EXPECT_THROW(MakePlan(s), InputError);
+}
+
+}  // namespace
+}  // namespace reshard
