@@ -116,6 +116,65 @@ void BM_Simulate(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The hard case for water-filling: one group in which every GPU sends to
+// every other (as a single batched NCCL send/recv of a whole refit), segment
+// sizes all different, so the G(G-1) flows form one component and end at
+// distinct instants: O(F) rate recomputations of O(F log F) each.
+Plan AllToAllPlan(int32_t gpus) {
+  Plan p;
+  p.name = "all-to-all";
+  p.cluster = ClusterPreset("dgx-h200");
+  p.cluster.nodes = gpus / p.cluster.gpus_per_node;
+  p.cluster_fingerprint = p.cluster.Fingerprint();
+  for (int32_t g = 0; g < gpus; ++g) {
+    PlanBuffer b;
+    b.id = g;
+    b.gpu = g;
+    b.bytes = int64_t{1} << 30;
+    b.preexisting = true;
+    p.buffers.push_back(b);
+  }
+  for (int32_t a = 0; a < gpus; ++a) {
+    for (int32_t b = 0; b < gpus; ++b) {
+      if (a == b) continue;
+      const int64_t bytes = (int64_t{4} << 20) + ((a * 131 + b * 29) % 97) * (int64_t{1} << 16);
+      Op s, r;
+      s.id = static_cast<int32_t>(p.ops.size());
+      r.id = s.id + 1;
+      s.kind = OpKind::kSend;
+      r.kind = OpKind::kRecv;
+      s.gpu = r.peer = a;
+      r.gpu = s.peer = b;
+      s.stream = r.stream = kStreamComm;
+      s.group = r.group = 0;
+      s.match = r.id;
+      r.match = s.id;
+      s.region = ContiguousRegion(a, 0, bytes);
+      r.region = ContiguousRegion(b, 0, bytes);
+      p.ops.push_back(s);
+      p.ops.push_back(r);
+    }
+  }
+  return p;
+}
+
+void BM_SimulateAllToAll(benchmark::State& state) {
+  const Plan plan = AllToAllPlan(static_cast<int32_t>(state.range(0)));
+  int64_t events = 0, updates = 0;
+  for (auto _ : state) {
+    const Prediction pr = Simulate(plan, SimOptions{nullptr, /*record_op_times=*/false});
+    events = pr.events;
+    updates = pr.rate_updates;
+    benchmark::DoNotOptimize(pr.time_ns);
+  }
+  state.counters["flows"] = static_cast<double>(plan.ops.size() / 2);
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["rate_updates"] = static_cast<double>(updates);
+  state.counters["events/s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_SimulateAllToAll)->Arg(16)->Arg(32)->Arg(64)->Unit(benchmark::kMillisecond);
+
 // gpus, rounds, jitter
 BENCHMARK(BM_Simulate)
     ->Args({16, 64, 0})

@@ -11,5 +11,8 @@ class App;
 namespace reshard::cli {
 
 void RegisterInspectCommand(CLI::App& app);
+void RegisterPlanCommand(CLI::App& app);
+void RegisterRunCommand(CLI::App& app);
+void RegisterSimulateCommand(CLI::App& app);
 
 }  // namespace reshard::cli

@@ -38,6 +38,12 @@ std::string Placement(const Scenario& s) {
   return common.empty() ? "disaggregated" : "mixed";
 }
 
+// "2 ranks on GPUs 0-1", "1 rank on GPU 3".
+std::string RanksOn(const std::vector<int32_t>& gpus) {
+  return gpus.size() == 1 ? fmt::format("1 rank on GPU {}", gpus[0])
+                          : fmt::format("{} ranks on GPUs {}", gpus.size(), FormatGpuSet(gpus));
+}
+
 struct Row {
   int32_t gpu;
   int64_t source, destination;
@@ -122,13 +128,11 @@ void Run(const InspectOptions& o) {
                              c.nvlink_domain_nodes, c.nvlink_domain_nodes == 1 ? "" : "s",
                              c.measured ? "measured" : "datasheet", c.profile_source);
     const SourceParallel& sp = s.source;
-    std::cout << fmt::format("source       megatron tp={} pp={} vpp={} ep={} etp={} cp={} dp={}: {} ranks on GPUs {}\n",
-                             sp.tp, sp.pp, sp.vpp, sp.ep, sp.etp, sp.cp, sp.dp, src.Ranks(),
-                             FormatGpuSet(s.source_gpus));
+    std::cout << fmt::format("source       megatron tp={} pp={} vpp={} ep={} etp={} cp={} dp={}: {}\n", sp.tp, sp.pp,
+                             sp.vpp, sp.ep, sp.etp, sp.cp, sp.dp, RanksOn(s.source_gpus));
     const DestinationParallel& dp = s.destination;
-    std::cout << fmt::format("destination  vllm tp={} pp={} ep={} dp={} {}: {} ranks on GPUs {} ({}, placement {})\n",
-                             dp.tp, dp.pp, dp.ep, dp.dp, DTypeName(s.destination_dtype), dst.Ranks(),
-                             FormatGpuSet(s.destination_gpus), Placement(s),
+    std::cout << fmt::format("destination  vllm tp={} pp={} ep={} dp={} {}: {} ({}, placement {})\n", dp.tp, dp.pp,
+                             dp.ep, dp.dp, DTypeName(s.destination_dtype), RanksOn(s.destination_gpus), Placement(s),
                              s.destination_placement_free ? "auto" : "fixed");
 
     std::vector<Row> rows;
@@ -140,8 +144,17 @@ void Run(const InspectOptions& o) {
       PrintRows(rows, capacity);
     } else {
       std::cout << fmt::format("  {} GPUs used of {}\n", rows.size(), gpus);
-      std::cout << "  source weights       " << MinMax(rows, [](const Row& r) { return r.source; }) << "\n";
-      std::cout << "  destination weights  " << MinMax(rows, [](const Row& r) { return r.destination; }) << "\n";
+      // Each side over its own GPUs (a disaggregated side has zeros elsewhere).
+      std::vector<bool> is_src(gpus, false), is_dst(gpus, false);
+      for (int32_t g : s.source_gpus) is_src[g] = true;
+      for (int32_t g : s.destination_gpus) is_dst[g] = true;
+      std::vector<Row> src_rows, dst_rows;
+      for (const Row& r : rows) {
+        if (is_src[r.gpu]) src_rows.push_back(r);
+        if (is_dst[r.gpu]) dst_rows.push_back(r);
+      }
+      std::cout << "  source weights       " << MinMax(src_rows, [](const Row& r) { return r.source; }) << "\n";
+      std::cout << "  destination weights  " << MinMax(dst_rows, [](const Row& r) { return r.destination; }) << "\n";
       std::cout << "  total at start       " << MinMax(rows, [](const Row& r) { return r.mem.Total(); }) << "\n";
       std::vector<Row> worst = rows;
       std::stable_sort(worst.begin(), worst.end(),

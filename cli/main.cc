@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "reshard 0.1.0");
 
   reshard::cli::RegisterInspectCommand(app);
+  reshard::cli::RegisterPlanCommand(app);
+  reshard::cli::RegisterRunCommand(app);
+  reshard::cli::RegisterSimulateCommand(app);
 
   try {
     app.parse(argc, argv);

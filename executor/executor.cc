@@ -57,21 +57,26 @@ PieceMap MapOf(const Plan& p, const ContentPiece& c) {
   return MakePieceMap(c.tensor, t.shape, ElemBytes(p, c.tensor), c.box, c.offset_elems, c.stride_elems);
 }
 
-// The link class an op's bytes travel over.
+// The link class an op's bytes travel over (Verify keeps kCopy on device).
 LinkClass ClassOf(const Plan& p, const Op& op) {
   switch (op.kind) {
     case OpKind::kSend:
     case OpKind::kRecv: return p.cluster.Between(op.gpu, op.peer);
     case OpKind::kOffload:
     case OpKind::kReload: return LinkClass::kPcie;
-    case OpKind::kCopy:
-      for (const CopyPair& c : op.copies) {
-        if (p.buffers[c.src.buffer].space == MemorySpace::kHost || p.buffers[c.dst.buffer].space == MemorySpace::kHost)
-          return LinkClass::kPcie;
-      }
-      return LinkClass::kLocal;
     default: return LinkClass::kLocal;
   }
+}
+
+// Bytes a copy moves from a source to a destination, as the planner's
+// summary counts them: packing into / unpacking out of staging is not a
+// transfer of its own (the planner marks those copies with a segment).
+bool IsTransferCopy(const Plan& p, const Op& op) {
+  if (op.kind != OpKind::kCopy || op.segment >= 0) return false;
+  for (const CopyPair& c : op.copies)
+    if (p.buffers[c.src.buffer].role == BufferRole::kStaging || p.buffers[c.dst.buffer].role == BufferRole::kStaging)
+      return false;
+  return true;
 }
 
 int64_t& BytesOf(BytesMoved& b, LinkClass c) {
@@ -146,8 +151,13 @@ void Summarize(const Plan& p, Measurement& m) {
       const double len = gpu_span[g].Length();
       if (len > 0) r.gpu_algbw_bytes_per_s[g] = static_cast<double>(r.gpu_bytes[g]) / len;
     }
-    BytesOf(m.bytes_moved, c) = r.bytes;
     m.links.push_back(std::move(r));
+  }
+  // What moved where, with the planner's summary's meaning (PlanSummary::bytes_moved).
+  for (const OpTime& t : m.op_times) {
+    const Op& op = p.ops[t.op];
+    if (op.kind == OpKind::kSend || op.kind == OpKind::kOffload || op.kind == OpKind::kReload || IsTransferCopy(p, op))
+      BytesOf(m.bytes_moved, ClassOf(p, op)) += op.Bytes();
   }
 
   std::sort(m.mismatches.begin(), m.mismatches.end(), [](const Mismatch& a, const Mismatch& b) {
@@ -188,6 +198,9 @@ std::vector<std::string> ExecutorProblems(const Plan& p) {
       case OpKind::kSend:
       case OpKind::kRecv:
         on_gpu(op, op.region.buffer, op.kind == OpKind::kSend ? "send" : "receive");
+        if (ValidBuffer(p, op.region.buffer) && p.buffers[op.region.buffer].space != MemorySpace::kDevice)
+          out.push_back(fmt::format("op {}: {} of host memory (buffer {}); NCCL moves device memory", op.id,
+                                    OpKindName(op.kind), op.region.buffer));
         if (!op.region.Contiguous())
           out.push_back(fmt::format("op {}: {} region is not contiguous (pack it with a copy first)", op.id,
                                     OpKindName(op.kind)));

@@ -72,7 +72,7 @@ struct Mismatch {
 // Bytes and achieved bandwidth of one link class (nccl-tests definitions).
 struct LinkRate {
   LinkClass link = LinkClass::kLocal;
-  int64_t bytes = 0;       // sends counted once (not again at the receiver); copies by source bytes
+  int64_t bytes = 0;       // all bytes over this class: sends once (not again at the receiver), every copy
   int32_t ops = 0;
   double time_s = 0;       // first start -> last end over this class's ops (receives included)
   double algbw_bytes_per_s = 0;  // bytes / time_s, all GPUs together
@@ -94,7 +94,10 @@ struct Measurement {
   std::vector<int64_t> peak_bytes;       // per GPU: GpuMemoryStats::peak_bytes
   std::vector<int64_t> plan_peak_bytes;  // per GPU: the plan's device buffers, from the measured op times
   std::vector<GpuMemoryStats> memory;    // per GPU, as the backend saw it
-  BytesMoved bytes_moved;                // what ran, by link class
+  // What ran, by link class, as PlanSummary::bytes_moved counts it: sends,
+  // offload / reload, and copies from source to destination buffers (copies
+  // into or out of staging are packing; LinkRate::bytes includes them).
+  BytesMoved bytes_moved;
   std::vector<LinkRate> links;           // classes with traffic, in LinkClass order
   std::vector<OpTime> op_times;          // by op id
   bool verified = false;                 // every destination element held its expected value

@@ -52,6 +52,9 @@ class MpiSession {
   std::vector<std::string> Gather(const std::string& mine, int32_t root) const;
   // Logical AND of a flag over all ranks (e.g. "my part of the setup worked").
   bool AllTrue(bool mine) const;
+  // Ends every process of the job (after an error on one rank, the others
+  // would wait forever in the next collective).
+  [[noreturn]] void Abort(int code) const;
 
   // Point-to-point bytes, split into messages of at most 1 GiB (MPI counts
   // are int). Requests are polled so callers can give up on a timeout.

@@ -124,6 +124,10 @@ class NcclBackend final : public Backend {
     FirstError leftovers;
     Release(leftovers);  // a previous run that failed half-way
     plan_ = &plan;
+    ptr_.assign(plan.buffers.size(), nullptr);
+    start_ev_.assign(plan.ops.size(), nullptr);
+    end_ev_.assign(plan.ops.size(), nullptr);
+    checks_.clear();
     const int32_t gpus = plan.Gpus();
     const int32_t procs = opt_.mpi != nullptr ? opt_.mpi->size() : 1;
     const int32_t rank = opt_.mpi != nullptr ? opt_.mpi->rank() : 0;
@@ -172,9 +176,8 @@ class NcclBackend final : public Backend {
       g->arena_cursor = 0;
       g->arena_capacity = 0;
     }
+    begun_ = true;  // from here on Release() undoes whatever exists
     // Per-op events and the descriptor arenas of large copy batches.
-    start_ev_.assign(plan.ops.size(), nullptr);
-    end_ev_.assign(plan.ops.size(), nullptr);
     for (const Op& op : plan.ops) {
       if (!IsLocal(op.gpu)) continue;
       Gpu& g = State(op.gpu);
@@ -194,7 +197,6 @@ class NcclBackend final : public Backend {
       RESHARD_GPU(cudaHostAlloc(reinterpret_cast<void**>(&g->arena_host), bytes, cudaHostAllocPortable));
     }
     // Pinned host buffers, all before timing.
-    ptr_.assign(plan.buffers.size(), nullptr);
     for (const PlanBuffer& b : plan.buffers) {
       if (b.space != MemorySpace::kHost || !IsLocal(b.gpu)) continue;
       RESHARD_GPU(cudaSetDevice(State(b.gpu).device));
@@ -202,7 +204,6 @@ class NcclBackend final : public Backend {
                                 cudaHostAllocPortable | cudaHostAllocMapped));
       std::memset(ptr_[b.id], kPoison, static_cast<size_t>(b.bytes));
     }
-    begun_ = true;
   }
 
   void Warmup(const std::vector<std::pair<int32_t, int32_t>>& pairs) override {
@@ -648,7 +649,7 @@ class NcclBackend final : public Backend {
       RESHARD_GPU_CLEANUP(errors, cudaDeviceSynchronize());
       RESHARD_GPU_CLEANUP(errors, cudaMemPoolTrimTo(g->pool, 0));
     }
-    for (cudaEvent_t* list : {&start_ev_, &end_ev_})
+    for (std::vector<cudaEvent_t>* list : {&start_ev_, &end_ev_})
       for (cudaEvent_t& e : *list)
         if (e != nullptr) {
           RESHARD_GPU_CLEANUP(errors, cudaEventDestroy(e));

@@ -159,7 +159,8 @@ struct Plan {
 };
 
 // JSON round trip: PlanFromJson(PlanToJson(p)) == p. PlanFromJson throws
-// InputError(file, field, ...) on malformed input.
+// InputError(file, field, ...) on malformed input. The file format (compact,
+// one line per element) is described in docs/plan-format.md.
 nlohmann::json PlanToJson(const Plan& p);
 Plan PlanFromJson(const nlohmann::json& j, const std::string& file);
 void WritePlan(const Plan& p, const std::string& path);

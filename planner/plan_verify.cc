@@ -12,13 +12,14 @@
 //     equal bytes, one group. Per ordered GPU pair, the k-th send and the k-th
 //     recv (issue order = plan order) must be each other's match, as NCCL
 //     pairs point-to-point ops between two ranks in issue order.
-//  3. Deadlock freedom: contract every group, and every matched send/recv,
-//     into one node (they are issued together and finish together), add the
-//     edges of deps and per-(gpu, stream) program order, and run Kahn's
-//     algorithm; a leftover node lies on or behind a cycle, and walking
-//     leftover predecessors from it finds one to report. A dependency inside
-//     a contracted node is itself a deadlock. The plain graph (no
-//     contraction) is a subgraph of this one, so it is acyclic too.
+//  3. Deadlock freedom: contract into one node the ops of one group on one
+//     GPU (one launch: issued together, finished together) and every matched
+//     send/recv (neither finishes before the other starts), add the edges of
+//     deps and per-(gpu, stream) program order, and run Kahn's algorithm; a
+//     leftover node lies on or behind a cycle, and walking leftover
+//     predecessors from it finds one to report. A dependency inside a
+//     contracted node is itself a deadlock. A cycle of the plain graph (no
+//     contraction) shows up as one of these two, so it is acyclic too.
 //  4. Buffer lifetimes: alloc happens-before every access happens-before the
 //     free. Accesses, alloc and free of a buffer must sit on the buffer's GPU
 //     (checked in step 1), and their order must be visible on that GPU: the
@@ -379,11 +380,11 @@ class Verifier {
   bool CheckDeadlockFree() {
     if (N_ == 0) return true;
     Dsu dsu(N_);
-    std::unordered_map<int32_t, int32_t> group_first;
+    std::unordered_map<int64_t, int32_t> group_first;  // (group, gpu) -> first op
     for (int64_t i = 0; i < N_; ++i) {
       const Op& op = p_.ops[i];
-      if (op.group >= 0) {
-        auto [it, fresh] = group_first.try_emplace(op.group, static_cast<int32_t>(i));
+      if (op.group >= 0 && GpuOk(op.gpu)) {
+        auto [it, fresh] = group_first.try_emplace(static_cast<int64_t>(op.group) * G_ + op.gpu, static_cast<int32_t>(i));
         if (!fresh) dsu.Union(it->second, static_cast<int32_t>(i));
       }
       if (mutual_[i] && i < op.match) dsu.Union(static_cast<int32_t>(i), op.match);
@@ -461,6 +462,7 @@ class Verifier {
       text += fmt::format(" {} {}", e.dep ? "→" : "⇢", OpName(e.to));
     }
     if (shown < cycle.size()) text += fmt::format(" ... ({} more steps)", cycle.size() - shown);
+    else if (edges_[cycle.back()].to != edges_[cycle.front()].from) text += " ~ " + OpName(edges_[cycle.front()].from);
     pr_.Add("dependency cycle (deadlock): {}; {} ops can never start (→ dependency, ⇢ stream order, ~ issued together: "
             "one group or a matched send/recv)",
             text, stuck);

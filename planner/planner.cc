@@ -1,9 +1,13 @@
 #include "planner/planner.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <climits>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -17,6 +21,7 @@
 #include "sim/ports.h"
 #include "sim/simulator.h"
 
+#define PROF(name) if (getenv("RESHARD_PLANNER_PROFILE")) fprintf(stderr, "%-20s %8.3f s\n", name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
 namespace reshard {
 
 namespace {
@@ -191,13 +196,18 @@ struct Base {
 };
 
 void BuildBase(Base& b) {
+  auto t0 = std::chrono::steady_clock::now();
   const Scenario& s = b.s;
   b.src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
   b.dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
   b.eb = DTypeBytes(s.dtype);
+  PROF("layouts");
   b.ts = BuildTransferSet(s.model, b.src, b.dst);
+  PROF("transfer set");
   b.dst_gpu = PlaceDestinations(s, b.src, b.dst, b.ts);
+  PROF("placement");
   b.choice = ChooseSources(s, b.src, b.dst, b.ts, b.dst_gpu);
+  PROF("choice");
   b.sb = LayoutBuffers(b.src);
   b.db = LayoutBuffers(b.dst);
   b.mem = MemoryAtStart(s, b.src);
@@ -1068,9 +1078,45 @@ BytesMoved CountBytes(const Plan& p) {
   return m;
 }
 
+// Per-port estimate of a segment size from the (sender, receiver) byte totals:
+// each GPU sends and receives its segments one after another, each paying the
+// link's latency and moving at the efficiency of its size; the first pack and
+// last unpack do not overlap. O(pairs).
+double QuickEstimate(const Base& b, int64_t seg_bytes) {
+  const Cluster& c = b.s.cluster;
+  const int32_t gpus = c.Gpus();
+  std::vector<double> out(gpus, 0), in(gpus, 0);
+  int64_t largest = 0;
+  for (size_t i = 0; i < b.items.size();) {
+    size_t j = i;
+    int64_t bytes = 0;
+    while (j < b.items.size() && b.items[j].src_gpu == b.items[i].src_gpu && b.items[j].dst_gpu == b.items[i].dst_gpu) {
+      bytes += b.Frag(b.items[j].dst_rank, b.items[j].frag).elems * b.eb;
+      ++j;
+    }
+    const int32_t sg = b.items[i].src_gpu, dg = b.items[i].dst_gpu;
+    i = j;
+    if (sg == dg) continue;
+    const LinkProfile& lp = c.Link(c.Between(sg, dg));
+    const int64_t nseg = (bytes + seg_bytes - 1) / seg_bytes;
+    const int64_t each = (bytes + nseg - 1) / nseg;
+    const double t = nseg * (lp.latency_ns * 1e-9) +
+                     (lp.bytes_per_s > 0 ? bytes / (lp.bytes_per_s * lp.Efficiency(each)) : 0.0);
+    out[sg] += t;
+    in[dg] += t;
+    largest = std::max(largest, each);
+  }
+  double t = 0;
+  for (int32_t g = 0; g < gpus; ++g) t = std::max({t, out[g], in[g]});
+  const LinkProfile& dc = c.device_copy;
+  if (dc.bytes_per_s > 0 && largest > 0) t += 2 * (dc.latency_ns * 1e-9 + largest / (dc.bytes_per_s * dc.Efficiency(largest)));
+  return t;
+}
+
 }  // namespace
 
 PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
+  auto t0 = std::chrono::steady_clock::now();
   if (s.destination_dtype != s.dtype)
     throw InputError(s.path, "destination.dtype",
                      fmt::format("the planner moves {} weights as they are; converting to {} during the refit is "
@@ -1078,6 +1124,7 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
                                  DTypeName(s.dtype), DTypeName(s.destination_dtype)));
   Base base(s);
   BuildBase(base);
+  PROF("base");
 
   int64_t seg = options.segment_bytes > 0 ? options.segment_bytes : s.plan.segment_bytes;
   std::vector<int64_t> sizes;
@@ -1088,16 +1135,35 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   } else {
     for (int64_t x = int64_t{4} << 20; x <= int64_t{1} << 30; x *= 2) sizes.push_back(x);
   }
-  // Schedules by estimated time (ties: smaller segments, less staging).
-  std::vector<Schedule> schedules;
-  for (int64_t x : sizes) schedules.push_back(MakeSchedule(base, x));
-  std::stable_sort(schedules.begin(), schedules.end(), [](const Schedule& a, const Schedule& b) {
-    return a.estimate_s != b.estimate_s ? a.estimate_s < b.estimate_s : a.segment_bytes < b.segment_bytes;
-  });
+  // Segment sizes in the order they are tried. Small plans: every size is
+  // built and simulated, the fastest kept. Large plans: the per-port estimate
+  // from pair totals ranks the sizes (no schedule built); the largest size
+  // within 2% of the best estimate comes first (fewer ops, same speed), then
+  // smaller sizes (less staging) in case memory does not fit.
+  std::vector<double> quick(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) quick[i] = QuickEstimate(base, sizes[i]);
+  std::vector<size_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  const bool small = options.simulate && base.fragments <= options.simulate_max_fragments;
+  if (!small && sizes.size() > 1) {
+    const double best_q = *std::min_element(quick.begin(), quick.end());
+    size_t first = 0;
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (quick[i] <= best_q * 1.02 && sizes[i] >= sizes[first]) first = i;
+    if (quick[first] > best_q * 1.02) first = static_cast<size_t>(std::min_element(quick.begin(), quick.end()) - quick.begin());
+    order.clear();
+    order.push_back(first);
+    std::vector<size_t> rest;
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (i != first) rest.push_back(i);
+    std::stable_sort(rest.begin(), rest.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+    order.insert(order.end(), rest.begin(), rest.end());
+  }
+  PROF("estimates");
   const std::vector<Policy> policies = Policies(s, options);
 
   struct Candidate {
-    size_t schedule;
+    std::shared_ptr<Schedule> schedule;
     Policy policy;
     Emitted e;
     double time_s = 0;
@@ -1106,33 +1172,30 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   std::optional<Candidate> best;
   Emitted frugal;  // the infeasible result with the least missing bytes
   bool have_frugal = false;
-  int32_t simulated = 0;
-  for (size_t si = 0; si < schedules.size(); ++si) {
+  for (size_t oi : order) {
+    auto sched = std::make_shared<Schedule>(MakeSchedule(base, sizes[oi]));
+    PROF("schedule");
     for (const Policy& pol : policies) {
-      Emitted e = Emitter(base, schedules[si], pol).Run();
+      Emitted e = Emitter(base, *sched, pol).Run();
+      PROF("emit");
       if (!e.fits) {
         if (!have_frugal || e.missing_bytes < frugal.missing_bytes) frugal = std::move(e), have_frugal = true;
         continue;
       }
-      Candidate cand{si, pol, std::move(e)};
-      const bool sim = options.simulate && simulated < options.max_simulated_candidates &&
-                       static_cast<int64_t>(cand.e.plan.ops.size()) <= options.simulate_max_ops;
-      if (sim) {
+      Candidate cand{sched, pol, std::move(e)};
+      if (small) {
         cand.time_s = Simulate(cand.e.plan, SimOptions{nullptr, false}).time_s;
         cand.simulated = true;
-        ++simulated;
       } else {
-        cand.time_s = std::max(schedules[si].estimate_s, cand.e.pcie_estimate_s);
+        cand.time_s = std::max(sched->estimate_s, cand.e.pcie_estimate_s);
       }
-      const bool better = !best || (cand.simulated == best->simulated ? cand.time_s < best->time_s * (1 - 1e-9)
-                                                                      : cand.simulated);
-      if (better) best = std::move(cand);
+      if (!best || cand.time_s < best->time_s * (1 - 1e-9)) best = std::move(cand);
       break;  // the first fitting policy is the fastest for this segment size
     }
-    // Without simulation the estimate order is final: stop at the first fit.
-    if (best && !best->simulated) break;
+    if (best && !small) break;  // large plans: the first size that fits
   }
 
+  PROF("emitted");
   PlanResult res;
   res.stats.fragments = base.fragments;
   if (!best) {
@@ -1144,7 +1207,7 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
     res.stats.planned_peak_bytes = frugal.planned_peak;
     return res;
   }
-  const Schedule& sc = schedules[best->schedule];
+  const Schedule& sc = *best->schedule;
   Plan& plan = best->e.plan;
   PlanSummary& sum = plan.summary;
   sum.segment_bytes = sc.segment_bytes;

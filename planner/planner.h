@@ -52,10 +52,10 @@ struct PlannerOptions {
   std::optional<bool> source_to_host;
   // Predict with the simulator (false: the planner's own per-port estimate).
   bool simulate = true;
-  // Simulate at most this many candidate plans when choosing (larger plans
-  // are chosen by the per-port estimate alone).
-  int32_t max_simulated_candidates = 12;
-  int64_t simulate_max_ops = 200000;
+  // Plans with at most this many (destination rank, fragment) pairs choose
+  // the segment size by simulating every candidate; larger ones by the
+  // per-port estimate alone.
+  int64_t simulate_max_fragments = 20000;
 };
 
 enum class PlanStatus { kOk, kInfeasible };

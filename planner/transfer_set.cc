@@ -4,6 +4,7 @@
 #include <array>
 #include <climits>
 #include <map>
+#include <unordered_map>
 #include <string>
 
 #include "model/error.h"
@@ -178,7 +179,17 @@ class Builder {
   std::vector<TensorIndex> index_;
   std::vector<Box> set_box_;  // box of each distinct-box holder set (not of merged ones)
   std::map<std::vector<std::pair<int32_t, int32_t>>, int32_t> merged_;
-  std::map<std::pair<int32_t, Box>, std::vector<Piecewise>> cache_;
+  struct KeyHash {
+    size_t operator()(const std::pair<int32_t, Box>& k) const {
+      uint64_t h = static_cast<uint64_t>(k.first) * 0x9E3779B97F4A7C15ull;
+      for (int d = 0; d < kMaxDims; ++d)
+        h = (h ^ static_cast<uint64_t>(k.second.lo[d])) * 0x100000001B3ull,
+        h = (h ^ static_cast<uint64_t>(k.second.hi[d])) * 0x100000001B3ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  // Lookups only (never iterated), so a hash map keeps the output deterministic.
+  std::unordered_map<std::pair<int32_t, Box>, std::vector<Piecewise>, KeyHash> cache_;
 };
 
 }  // namespace

@@ -32,18 +32,94 @@ int64_t CeilNs(double bytes, double bytes_per_ns) {
   return r <= 0 ? 0 : static_cast<int64_t>(r);
 }
 
+// Issues and flow starts; flow ends live in an IndexedHeap (their times change).
 struct Event {
-  enum Kind : uint8_t { kIssue, kFlowStart, kFlowEnd };
+  enum Kind : uint8_t { kIssue, kFlowStart };
   int64_t t;
   uint64_t seq;
   Kind kind;
-  int32_t id;        // launch or flow
-  uint32_t version;  // kFlowEnd: stale unless equal to the flow's version
+  int32_t id;  // launch or flow
 };
 struct Later {
   bool operator()(const Event& a, const Event& b) const {
     return a.t != b.t ? a.t > b.t : a.seq > b.seq;
   }
+};
+
+// Binary min-heap of ids by (key, id) that knows where each id sits, so a
+// key moves in O(log n) and no stale entries pile up. Used for flow ends (a
+// component of F flows re-rated F times would otherwise leave F^2 entries)
+// and for the ports' fair shares while water-filling.
+template <typename Key>
+class IndexedHeap {
+ public:
+  void Resize(size_t ids) { pos_.resize(ids, -1); }
+  bool Empty() const { return heap_.empty(); }
+  int32_t Top() const { return heap_.front().id; }
+  Key TopKey() const { return heap_.front().key; }
+  void Set(int32_t id, Key key) {
+    if (pos_[id] < 0) {
+      pos_[id] = static_cast<int32_t>(heap_.size());
+      heap_.push_back({key, id});
+      Up(pos_[id]);
+    } else {
+      const int32_t i = pos_[id];
+      const Entry old = heap_[i];
+      heap_[i].key = key;
+      if (Less(heap_[i], old)) Up(i); else Down(i);
+    }
+  }
+  void Erase(int32_t id) {
+    const int32_t i = pos_[id];
+    if (i < 0) return;
+    pos_[id] = -1;
+    const Entry last = heap_.back();
+    heap_.pop_back();
+    if (i == static_cast<int32_t>(heap_.size())) return;
+    Place(i, last);
+    Up(i);
+    Down(pos_[last.id]);
+  }
+  void Clear() {
+    for (const Entry& e : heap_) pos_[e.id] = -1;
+    heap_.clear();
+  }
+
+ private:
+  struct Entry {
+    Key key;
+    int32_t id;
+  };
+  static bool Less(const Entry& a, const Entry& b) { return a.key != b.key ? a.key < b.key : a.id < b.id; }
+  void Place(int32_t i, const Entry& e) {
+    heap_[i] = e;
+    pos_[e.id] = i;
+  }
+  void Up(int32_t i) {
+    const Entry e = heap_[i];
+    while (i > 0) {
+      const int32_t parent = (i - 1) / 2;
+      if (!Less(e, heap_[parent])) break;
+      Place(i, heap_[parent]);
+      i = parent;
+    }
+    Place(i, e);
+  }
+  void Down(int32_t i) {
+    const Entry e = heap_[i];
+    const int32_t n = static_cast<int32_t>(heap_.size());
+    while (true) {
+      int32_t c = 2 * i + 1;
+      if (c >= n) break;
+      if (c + 1 < n && Less(heap_[c + 1], heap_[c])) ++c;
+      if (!Less(heap_[c], e)) break;
+      Place(i, heap_[c]);
+      i = c;
+    }
+    Place(i, e);
+  }
+  std::vector<Entry> heap_;
+  std::vector<int32_t> pos_;  // id -> index in heap_, -1 when absent
 };
 
 // Counts how long at least one member of a category runs.
@@ -72,7 +148,6 @@ struct Simulator::State {
     double new_rate = 0;
     int64_t last_ns = 0;        // when `remaining` was last settled
     int64_t finish_ns = -1;
-    uint32_t version = 0;
     uint32_t stamp = 0;         // component / frozen marks
     uint32_t frozen = 0;
     std::array<int32_t, 2> pos{-1, -1};  // index in each port's flow list
@@ -89,7 +164,7 @@ struct Simulator::State {
     // water-filling scratch
     double remcap = 0;
     int32_t unfrozen = 0;
-    uint32_t heap_version = 0;
+    uint32_t touched = 0;
   };
 
   // What the event loop reads of an op, packed (a Plan Op is ~200 bytes with
@@ -120,6 +195,7 @@ struct Simulator::State {
   std::vector<PortState> port;
 
   std::priority_queue<Event, std::vector<Event>, Later> queue;
+  IndexedHeap<int64_t> ends;  // active flows by finish time
   uint64_t seq = 0;
   int64_t events = 0, rate_updates = 0;
   std::vector<int32_t> dirty;
@@ -134,6 +210,9 @@ struct Simulator::State {
   // Water-filling scratch.
   std::vector<int32_t> comp_ports, comp_flows, bfs;
   std::vector<std::pair<double, int32_t>> by_cap;
+  IndexedHeap<double> shares;  // water-filling: ports by fair share
+  std::vector<int32_t> touched_ports;
+  uint32_t touch_mark = 1;
 
   State(const Plan& p, SimOptions o) : plan(p), opt(o), ports(p.cluster), obs(o.observer) {}
 
@@ -141,8 +220,8 @@ struct Simulator::State {
     throw InputError("<plan " + plan.name + ">", fmt::format("ops[{}]", op), problem);
   }
 
-  void Push(int64_t t, Event::Kind k, int32_t id, uint32_t version = 0) {
-    queue.push(Event{t, seq++, k, id, version});
+  void Push(int64_t t, Event::Kind k, int32_t id) {
+    queue.push(Event{t, seq++, k, id});
   }
 
   // ---- setup ---------------------------------------------------------------
@@ -401,6 +480,7 @@ struct Simulator::State {
       }
       if (obs) obs->OnFlowRate(t, f.op, f.route, 0);
     }
+    ends.Erase(id);
     f.active = false;
     f.done = true;
     f.rate = 0;
@@ -477,9 +557,10 @@ struct Simulator::State {
 
   // Max-min fair rates with per-flow caps by progressive filling: all unfrozen
   // flows rise together; the next to stop is either the flow with the smallest
-  // cap or every flow on the port with the smallest fair share
-  // (remaining capacity / unfrozen flows). A heap over ports (lazy deletion)
-  // and the flows sorted by cap give O((F + P) log(F + P)) per component.
+  // cap or every flow on the port with the smallest fair share (remaining
+  // capacity / unfrozen flows). A heap over ports (lazy deletion) and the
+  // flows sorted by cap give O((F + P) log(F + P)) per component; caps at or
+  // above a flow's smallest port capacity can never bind and are left out.
   void WaterFill(int64_t t) {
     ++rate_updates;
     const uint32_t mark = stamp;
@@ -488,18 +569,28 @@ struct Simulator::State {
       f.remaining = std::max(0.0, f.remaining - f.rate * static_cast<double>(t - f.last_ns));
       f.last_ns = t;
     }
-    using Entry = std::pair<double, int32_t>;  // (fair share, port): smallest first, ties by port id
-    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+    // Ports by (fair share, port id), smallest first.
+    shares.Clear();
+    auto heap_push = [&](int32_t q) {
+      const PortState& p = port[q];
+      shares.Set(q, std::max(0.0, p.remcap) / p.unfrozen);
+    };
     for (int32_t q : comp_ports) {
       PortState& p = port[q];
       const bool both = p.coupled && !p.flows.empty() && !port[p.reverse].flows.empty();
       p.remcap = both ? p.duplex : p.peak;
       p.unfrozen = static_cast<int32_t>(p.flows.size());
-      if (p.unfrozen > 0) heap.emplace(p.remcap / p.unfrozen, q);
+      if (p.unfrozen > 0) heap_push(q);
     }
     by_cap.clear();
-    for (int32_t fid : comp_flows) by_cap.emplace_back(flows[fid].cap, fid);
-    std::sort(by_cap.begin(), by_cap.end());
+    for (int32_t fid : comp_flows) {
+      const Flow& f = flows[fid];
+      double limit = std::numeric_limits<double>::infinity();
+      for (int32_t k = 0; k < f.route.num_ports; ++k) limit = std::min(limit, port[f.route.ports[k]].remcap);
+      if (f.cap < limit) by_cap.emplace_back(f.cap, fid);
+    }
+    // A heap, not a sort: usually ports freeze most flows and few caps are popped.
+    std::make_heap(by_cap.begin(), by_cap.end(), std::greater<>());
 
     auto freeze = [&](int32_t fid, double rate) {
       Flow& f = flows[fid];
@@ -509,36 +600,58 @@ struct Simulator::State {
         const int32_t q = f.route.ports[k];
         PortState& p = port[q];
         p.remcap -= rate;
-        if (--p.unfrozen > 0) heap.emplace(std::max(0.0, p.remcap) / p.unfrozen, q);
+        --p.unfrozen;
+        if (p.touched != touch_mark) {
+          p.touched = touch_mark;
+          touched_ports.push_back(q);
+        }
       }
     };
-    size_t left = comp_flows.size(), ci = 0;
-    while (left > 0) {
-      while (ci < by_cap.size() && flows[by_cap[ci].second].frozen == mark) ++ci;
-      // Drop stale heap entries (port already saturated, or share since changed).
-      while (!heap.empty()) {
-        const auto [share, q] = heap.top();
-        const PortState& p = port[q];
-        if (p.unfrozen > 0 && share == std::max(0.0, p.remcap) / p.unfrozen) break;
-        heap.pop();
+    auto flush = [&]() {  // re-key the ports whose share changed
+      for (int32_t q : touched_ports) {
+        if (port[q].unfrozen > 0) heap_push(q);
+        else shares.Erase(q);
       }
-      const double cap_next = ci < by_cap.size() ? by_cap[ci].first : std::numeric_limits<double>::infinity();
-      if (heap.empty() || cap_next <= heap.top().first) {
-        RESHARD_CHECK(ci < by_cap.size(), "water-filling lost a flow");
-        freeze(by_cap[ci].second, cap_next);
+      touched_ports.clear();
+      ++touch_mark;
+    };
+    auto pop_cap = [&]() {
+      std::pop_heap(by_cap.begin(), by_cap.end(), std::greater<>());
+      by_cap.pop_back();
+    };
+    size_t left = comp_flows.size();
+    while (left > 0) {
+      const double share_next = shares.Empty() ? std::numeric_limits<double>::infinity() : shares.TopKey();
+      // The smallest cap binds first when it is at or below the next share;
+      // caps above it are not looked at (flows frozen by ports stay in the heap).
+      int32_t capped = -1;
+      while (!by_cap.empty() && by_cap.front().first <= share_next) {
+        if (flows[by_cap.front().second].frozen != mark) {
+          capped = by_cap.front().second;
+          break;
+        }
+        pop_cap();
+      }
+      if (capped >= 0) {
+        const double cap = by_cap.front().first;
+        pop_cap();
+        freeze(capped, cap);
         --left;
+        flush();
         continue;
       }
-      const auto [share, q] = heap.top();
-      heap.pop();
+      RESHARD_CHECK(!shares.Empty(), "water-filling lost a flow");
+      const int32_t q = shares.Top();
+      const double share = shares.TopKey();
+      shares.Erase(q);
       // Every unfrozen flow on q stops at `share` (a tiny floor keeps rates positive).
       const double rate = std::max(share, port[q].peak * 1e-12);
-      const std::vector<int32_t>& on_q = port[q].flows;
-      for (size_t k = 0; k < on_q.size(); ++k) {
-        if (flows[on_q[k]].frozen == mark) continue;
-        freeze(on_q[k], rate);
+      for (int32_t fid : port[q].flows) {
+        if (flows[fid].frozen == mark) continue;
+        freeze(fid, rate);
         --left;
       }
+      flush();
     }
     // New finish times for flows whose rate changed.
     for (int32_t fid : comp_flows) {
@@ -549,8 +662,7 @@ struct Simulator::State {
       if (obs) obs->OnFlowRate(t, f.op, f.route, f.rate * kNsPerS);
       if (finish != f.finish_ns) {
         f.finish_ns = finish;
-        ++f.version;
-        Push(finish, Event::kFlowEnd, fid, f.version);
+        ends.Set(fid, finish);
       }
     }
     for (int32_t q : comp_ports) {
@@ -576,13 +688,6 @@ struct Simulator::State {
         ++events;
         StartFlow(e.id, e.t);
         break;
-      case Event::kFlowEnd: {
-        Flow& f = flows[e.id];
-        if (f.done || e.version != f.version) return;  // stale
-        ++events;
-        FinishFlow(e.id, e.t);
-        break;
-      }
     }
   }
 
@@ -632,6 +737,8 @@ struct Simulator::State {
     op_end.assign(nops, -1);
     op_issued.assign(nops, 0);
     flows.reserve(nops);
+    ends.Resize(nops);
+    shares.Resize(port.size());
 
     if (obs) {
       obs->OnBegin(plan, ports);
@@ -641,12 +748,22 @@ struct Simulator::State {
     for (int32_t l = 0; l < nl; ++l) {
       if (launch_pending[l] == 0) Push(0, Event::kIssue, l);
     }
-    while (!queue.empty()) {
-      const int64_t t = queue.top().t;
-      while (!queue.empty() && queue.top().t == t) {
-        const Event e = queue.top();
-        queue.pop();
-        Process(e);
+    // Each instant: flow ends (by flow id), then queued events (by sequence),
+    // until none is left at this instant; then rates are re-shared once.
+    while (!queue.empty() || !ends.Empty()) {
+      const int64_t t = std::min(queue.empty() ? std::numeric_limits<int64_t>::max() : queue.top().t,
+                                 ends.Empty() ? std::numeric_limits<int64_t>::max() : ends.TopKey());
+      while (true) {
+        if (!ends.Empty() && ends.TopKey() == t) {
+          ++events;
+          FinishFlow(ends.Top(), t);
+        } else if (!queue.empty() && queue.top().t == t) {
+          const Event e = queue.top();
+          queue.pop();
+          Process(e);
+        } else {
+          break;
+        }
       }
       if (!dirty.empty()) Recompute(t);
     }

@@ -128,8 +128,11 @@ TEST(HostExecutor, PackSendUnpackDeliversStridedPiece) {
   EXPECT_TRUE(m.verified) << FormatMeasurement(m, p);
   EXPECT_EQ(m.checked_elements, 16 * 16);
   EXPECT_EQ(m.bytes_moved.nvlink, 16 * 16 * 2);
-  EXPECT_EQ(m.bytes_moved.local, 2 * 16 * 16 * 2);  // pack + unpack
+  EXPECT_EQ(m.bytes_moved.local, 0);  // packing into and out of staging is not a transfer
   ASSERT_EQ(m.links.size(), 2u);
+  EXPECT_EQ(m.links[0].link, LinkClass::kLocal);
+  EXPECT_EQ(m.links[0].bytes, 2 * 16 * 16 * 2);  // but it is device-copy traffic
+  EXPECT_EQ(m.links[0].ops, 2);
   EXPECT_EQ(m.links[1].link, LinkClass::kNvlink);
   EXPECT_EQ(m.links[1].busbw_bytes_per_s, m.links[1].algbw_bytes_per_s);
   // Staging lives between alloc and free: the plan's peak on GPU 1 is the

@@ -371,16 +371,18 @@ TEST(MemoryAtStart, DistributedOptimizerShardsDenseOverDpAndExpertsOverExpertDp)
   const int64_t experts = ExpertParams(s.model);
   const int64_t dense = s.model.Parameters() - experts;
   ASSERT_GT(experts, 0);
+  s.memory.optimizer.bytes_per_param = 12;
   auto mem = MemoryAtStart(s, src);
   for (int32_t g = 0; g < 2; ++g) {
     EXPECT_EQ(mem[g].training_weights, (dense + experts / 2) * 2);  // dense replicated, half the experts
     EXPECT_EQ(mem[g].optimizer, 12 * (dense / 2 + experts / 2));
   }
   s.memory.optimizer.distributed = false;
+  s.memory.optimizer.bytes_per_param = 6;
   s.memory.keep_gradients = true;
   mem = MemoryAtStart(s, src);
   for (int32_t g = 0; g < 2; ++g) {
-    EXPECT_EQ(mem[g].optimizer, 12 * (dense + experts / 2));
+    EXPECT_EQ(mem[g].optimizer, 6 * (dense + experts / 2));
     EXPECT_EQ(mem[g].gradients, 4 * (dense + experts / 2));
   }
 }

@@ -1,0 +1,133 @@
+// `reshard plan SCENARIO [-o plan.json] [--json] [--segment-bytes B]`: make the
+// plan, print its summary (bytes by link class, segments, NCCL groups, per-GPU
+// peak, lower bound, predicted time, efficiency, memory policy) and write it.
+// Exits 3 naming the GPU and the bytes missing when nothing fits.
+#include <algorithm>
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "planner/plan.h"
+#include "planner/planner.h"
+
+namespace reshard::cli {
+
+namespace {
+
+struct PlanCmdOptions {
+  std::string scenario;
+  std::string output;
+  std::string segment_bytes;
+  bool json = false;
+  bool no_simulate = false;
+};
+
+constexpr size_t kMaxPeakRows = 16;
+
+void PrintPeaks(const std::vector<int64_t>& peak, int64_t capacity) {
+  std::vector<int32_t> used;
+  for (size_t g = 0; g < peak.size(); ++g)
+    if (peak[g] > 0) used.push_back(static_cast<int32_t>(g));
+  if (used.empty()) return;
+  if (used.size() <= kMaxPeakRows) {
+    for (int32_t g : used)
+      std::cout << fmt::format("  GPU {:>4}  peak {:>10}  of {}\n", g, FormatBytes(peak[g]), FormatBytes(capacity));
+    return;
+  }
+  // Many GPUs: the range and the five busiest.
+  std::vector<int32_t> order = used;
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return peak[a] > peak[b]; });
+  std::cout << fmt::format("  {} GPUs: peak min {}, max {} (capacity {})\n", used.size(),
+                           FormatBytes(peak[order.back()]), FormatBytes(peak[order.front()]), FormatBytes(capacity));
+  for (size_t i = 0; i < std::min<size_t>(5, order.size()); ++i)
+    std::cout << fmt::format("  GPU {:>4}  peak {:>10}\n", order[i], FormatBytes(peak[order[i]]));
+}
+
+void Run(const PlanCmdOptions& o) {
+  const Scenario s = LoadScenarioArg(o.scenario);
+  PlannerOptions po;
+  if (!o.segment_bytes.empty() && o.segment_bytes != "auto")
+    po.segment_bytes = ParseBytes(o.segment_bytes, "<cli>", "--segment-bytes");
+  po.simulate = !o.no_simulate;
+  const PlanResult r = MakePlan(s, po);
+
+  if (!r.ok()) {
+    if (o.json) {
+      nlohmann::json j;
+      j["scenario"] = s.name;
+      j["fits"] = false;
+      j["gpu"] = r.gpu;
+      j["missing_bytes"] = r.missing_bytes;
+      j["message"] = r.message;
+      PrintJson(j);
+    } else {
+      std::cerr << "infeasible: " << r.message << "\n";
+    }
+    ExitWith(kExitInfeasible);
+  }
+  const Plan& p = r.plan;
+  const PlanSummary& sum = p.summary;
+  if (!o.output.empty()) WritePlan(p, o.output);
+  const double efficiency = sum.predicted_time_s > 0 ? sum.lower_bound_s / sum.predicted_time_s : 1.0;
+
+  if (o.json) {
+    nlohmann::json j;
+    j["scenario"] = s.name;
+    j["fits"] = true;
+    j["time_s"] = sum.predicted_time_s;
+    j["peak_bytes"] = sum.predicted_peak_bytes;
+    j["bytes_moved"] = {{"local", sum.bytes_moved.local},
+                        {"nvlink", sum.bytes_moved.nvlink},
+                        {"network", sum.bytes_moved.network},
+                        {"pcie", sum.bytes_moved.pcie}};
+    j["lower_bound_s"] = sum.lower_bound_s;
+    j["plan_efficiency"] = efficiency;
+    j["segment_bytes"] = sum.segment_bytes;
+    j["offload_fraction"] = sum.offload_fraction;
+    j["memory_policy"] = sum.memory_policy;
+    j["predicted_by"] = r.stats.predicted_by;
+    j["segments"] = r.stats.segments;
+    j["direct_transfers"] = r.stats.direct;
+    j["nccl_groups"] = r.stats.groups;
+    j["rounds"] = r.stats.rounds;
+    j["ops"] = r.stats.ops;
+    if (!o.output.empty()) j["plan"] = o.output;
+    PrintJson(j);
+    return;
+  }
+  std::cout << fmt::format("scenario        {} ({})\n", s.name, s.path);
+  std::cout << fmt::format("bytes moved     local {}, NVLink {}, network {}, PCIe {}\n",
+                           FormatBytes(sum.bytes_moved.local), FormatBytes(sum.bytes_moved.nvlink),
+                           FormatBytes(sum.bytes_moved.network), FormatBytes(sum.bytes_moved.pcie));
+  std::cout << fmt::format("segments        {} of at most {} ({} direct), {} rounds, {} NCCL groups, {} ops\n",
+                           r.stats.segments, FormatBytes(sum.segment_bytes), r.stats.direct, r.stats.rounds,
+                           r.stats.groups, r.stats.ops);
+  std::cout << fmt::format("memory policy   {} (optimizer offload fraction {:.2f})\n", sum.memory_policy,
+                           sum.offload_fraction);
+  std::cout << fmt::format("lower bound     {:.3f} ms\n", sum.lower_bound_s * 1e3);
+  std::cout << fmt::format("predicted time  {:.3f} ms ({})\n", sum.predicted_time_s * 1e3, r.stats.predicted_by);
+  std::cout << fmt::format("efficiency      {:.1f} %\n", efficiency * 100);
+  std::cout << "peak memory per GPU:\n";
+  PrintPeaks(sum.predicted_peak_bytes, s.cluster.gpu_memory_bytes);
+  if (!o.output.empty()) std::cout << fmt::format("plan written to {}\n", o.output);
+}
+
+}  // namespace
+
+void RegisterPlanCommand(CLI::App& app) {
+  auto o = std::make_shared<PlanCmdOptions>();
+  CLI::App* cmd = app.add_subcommand("plan", "plan the refit: transfers, order, memory policy; summary and plan.json");
+  cmd->add_option("scenario", o->scenario, "scenario file or built-in name")->required();
+  cmd->add_option("-o,--output", o->output, "write the plan as JSON to this path");
+  cmd->add_option("--segment-bytes", o->segment_bytes, "segment size (e.g. 64MiB) or auto (the scenario's default)");
+  cmd->add_flag("--no-simulate", o->no_simulate, "predict with the planner's per-port estimate, not the simulator");
+  cmd->add_flag("--json", o->json, "machine-readable output (DESIGN's result fields)");
+  cmd->callback([o]() { Run(*o); });
+}
+
+}  // namespace reshard::cli

@@ -1,0 +1,161 @@
+// `reshard simulate SCENARIO|plan.json [--trace trace.json] [--json]`: predict
+// a plan's refit time, per-GPU peak memory and link use with the simulator
+// (sim/simulator.h), optionally writing a Perfetto / Chrome trace.
+//
+// A plan.json is read and verified (a plan that fails Verify is bad input,
+// exit 2); a scenario is planned first (exit 3 when it does not fit).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "model/error.h"
+#include "planner/plan.h"
+#include "planner/planner.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+
+namespace reshard::cli {
+
+namespace {
+
+struct SimulateCmdOptions {
+  std::string target;
+  std::string trace;
+  std::string segment_bytes;
+  bool json = false;
+};
+
+constexpr size_t kMaxRows = 8;
+
+// A plan.json is a JSON object with "ops"; anything else is a scenario.
+std::optional<nlohmann::json> ReadPlanJson(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("ops")) return std::nullopt;
+  return j;
+}
+
+Plan PlanOf(const SimulateCmdOptions& o) {
+  if (auto j = ReadPlanJson(o.target)) {
+    Plan p = PlanFromJson(*j, o.target);
+    const VerifyResult v = Verify(p);
+    if (!v.ok()) {
+      const size_t shown = std::min<size_t>(v.problems.size(), 5);
+      std::vector<std::string> first(v.problems.begin(), v.problems.begin() + static_cast<std::ptrdiff_t>(shown));
+      throw InputError(o.target, "", fmt::format("the plan fails Verify ({} problem{}): {}", v.problems.size(),
+                                                 v.problems.size() == 1 ? "" : "s", fmt::join(first, "; ")));
+    }
+    return p;
+  }
+  const Scenario s = LoadScenarioArg(o.target);
+  PlannerOptions po;
+  if (!o.segment_bytes.empty() && o.segment_bytes != "auto")
+    po.segment_bytes = ParseBytes(o.segment_bytes, "<cli>", "--segment-bytes");
+  const PlanResult r = MakePlan(s, po);
+  if (!r.ok()) {
+    if (o.json) {
+      PrintJson({{"scenario", s.name}, {"fits", false}, {"gpu", r.gpu}, {"missing_bytes", r.missing_bytes},
+                 {"message", r.message}});
+    } else {
+      std::cerr << "infeasible: " << r.message << "\n";
+    }
+    ExitWith(kExitInfeasible);
+  }
+  return r.plan;
+}
+
+void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace) {
+  std::cout << fmt::format("plan            {} ({} ops, {} GPUs, cluster {})\n", plan.name, FormatCount(plan.ops.size()),
+                           plan.Gpus(), plan.cluster.name);
+  std::cout << fmt::format("predicted time  {:.3f} ms\n", pr.time_s * 1e3);
+  std::cout << fmt::format("lower bound     {:.3f} ms (binding port {})\n", pr.lower_bound_s * 1e3,
+                           pr.lower_bound_port.empty() ? "none" : pr.lower_bound_port);
+  std::cout << fmt::format("efficiency      {:.1f} %\n", pr.plan_efficiency * 100);
+  std::cout << fmt::format("bytes moved     local {}, NVLink {}, network {}, PCIe {}\n",
+                           FormatBytes(pr.bytes_moved.local), FormatBytes(pr.bytes_moved.nvlink),
+                           FormatBytes(pr.bytes_moved.network), FormatBytes(pr.bytes_moved.pcie));
+  // Peaks: every GPU when few, else the range and the highest.
+  std::vector<int32_t> order(pr.peak_bytes.size());
+  for (size_t g = 0; g < order.size(); ++g) order[g] = static_cast<int32_t>(g);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return pr.peak_bytes[a] > pr.peak_bytes[b]; });
+  std::cout << "peak memory per GPU:\n";
+  if (order.size() > kMaxRows) {
+    std::cout << fmt::format("  {} GPUs: min {}, max {} (capacity {}); highest:\n", order.size(),
+                             FormatBytes(pr.peak_bytes[order.back()]), FormatBytes(pr.peak_bytes[order.front()]),
+                             FormatBytes(plan.cluster.gpu_memory_bytes));
+    order.resize(kMaxRows / 2);
+    std::sort(order.begin(), order.end());
+  } else {
+    std::sort(order.begin(), order.end());
+  }
+  for (int32_t g : order)
+    std::cout << fmt::format("  GPU {:>4}  {:>12}  of {}\n", g, FormatBytes(pr.peak_bytes[g]),
+                             FormatBytes(plan.cluster.gpu_memory_bytes));
+  // The busiest links.
+  std::vector<const PortUse*> links;
+  for (const PortUse& u : pr.ports) links.push_back(&u);
+  std::stable_sort(links.begin(), links.end(),
+                   [](const PortUse* a, const PortUse* b) { return a->utilisation > b->utilisation; });
+  if (!links.empty()) {
+    std::cout << fmt::format("busiest links ({} carry bytes):\n", links.size());
+    for (size_t i = 0; i < std::min(links.size(), kMaxRows); ++i) {
+      const PortUse& u = *links[i];
+      std::cout << fmt::format("  {:<18} {:>12}  busy {:5.1f} %  average {:8.1f} GB/s of {:.1f} ({:.1f} %)\n", u.name,
+                               FormatBytes(u.bytes), u.busy_fraction * 100, u.average_bytes_per_s / 1e9,
+                               u.capacity_bytes_per_s / 1e9, u.utilisation * 100);
+    }
+  }
+  std::cout << "phases (active = wall time with at least one running):\n";
+  auto rows = [](const char* what, const std::vector<PhaseUse>& v) {
+    for (const PhaseUse& u : v)
+      std::cout << fmt::format("  {:<8} {:<8} {:>9} x  {:>12}  active {:10.3f} ms\n", what, u.name, u.count,
+                               FormatBytes(u.bytes), static_cast<double>(u.active_ns) * 1e-6);
+  };
+  rows("op", pr.by_kind);
+  rows("link", pr.by_class);
+  std::cout << fmt::format("events          {}\n", FormatCount(pr.events));
+  if (!trace.empty()) std::cout << fmt::format("trace written to {} (open in ui.perfetto.dev)\n", trace);
+}
+
+void Run(const SimulateCmdOptions& o) {
+  const Plan plan = PlanOf(o);
+  const Prediction pr = o.trace.empty() ? Simulate(plan) : SimulateWithTrace(plan, o.trace);
+  if (o.json) {
+    nlohmann::json j = pr;
+    j["plan"] = plan.name;
+    j["segment_bytes"] = plan.summary.segment_bytes;
+    j["offload_fraction"] = plan.summary.offload_fraction;
+    if (!o.trace.empty()) j["trace"] = o.trace;
+    PrintJson(j);
+    return;
+  }
+  PrintHuman(plan, pr, o.trace);
+}
+
+}  // namespace
+
+void RegisterSimulateCommand(CLI::App& app) {
+  auto o = std::make_shared<SimulateCmdOptions>();
+  CLI::App* cmd = app.add_subcommand("simulate", "predict refit time, peak memory and link use of a plan");
+  cmd->add_option("target", o->target, "plan.json, or a scenario file or built-in name (planned first)")->required();
+  cmd->add_option("--trace", o->trace, "write a Perfetto / Chrome trace (JSON) to this path");
+  cmd->add_option("--segment-bytes", o->segment_bytes, "for a scenario: segment size (e.g. 64MiB) or auto");
+  cmd->add_flag("--json", o->json, "machine-readable output (DESIGN's result fields, plus links and phases)");
+  cmd->callback([o]() { Run(*o); });
+}
+
+}  // namespace reshard::cli
