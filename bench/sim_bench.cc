@@ -13,7 +13,9 @@
 #include <string>
 
 #include "model/cluster.h"
+#include "model/scenario.h"
 #include "planner/plan.h"
+#include "planner/planner.h"
 #include "sim/simulator.h"
 
 namespace reshard {
@@ -174,6 +176,43 @@ void BM_SimulateAllToAll(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_SimulateAllToAll)->Arg(16)->Arg(32)->Arg(64)->Unit(benchmark::kMillisecond);
+
+// The planner's plan of a built-in scenario (planned once, outside the
+// timing; `planner_simulates`: the planner picks its candidate with the
+// simulator, as `reshard plan` does, else by its per-port estimate). The
+// target: the deepseek-v3 256 -> 256 GPU plan in under 1 s on one core.
+void BM_SimulateScenario(benchmark::State& state, const std::string& name, bool planner_simulates) {
+  PlannerOptions po;
+  po.simulate = planner_simulates;
+  const PlanResult r = MakePlan(BuiltinScenario(name), po);
+  if (!r.ok()) {
+    state.SkipWithError(("does not fit: " + r.message).c_str());
+    return;
+  }
+  int64_t events = 0;
+  double predicted_s = 0;
+  for (auto _ : state) {
+    const Prediction pr = Simulate(r.plan, SimOptions{nullptr, /*record_op_times=*/false});
+    events = pr.events;
+    predicted_s = pr.time_s;
+    benchmark::DoNotOptimize(pr.time_ns);
+  }
+  state.counters["ops"] = static_cast<double>(r.plan.ops.size());
+  state.counters["gpus"] = r.plan.Gpus();
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["predicted_s"] = predicted_s;
+  state.counters["events/s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK_CAPTURE(BM_SimulateScenario, llama3_8b, std::string("llama3-8b-tp2-to-tp1x2"), true)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_SimulateScenario, deepseek_v3_256_to_256, std::string("deepseek-v3-pp16ep16-to-tp32dp8"), true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+BENCHMARK_CAPTURE(BM_SimulateScenario, deepseek_v3_256_to_256_estimated,
+                  std::string("deepseek-v3-pp16ep16-to-tp32dp8"), false)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 // gpus, rounds, jitter
 BENCHMARK(BM_Simulate)

@@ -9,6 +9,7 @@
 // destination element is wrong, or an internal / GPU error; 2 bad input
 // (including a plan that fails Verify); 3 the scenario does not fit.
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -91,6 +92,8 @@ std::unique_ptr<Backend> MakeBackend(const RunCmdOptions& o, const MpiSession* m
 #ifdef RESHARD_HAVE_NCCL
     NcclBackendOptions n;
     n.mpi = mpi;
+    n.warm_pool = !o.no_warmup;
+    if (const char* v = std::getenv("RESHARD_COPY_BLOCKS_PER_SM"); v != nullptr) n.copy_blocks_per_sm = std::atoi(v);
     return MakeNcclBackend(n);
 #else
     throw InputError("<cli>", "--backend",
@@ -211,7 +214,8 @@ void RegisterRunCommand(CLI::App& app) {
   cmd->add_option("--max-mismatches", o->max_mismatches, "mismatching elements listed (all are counted)")
       ->check(CLI::Range(0, 100000));
   cmd->add_option("--timeout", o->timeout_s, "host backend: seconds a receive may wait before the run fails");
-  cmd->add_flag("--no-warmup", o->no_warmup, "do not connect NCCL peers before timing");
+  cmd->add_flag("--no-warmup", o->no_warmup,
+                "time cold: do not connect NCCL peers or grow the allocator's pool before timing");
   cmd->add_flag("--json", o->json, "machine-readable output (DESIGN's result fields plus `measured`)");
   cmd->callback([o]() { Run(*o); });
 }

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nccl.h>
 
+#include "executor/executor.h"
 #include "executor/mpi_session.h"
 #include "executor/nccl_kernels.h"
 #include "model/error.h"
@@ -177,6 +178,7 @@ class NcclBackend final : public Backend {
       g->arena_capacity = 0;
     }
     begun_ = true;  // from here on Release() undoes whatever exists
+    if (opt_.warm_pool) WarmPool(plan);
     // Per-op events and the descriptor arenas of large copy batches.
     for (const Op& op : plan.ops) {
       if (!IsLocal(op.gpu)) continue;
@@ -334,7 +336,7 @@ class NcclBackend final : public Backend {
     }
     if (descs.empty()) return;
     const int32_t count = static_cast<int32_t>(descs.size());
-    const int32_t max_blocks = g.sms * 8;
+    const int32_t max_blocks = g.sms * std::max(opt_.copy_blocks_per_sm, 1);
     if (count <= nccl_detail::kCopyDescsByValue) {
       RESHARD_GPU(nccl_detail::LaunchCopy(descs.data(), count, chunks, false, s, max_blocks));
       return;
@@ -562,6 +564,37 @@ class NcclBackend final : public Backend {
                                      local.back(), count));
     }
     return devices;
+  }
+
+  // Reserves, per GPU, the plan's device peak (replaying its allocs and frees
+  // in the walker's issue order) as one block allocated and freed again: the
+  // pool keeps it (release threshold = max) and carves the run's buffers out
+  // of it. A run that needs more (fragmentation, no reuse across streams
+  // without a dependency) still grows the pool, and the sampled peak shows it.
+  void WarmPool(const Plan& plan) {
+    std::vector<int64_t> cur(plan.Gpus(), 0), peak(plan.Gpus(), 0);
+    for (const PlanBuffer& b : plan.buffers)
+      if (b.preexisting && b.space == MemorySpace::kDevice && IsLocal(b.gpu)) cur[b.gpu] += b.bytes;
+    peak = cur;
+    for (const IssueStep& step : IssueOrder(plan))
+      for (const std::vector<int32_t>* list : {&step.before, &step.comm, &step.after})
+        for (int32_t id : *list) {
+          const Op& op = plan.ops[id];
+          if ((op.kind != OpKind::kAlloc && op.kind != OpKind::kFree) || !IsLocal(op.gpu)) continue;
+          const PlanBuffer& b = plan.buffers[op.buffer];
+          if (b.space != MemorySpace::kDevice) continue;
+          cur[op.gpu] += op.kind == OpKind::kAlloc ? b.bytes : -b.bytes;
+          peak[op.gpu] = std::max(peak[op.gpu], cur[op.gpu]);
+        }
+    for (auto& g : gpus_state_) {
+      const int64_t want = peak[g->gpu] - PoolReserved(*g);
+      if (want <= 0) continue;
+      RESHARD_GPU(cudaSetDevice(g->device));
+      void* block = nullptr;
+      RESHARD_GPU(cudaMallocAsync(&block, static_cast<size_t>(want), g->streams[0]));
+      RESHARD_GPU(cudaFreeAsync(block, g->streams[0]));
+      RESHARD_GPU(cudaStreamSynchronize(g->streams[0]));
+    }
   }
 
   void CreateComms(int32_t gpus, int32_t rank) {

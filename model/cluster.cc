@@ -31,7 +31,8 @@ std::string_view LinkClassName(LinkClass c) {
 
 // Log-linear interpolation: fraction is linear in log(bytes) between points,
 // clamped to the first / last point outside their range. O(log points).
-double LinkProfile::Efficiency(int64_t bytes) const {
+namespace {
+double Interpolate(const std::vector<EfficiencyPoint>& efficiency, int64_t bytes) {
   if (efficiency.empty()) return 1.0;
   if (bytes <= efficiency.front().bytes) return efficiency.front().fraction;
   if (bytes >= efficiency.back().bytes) return efficiency.back().fraction;
@@ -41,6 +42,16 @@ double LinkProfile::Efficiency(int64_t bytes) const {
   double t = (std::log(static_cast<double>(bytes)) - std::log(static_cast<double>(lo->bytes))) /
              (std::log(static_cast<double>(hi->bytes)) - std::log(static_cast<double>(lo->bytes)));
   return lo->fraction + t * (hi->fraction - lo->fraction);
+}
+}  // namespace
+
+double LinkProfile::Efficiency(int64_t bytes) const { return Interpolate(efficiency, bytes); }
+
+double LinkProfile::DuplexEfficiency(int64_t bytes) const {
+  if (!duplex_efficiency.empty()) return Interpolate(duplex_efficiency, bytes);
+  const double duplex = duplex_bytes_per_s > 0 ? duplex_bytes_per_s : bytes_per_s;
+  if (!(duplex > 0)) return 1.0;
+  return std::min(1.0, bytes_per_s * Efficiency(bytes) / duplex);
 }
 
 int32_t Cluster::NicOf(int32_t gpu) const {
@@ -84,6 +95,9 @@ void AppendLink(std::string& out, std::string_view name, const LinkProfile& l) {
   out += fmt::format("{}:latency_ns={};bytes_per_s={};duplex_bytes_per_s={};efficiency=", name, l.latency_ns,
                      l.bytes_per_s, l.duplex_bytes_per_s);
   for (const auto& p : l.efficiency) out += fmt::format("({},{})", p.bytes, p.fraction);
+  // Only when present, so fingerprints of profiles without it are unchanged.
+  if (!l.duplex_efficiency.empty()) out += ";duplex_efficiency=";
+  for (const auto& p : l.duplex_efficiency) out += fmt::format("({},{})", p.bytes, p.fraction);
   out += "\n";
 }
 
@@ -312,14 +326,18 @@ void ValidateLink(const LinkProfile& l, const std::string& file, const std::stri
   if (!std::isfinite(l.duplex_bytes_per_s) || l.duplex_bytes_per_s < 0)
     throw InputError(file, Dot(field, "duplex_bytes_per_s"), "must be a finite number >= 0");
   if (l.latency_ns < 0) throw InputError(file, Dot(field, "latency_ns"), "must be >= 0");
-  for (size_t i = 0; i < l.efficiency.size(); ++i) {
-    const auto& p = l.efficiency[i];
-    std::string f = fmt::format("{}.efficiency[{}]", field, i);
-    if (p.bytes <= 0) throw InputError(file, f + ".bytes", "must be > 0");
-    if (!(p.fraction > 0 && p.fraction <= 1)) throw InputError(file, f + ".fraction", "must be in (0, 1]");
-    if (i > 0 && p.bytes <= l.efficiency[i - 1].bytes)
-      throw InputError(file, f + ".bytes", "points must be sorted by strictly increasing bytes");
-  }
+  auto check_curve = [&](const std::vector<EfficiencyPoint>& curve, std::string_view name) {
+    for (size_t i = 0; i < curve.size(); ++i) {
+      const auto& p = curve[i];
+      std::string f = fmt::format("{}.{}[{}]", field, name, i);
+      if (p.bytes <= 0) throw InputError(file, f + ".bytes", "must be > 0");
+      if (!(p.fraction > 0 && p.fraction <= 1)) throw InputError(file, f + ".fraction", "must be in (0, 1]");
+      if (i > 0 && p.bytes <= curve[i - 1].bytes)
+        throw InputError(file, f + ".bytes", "points must be sorted by strictly increasing bytes");
+    }
+  };
+  check_curve(l.efficiency, "efficiency");
+  check_curve(l.duplex_efficiency, "duplex_efficiency");
 }
 
 }  // namespace
@@ -457,28 +475,37 @@ void to_json(json& j, const LinkProfile& l) {
            {"bytes_per_s", l.bytes_per_s},
            {"duplex_bytes_per_s", l.duplex_bytes_per_s},
            {"efficiency", eff}};
+  if (!l.duplex_efficiency.empty()) {  // only when present: older readers and files stay unchanged
+    json duplex = json::array();
+    for (const auto& p : l.duplex_efficiency) duplex.push_back({{"bytes", p.bytes}, {"fraction", p.fraction}});
+    j["duplex_efficiency"] = duplex;
+  }
 }
 
 LinkProfile LinkProfileFromJson(const json& j, const std::string& file, const std::string& field) {
   CheckObject(j, file, field);
-  CheckKeys(j, file, field, {"latency_ns", "bytes_per_s", "duplex_bytes_per_s", "efficiency"});
+  CheckKeys(j, file, field, {"latency_ns", "bytes_per_s", "duplex_bytes_per_s", "efficiency", "duplex_efficiency"});
   LinkProfile l;
   l.latency_ns = GetInt(Need(j, "latency_ns", file, field), file, Dot(field, "latency_ns"));
   l.bytes_per_s = GetNumber(Need(j, "bytes_per_s", file, field), file, Dot(field, "bytes_per_s"));
   if (auto it = j.find("duplex_bytes_per_s"); it != j.end())
     l.duplex_bytes_per_s = GetNumber(*it, file, Dot(field, "duplex_bytes_per_s"));
-  if (auto it = j.find("efficiency"); it != j.end()) {
-    std::string f = Dot(field, "efficiency");
+  auto read_curve = [&](const char* key, std::vector<EfficiencyPoint>& curve) {
+    auto it = j.find(key);
+    if (it == j.end()) return;
+    std::string f = Dot(field, key);
     if (!it->is_array()) Bad(file, f, fmt::format("expected an array, got {}", TypeName(*it)));
     for (size_t i = 0; i < it->size(); ++i) {
       std::string fi = fmt::format("{}[{}]", f, i);
       const json& p = (*it)[i];
       CheckObject(p, file, fi);
       CheckKeys(p, file, fi, {"bytes", "fraction"});
-      l.efficiency.push_back({GetInt(Need(p, "bytes", file, fi), file, fi + ".bytes"),
-                              GetNumber(Need(p, "fraction", file, fi), file, fi + ".fraction")});
+      curve.push_back({GetInt(Need(p, "bytes", file, fi), file, fi + ".bytes"),
+                       GetNumber(Need(p, "fraction", file, fi), file, fi + ".fraction")});
     }
-  }
+  };
+  read_curve("efficiency", l.efficiency);
+  read_curve("duplex_efficiency", l.duplex_efficiency);
   ValidateLink(l, file, field);
   return l;
 }
@@ -548,7 +575,9 @@ Cluster ClusterFromJson(const json& j, const std::string& file) {
 
 void ApplyProfileJson(Cluster& c, const json& j, const std::string& path) {
   CheckObject(j, path, "");
-  CheckKeys(j, path, "", {"name", "measured", "source", "links", "memory"});
+  // "measurements": the raw data and fit residuals `reshard calibrate` keeps
+  // next to the profile (read by people and notebooks; ignored here).
+  CheckKeys(j, path, "", {"name", "measured", "source", "links", "memory", "measurements"});
   std::string name, source;
   if (auto it = j.find("name"); it != j.end()) name = GetString(*it, path, "name");
   if (auto it = j.find("source"); it != j.end()) source = GetString(*it, path, "source");

@@ -29,9 +29,18 @@ struct LinkProfile {
   double bytes_per_s = 0;              // peak, one direction
   double duplex_bytes_per_s = 0;       // per direction when both directions run at once (0 = same as bytes_per_s)
   std::vector<EfficiencyPoint> efficiency;  // sorted by bytes; empty = always 1
+  // While both directions carry transfers: fraction of the duplex rate
+  // (duplex_bytes_per_s, or bytes_per_s when 0) one direction's transfer
+  // reaches at that size (NCCL's both-ways ramp is slower than one way's).
+  // Sorted by bytes; empty = DuplexEfficiency below falls back to the one-way curve.
+  std::vector<EfficiencyPoint> duplex_efficiency;
 
   // Efficiency at `bytes`: log-linear interpolation between points, clamped at the ends.
   double Efficiency(int64_t bytes) const;
+  // The same over duplex_efficiency; when that is empty, min(1, bytes_per_s ×
+  // Efficiency(bytes) / duplex rate), i.e. the one-way cap limited by the duplex
+  // rate. A both-ways transfer then takes latency + bytes / (duplex rate × this).
+  double DuplexEfficiency(int64_t bytes) const;
   friend bool operator==(const LinkProfile&, const LinkProfile&) = default;
 };
 

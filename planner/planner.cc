@@ -1,9 +1,6 @@
 #include "planner/planner.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <climits>
 #include <cmath>
 #include <map>
@@ -21,7 +18,6 @@
 #include "sim/ports.h"
 #include "sim/simulator.h"
 
-#define PROF(name) if (getenv("RESHARD_PLANNER_PROFILE")) fprintf(stderr, "%-20s %8.3f s\n", name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
 namespace reshard {
 
 namespace {
@@ -131,11 +127,12 @@ void Chunk(const Box& b, int64_t max_elems, std::vector<Box>& out) {
 // A (destination rank, fragment) pair with its chosen source, possibly a sub-box of the fragment.
 struct Part {
   Box box;
-  int32_t dst_rank, frag, src_rank;
+  int32_t dst_rank, frag, src_rank, src_piece;  // src_piece: index in the source rank's Shard::pieces
 };
 
 struct Item {
-  int32_t src_gpu, dst_gpu, src_slot, dst_rank, frag, src_rank;
+  uint64_t key;  // (src_gpu, dst_gpu, src_slot, dst_rank, frag) packed, for one fast sort
+  int32_t src_gpu, dst_gpu, src_slot, dst_rank, frag, src_rank, src_piece;
 };
 
 struct Seg {
@@ -176,12 +173,24 @@ struct Base {
   int64_t eb = 2;
   std::vector<GpuMemoryAtStart> mem;
   std::vector<Item> items;              // sorted by (src_gpu, dst_gpu, src_slot, dst_rank, frag)
+  struct PairBytes {
+    int32_t src_gpu, dst_gpu;
+    int64_t bytes;
+  };
+  std::vector<PairBytes> pairs;         // byte totals per (sender, receiver), items' order
   std::vector<int32_t> src_rank_on_gpu;
   std::vector<std::vector<int32_t>> dst_ranks_on_gpu;
   int64_t fragments = 0;
 
   explicit Base(const Scenario& sc) : s(sc) {}
 
+  int32_t SrcPieceIndex(int32_t src_rank, const Fragment& f) const {
+    const int32_t shard = src.rank_shard[src_rank];
+    const auto& hs = ts.holder_sets[f.holder_set].holders;
+    auto it = std::lower_bound(hs.begin(), hs.end(), std::make_pair(shard, int32_t{-1}));
+    RESHARD_CHECK(it != hs.end() && it->first == shard, "chosen source does not hold the fragment");
+    return it->second;
+  }
   const Piece& SrcPiece(int32_t src_rank, const Fragment& f) const {
     const int32_t shard = src.rank_shard[src_rank];
     const auto& hs = ts.holder_sets[f.holder_set].holders;
@@ -196,39 +205,72 @@ struct Base {
 };
 
 void BuildBase(Base& b) {
-  auto t0 = std::chrono::steady_clock::now();
   const Scenario& s = b.s;
+  const int32_t gpus = s.cluster.Gpus();
   b.src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
   b.dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
   b.eb = DTypeBytes(s.dtype);
-  PROF("layouts");
   b.ts = BuildTransferSet(s.model, b.src, b.dst);
-  PROF("transfer set");
   b.dst_gpu = PlaceDestinations(s, b.src, b.dst, b.ts);
-  PROF("placement");
   b.choice = ChooseSources(s, b.src, b.dst, b.ts, b.dst_gpu);
-  PROF("choice");
   b.sb = LayoutBuffers(b.src);
   b.db = LayoutBuffers(b.dst);
   b.mem = MemoryAtStart(s, b.src);
-  const int32_t gpus = s.cluster.Gpus();
   b.src_rank_on_gpu.assign(gpus, -1);
   for (int32_t r = 0; r < b.src.Ranks(); ++r) b.src_rank_on_gpu[s.source_gpus[r]] = r;
   b.dst_ranks_on_gpu.assign(gpus, {});
   for (int32_t r = 0; r < b.dst.Ranks(); ++r) b.dst_ranks_on_gpu[b.dst_gpu[r]].push_back(r);
+  // Bits for the packed sort key.
+  auto bits = [](int64_t n) {
+    int k = 1;
+    while ((int64_t{1} << k) < n) ++k;
+    return k;
+  };
+  int32_t max_slots = 1;
+  for (const auto& l : b.sb.slot_layer) max_slots = std::max<int32_t>(max_slots, static_cast<int32_t>(l.size()));
+  size_t max_frags = 1;
+  for (const auto& f : b.ts.shard_fragments) max_frags = std::max(max_frags, f.size());
+  const int bg = bits(gpus), bs = bits(max_slots), br = bits(b.dst.Ranks()), bf = bits(static_cast<int64_t>(max_frags));
+  const bool packed = 2 * bg + bs + br + bf <= 64;
+  size_t total = 0;
+  for (int32_t r = 0; r < b.dst.Ranks(); ++r) total += b.ts.shard_fragments[b.dst.rank_shard[r]].size();
+  b.items.reserve(total);
   for (int32_t r = 0; r < b.dst.Ranks(); ++r) {
     const auto& frags = b.ts.shard_fragments[b.dst.rank_shard[r]];
     for (size_t i = 0; i < frags.size(); ++i) {
       const int32_t q = b.choice.src_rank[r][i];
-      const Piece& p = b.SrcPiece(q, frags[i]);
-      b.items.push_back(Item{s.source_gpus[q], b.dst_gpu[r], b.SrcSlot(q, p), r, static_cast<int32_t>(i), q});
+      const int32_t pi = b.SrcPieceIndex(q, frags[i]);
+      const int32_t slot = b.SrcSlot(q, b.src.ShardOf(q).pieces[pi]);
+      const int32_t sg = s.source_gpus[q], dg = b.dst_gpu[r];
+      uint64_t key = 0;
+      if (packed)
+        key = ((((static_cast<uint64_t>(sg) << bg | static_cast<uint64_t>(dg)) << bs | static_cast<uint64_t>(slot)) << br |
+                static_cast<uint64_t>(r))
+               << bf) |
+              i;
+      b.items.push_back(Item{key, sg, dg, slot, r, static_cast<int32_t>(i), q, pi});
     }
   }
   b.fragments = static_cast<int64_t>(b.items.size());
-  std::sort(b.items.begin(), b.items.end(), [](const Item& x, const Item& y) {
-    return std::tie(x.src_gpu, x.dst_gpu, x.src_slot, x.dst_rank, x.frag) <
-           std::tie(y.src_gpu, y.dst_gpu, y.src_slot, y.dst_rank, y.frag);
-  });
+  if (packed) {
+    std::sort(b.items.begin(), b.items.end(), [](const Item& x, const Item& y) { return x.key < y.key; });
+  } else {
+    std::sort(b.items.begin(), b.items.end(), [](const Item& x, const Item& y) {
+      return std::tie(x.src_gpu, x.dst_gpu, x.src_slot, x.dst_rank, x.frag) <
+             std::tie(y.src_gpu, y.dst_gpu, y.src_slot, y.dst_rank, y.frag);
+    });
+  }
+  // Byte totals per (sender, receiver) pair, for the segment-size estimate.
+  for (size_t i = 0; i < b.items.size();) {
+    size_t j = i;
+    int64_t bytes = 0;
+    while (j < b.items.size() && b.items[j].src_gpu == b.items[i].src_gpu && b.items[j].dst_gpu == b.items[i].dst_gpu) {
+      bytes += b.Frag(b.items[j].dst_rank, b.items[j].frag).elems * b.eb;
+      ++j;
+    }
+    b.pairs.push_back(Base::PairBytes{b.items[i].src_gpu, b.items[i].dst_gpu, bytes});
+    i = j;
+  }
 }
 
 // Segments and rounds for one segment size.
@@ -254,7 +296,7 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
   sc.segment_bytes = seg_bytes;
   const Cluster& c = b.s.cluster;
   const int64_t eb = b.eb;
-  const int64_t seg_elems = std::max<int64_t>(1, seg_bytes / eb);
+  const int64_t max_elems = std::max<int64_t>(1, seg_bytes / eb);
   std::vector<Box> chunks;
   std::vector<Seg> direct;
   std::vector<Part> direct_parts;
@@ -270,7 +312,7 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
         while (m < j && b.items[m].src_slot == b.items[k].src_slot) {
           const Item& it = b.items[m];
           const Fragment& f = b.Frag(it.dst_rank, it.frag);
-          sc.parts.push_back(Part{f.box, it.dst_rank, it.frag, it.src_rank});
+          sc.parts.push_back(Part{f.box, it.dst_rank, it.frag, it.src_rank, it.src_piece});
           lb.bytes += f.elems * eb;
           ++m;
         }
@@ -281,7 +323,13 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
       i = j;
       continue;
     }
-    // Remote: pack into segments; big contiguous pieces go direct.
+    // Remote: pack into segments of equal size (the pair's bytes over the
+    // fewest segments that respect the limit), so rounds carry similar
+    // amounts; big contiguous pieces go direct.
+    int64_t pair_elems = 0;
+    for (size_t k = i; k < j; ++k) pair_elems += b.Frag(b.items[k].dst_rank, b.items[k].frag).elems;
+    const int64_t nseg = (pair_elems + max_elems - 1) / max_elems;
+    const int64_t seg_elems = (pair_elems + nseg - 1) / nseg;
     Seg cur{sg, dg, static_cast<int64_t>(sc.parts.size()), 0, 0, false, 0};
     int64_t used = 0;
     auto close = [&]() {
@@ -295,7 +343,7 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
     };
     auto add = [&](const Item& it, const Box& box) {
       if (cur.num_parts == 0) cur.priority = Priority(b, it.src_rank, it.src_slot);
-      sc.parts.push_back(Part{box, it.dst_rank, it.frag, it.src_rank});
+      sc.parts.push_back(Part{box, it.dst_rank, it.frag, it.src_rank, it.src_piece});
       ++cur.num_parts;
       used += Volume(box);
     };
@@ -303,18 +351,18 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
       const Item& it = b.items[k];
       const Fragment& f = b.Frag(it.dst_rank, it.frag);
       const int64_t bytes = f.elems * eb;
-      if (2 * bytes >= seg_bytes) {
-        const Piece& sp = b.SrcPiece(it.src_rank, f);
+      if (2 * bytes >= seg_elems * eb) {
+        const Piece& sp = b.src.ShardOf(it.src_rank).pieces[it.src_piece];
         const Piece& dp = b.dst.ShardOf(it.dst_rank).pieces[f.dst_piece];
         auto sr = BoxRegion(0, sp.offset, sp.stride, sp.box, f.box, eb);
         auto dr = BoxRegion(0, dp.offset, dp.stride, dp.box, f.box, eb);
         if (sr && dr && Contiguous(*sr) && Contiguous(*dr)) {
           chunks.clear();
-          Chunk(f.box, seg_elems, chunks);
+          Chunk(f.box, max_elems, chunks);
           for (const Box& x : chunks) {  // parts appended after the pair's staged ones
             direct.push_back(Seg{sg, dg, static_cast<int64_t>(direct_parts.size()), 1, Volume(x) * eb, true,
                                  Priority(b, it.src_rank, it.src_slot)});
-            direct_parts.push_back(Part{x, it.dst_rank, it.frag, it.src_rank});
+            direct_parts.push_back(Part{x, it.dst_rank, it.frag, it.src_rank, it.src_piece});
           }
           continue;
         }
@@ -462,6 +510,8 @@ class Emitter {
       st.overhead = m.overheads + static_cast<int64_t>(sc_.peers[g]) * c_.overheads.nccl_bytes_per_peer;
     }
     MakeBuffers();
+    homes_.reserve(sc_.parts.size());
+    for (const Part& pt : sc_.parts) homes_.push_back(HomeOf(pt));
     CountReaders();
     Prologue();
     MainLoop();
@@ -589,63 +639,81 @@ class Emitter {
     }
   }
 
-  // Source and destination regions of a part.
-  Region SrcRegion(const Part& pt, int32_t* buffer_out = nullptr) const {
-    const Fragment& f = b_.Frag(pt.dst_rank, pt.frag);
-    const Piece& sp = b_.SrcPiece(pt.src_rank, f);
-    const int32_t shard = b_.src.rank_shard[pt.src_rank];
-    const int32_t buf = src_buf0_[pt.src_rank] + b_.sb.slot_of[shard][sp.buffer];
-    if (buffer_out) *buffer_out = buf;
-    auto r = BoxRegion(buf, b_.sb.base_of[shard][sp.buffer] + sp.offset, sp.stride, sp.box, pt.box, b_.eb);
+  // Where a part lives on both sides.
+  struct Home {
+    const Piece* sp;
+    const Piece* dp;
+    int32_t sbuf, dbuf;
+    int64_t soff, doff;  // elements: position of the piece's box.lo in its plan buffer
+  };
+  Home HomeOf(const Part& pt) const {
+    const int32_t sshard = b_.src.rank_shard[pt.src_rank];
+    const int32_t dshard = b_.dst.rank_shard[pt.dst_rank];
+    const Fragment& f = b_.ts.shard_fragments[dshard][pt.frag];
+    Home h;
+    h.sp = &b_.src.shards[sshard].pieces[pt.src_piece];
+    h.dp = &b_.dst.shards[dshard].pieces[f.dst_piece];
+    h.sbuf = src_buf0_[pt.src_rank] + b_.sb.slot_of[sshard][h.sp->buffer];
+    h.dbuf = dst_buf0_[pt.dst_rank] + b_.db.slot_of[dshard][h.dp->buffer];
+    h.soff = b_.sb.base_of[sshard][h.sp->buffer] + h.sp->offset;
+    h.doff = b_.db.base_of[dshard][h.dp->buffer] + h.dp->offset;
+    return h;
+  }
+  // Source and destination regions of a part (direct transfers: contiguous).
+  Region SrcRegion(const Part& pt) const {
+    const Home h = HomeOf(pt);
+    auto r = BoxRegion(h.sbuf, h.soff, h.sp->stride, h.sp->box, pt.box, b_.eb);
     RESHARD_CHECK(r.has_value(), "source region needs more than three levels");
     return *r;
   }
   Region DstRegion(const Part& pt) const {
-    const Fragment& f = b_.Frag(pt.dst_rank, pt.frag);
-    const int32_t shard = b_.dst.rank_shard[pt.dst_rank];
-    const Piece& dp = b_.dst.shards[shard].pieces[f.dst_piece];
-    const int32_t buf = dst_buf0_[pt.dst_rank] + b_.db.slot_of[shard][dp.buffer];
-    auto r = BoxRegion(buf, b_.db.base_of[shard][dp.buffer] + dp.offset, dp.stride, dp.box, pt.box, b_.eb);
+    const Home h = HomeOf(pt);
+    auto r = BoxRegion(h.dbuf, h.doff, h.dp->stride, h.dp->box, pt.box, b_.eb);
     RESHARD_CHECK(r.has_value(), "destination region needs more than three levels");
     return *r;
   }
 
   // Copy pairs of `part` between its home buffer and a contiguous staging run
-  // at `*stage_off`; splits parts whose regions need more than three levels.
-  void PartCopies(const Part& pt, int32_t stage_buf, int64_t* stage_off, bool pack, std::vector<CopyPair>& out) const {
-    const Fragment& f = b_.Frag(pt.dst_rank, pt.frag);
-    const Piece& sp = b_.SrcPiece(pt.src_rank, f);
-    const int32_t sshard = b_.src.rank_shard[pt.src_rank];
-    const int32_t dshard = b_.dst.rank_shard[pt.dst_rank];
-    const Piece& dp = b_.dst.shards[dshard].pieces[f.dst_piece];
-    const int32_t sbuf = src_buf0_[pt.src_rank] + b_.sb.slot_of[sshard][sp.buffer];
-    const int32_t dbuf = dst_buf0_[pt.dst_rank] + b_.db.slot_of[dshard][dp.buffer];
-    const int64_t soff = b_.sb.base_of[sshard][sp.buffer] + sp.offset;
-    const int64_t doff = b_.db.base_of[dshard][dp.buffer] + dp.offset;
-    std::vector<Box> todo{pt.box};
-    while (!todo.empty()) {
-      Box x = todo.back();
-      todo.pop_back();
-      auto sr = BoxRegion(sbuf, soff, sp.stride, sp.box, x, b_.eb);
-      auto dr = BoxRegion(dbuf, doff, dp.stride, dp.box, x, b_.eb);
-      if (!sr || !dr) {  // split along the outermost dimension, keeping row-major order
-        const int d = OutermostSplitDim(x);
-        for (int64_t u = x.hi[d] - 1; u >= x.lo[d]; --u) {
-          Box sub = x;
-          sub.lo[d] = u, sub.hi[d] = u + 1;
-          todo.push_back(sub);
-        }
-        continue;
+  // at `*stage_off` (stage_buf < 0: straight from source to destination);
+  // parts whose regions need more than three levels are split. Returns the
+  // part's home buffers.
+  Home PartCopies(int64_t part, int32_t stage_buf, int64_t* stage_off, bool pack, std::vector<CopyPair>& out) const {
+    const Part& pt = sc_.parts[part];
+    const Home& h = homes_[part];
+    auto emit = [&](const Region& sr, const Region& dr) {
+      if (stage_buf < 0) {
+        out.push_back(CopyPair{sr, dr});
+        return;
       }
-      const Region& home = pack ? *sr : *dr;
-      if (stage_buf < 0) {  // local copy: straight from source to destination
-        out.push_back(CopyPair{*sr, *dr});
-        continue;
-      }
+      const Region& home = pack ? sr : dr;
       Region st = ContiguousRegion(stage_buf, *stage_off, home.Bytes());
       *stage_off += home.Bytes();
       out.push_back(pack ? CopyPair{home, st} : CopyPair{st, home});
+    };
+    auto sr = BoxRegion(h.sbuf, h.soff, h.sp->stride, h.sp->box, pt.box, b_.eb);
+    auto dr = BoxRegion(h.dbuf, h.doff, h.dp->stride, h.dp->box, pt.box, b_.eb);
+    if (sr && dr) {
+      emit(*sr, *dr);
+      return h;
     }
+    std::vector<Box> todo{pt.box};  // rare: split along the outermost dimension, row-major order
+    while (!todo.empty()) {
+      Box x = todo.back();
+      todo.pop_back();
+      sr = BoxRegion(h.sbuf, h.soff, h.sp->stride, h.sp->box, x, b_.eb);
+      dr = BoxRegion(h.dbuf, h.doff, h.dp->stride, h.dp->box, x, b_.eb);
+      if (sr && dr) {
+        emit(*sr, *dr);
+        continue;
+      }
+      const int d = OutermostSplitDim(x);
+      for (int64_t u = x.hi[d] - 1; u >= x.lo[d]; --u) {
+        Box sub = x;
+        sub.lo[d] = u, sub.hi[d] = u + 1;
+        todo.push_back(sub);
+      }
+    }
+    return h;
   }
 
   // Per source buffer: number of ops still to read it; at zero it may move to host.
@@ -654,11 +722,7 @@ class Emitter {
     std::vector<int32_t> seen;
     auto count_parts = [&](int64_t first, int64_t n) {
       seen.clear();
-      for (int64_t i = first; i < first + n; ++i) {
-        int32_t buf = -1;
-        SrcRegion(sc_.parts[i], &buf);
-        seen.push_back(buf);
-      }
+      for (int64_t i = first; i < first + n; ++i) seen.push_back(homes_[i].sbuf);
       std::sort(seen.begin(), seen.end());
       seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
       for (int32_t x : seen) ++readers_[x];
@@ -850,12 +914,9 @@ class Emitter {
     if (k >= 2) op.deps.push_back(send_op_[staged_sends_[g][k - 2]]);
     int64_t off = 0;
     std::vector<int32_t> bufs;
-    for (int64_t i = sg.first_part; i < sg.first_part + sg.num_parts; ++i) {
-      PartCopies(sc_.parts[i], slot, &off, true, op.copies);
-      int32_t buf = -1;
-      SrcRegion(sc_.parts[i], &buf);
-      bufs.push_back(buf);
-    }
+    op.copies.reserve(sg.num_parts);
+    for (int64_t i = sg.first_part; i < sg.first_part + sg.num_parts; ++i)
+      bufs.push_back(PartCopies(i, slot, &off, true, op.copies).sbuf);
     op.label = fmt::format("pack seg {} -> gpu{}", seg_id, sg.dst_gpu);
     pack_op_[seg_id] = Emit(std::move(op));
     std::sort(bufs.begin(), bufs.end());
@@ -867,14 +928,12 @@ class Emitter {
     Op op;
     op.kind = OpKind::kCopy, op.gpu = lb.gpu, op.stream = kStreamCompute;
     std::vector<int32_t> bufs;
+    op.copies.reserve(lb.num_parts);
     for (int64_t i = lb.first_part; i < lb.first_part + lb.num_parts; ++i) {
-      const Part& pt = sc_.parts[i];
-      EnsureDest(DstRegion(pt).buffer, op.deps);
       int64_t unused = 0;
-      PartCopies(pt, -1, &unused, true, op.copies);
-      int32_t buf = -1;
-      SrcRegion(pt, &buf);
-      bufs.push_back(buf);
+      const Home h = PartCopies(i, -1, &unused, true, op.copies);
+      EnsureDest(h.dbuf, op.deps);
+      bufs.push_back(h.sbuf);
     }
     op.label = fmt::format("local copy gpu{} r{} slot {}", lb.gpu, lb.src_rank, lb.src_slot);
     const int32_t id = Emit(std::move(op));
@@ -938,9 +997,8 @@ class Emitter {
         std::vector<int32_t> read_bufs;
         if (sg.direct) {
           const Part& pt = sc_.parts[sg.first_part];
-          int32_t sbuf = -1;
-          send.region = SrcRegion(pt, &sbuf);
-          read_bufs.push_back(sbuf);
+          send.region = SrcRegion(pt);
+          read_bufs.push_back(send.region.buffer);
           recv.region = DstRegion(pt);
           EnsureDest(recv.region.buffer, recv.deps);
         } else {
@@ -968,10 +1026,9 @@ class Emitter {
         op.kind = OpKind::kCopy, op.gpu = sg.dst_gpu, op.stream = kStreamCompute, op.segment = i;
         const int32_t slot = out_.plan.ops[recv_op_[i]].region.buffer;
         int64_t off = 0;
-        for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k) {
-          EnsureDest(DstRegion(sc_.parts[k]).buffer, op.deps);
-          PartCopies(sc_.parts[k], slot, &off, false, op.copies);
-        }
+        op.copies.reserve(sg.num_parts);
+        for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k)
+          EnsureDest(PartCopies(k, slot, &off, false, op.copies).dbuf, op.deps);
         op.deps.push_back(recv_op_[i]);
         op.label = fmt::format("unpack seg {} <- gpu{}", i, sg.src_gpu);
         unpack_op_[i] = Emit(std::move(op));
@@ -1023,6 +1080,7 @@ class Emitter {
   const Cluster& c_;
   Emitted out_;
   std::vector<GpuState> gs_;
+  std::vector<Home> homes_;  // per part, computed once (the lookups are cache misses)
   std::vector<int32_t> src_buf0_, opt_buf0_, dst_buf0_;
   std::vector<int32_t> dst_alloc_;         // per buffer: its alloc op (destination weights, staging)
   std::vector<int32_t> readers_;           // per buffer: ops still to read it (source weights)
@@ -1078,36 +1136,30 @@ BytesMoved CountBytes(const Plan& p) {
   return m;
 }
 
-// Per-port estimate of a segment size from the (sender, receiver) byte totals:
-// each GPU sends and receives its segments one after another, each paying the
-// link's latency and moving at the efficiency of its size; the first pack and
-// last unpack do not overlap. O(pairs).
+// Round-model estimate of a segment size from the (sender, receiver) byte
+// totals: Δ rounds (König: the most segments one GPU sends or receives), each
+// as long as the slowest segment (latency + bytes at the efficiency of its
+// size), plus the first pack and last unpack. O(pairs).
 double QuickEstimate(const Base& b, int64_t seg_bytes) {
   const Cluster& c = b.s.cluster;
   const int32_t gpus = c.Gpus();
-  std::vector<double> out(gpus, 0), in(gpus, 0);
+  std::vector<int64_t> out(gpus, 0), in(gpus, 0);
   int64_t largest = 0;
-  for (size_t i = 0; i < b.items.size();) {
-    size_t j = i;
-    int64_t bytes = 0;
-    while (j < b.items.size() && b.items[j].src_gpu == b.items[i].src_gpu && b.items[j].dst_gpu == b.items[i].dst_gpu) {
-      bytes += b.Frag(b.items[j].dst_rank, b.items[j].frag).elems * b.eb;
-      ++j;
-    }
-    const int32_t sg = b.items[i].src_gpu, dg = b.items[i].dst_gpu;
-    i = j;
-    if (sg == dg) continue;
-    const LinkProfile& lp = c.Link(c.Between(sg, dg));
-    const int64_t nseg = (bytes + seg_bytes - 1) / seg_bytes;
-    const int64_t each = (bytes + nseg - 1) / nseg;
-    const double t = nseg * (lp.latency_ns * 1e-9) +
-                     (lp.bytes_per_s > 0 ? bytes / (lp.bytes_per_s * lp.Efficiency(each)) : 0.0);
-    out[sg] += t;
-    in[dg] += t;
+  double round_s = 0;
+  for (const auto& pb : b.pairs) {
+    if (pb.src_gpu == pb.dst_gpu) continue;
+    const int64_t nseg = (pb.bytes + seg_bytes - 1) / seg_bytes;
+    const int64_t each = (pb.bytes + nseg - 1) / nseg;
+    out[pb.src_gpu] += nseg;
+    in[pb.dst_gpu] += nseg;
     largest = std::max(largest, each);
+    const LinkProfile& lp = c.Link(c.Between(pb.src_gpu, pb.dst_gpu));
+    if (lp.bytes_per_s > 0)
+      round_s = std::max(round_s, lp.latency_ns * 1e-9 + each / (lp.bytes_per_s * lp.Efficiency(each)));
   }
-  double t = 0;
-  for (int32_t g = 0; g < gpus; ++g) t = std::max({t, out[g], in[g]});
+  int64_t delta = 0;
+  for (int32_t g = 0; g < gpus; ++g) delta = std::max({delta, out[g], in[g]});
+  double t = static_cast<double>(delta) * round_s;
   const LinkProfile& dc = c.device_copy;
   if (dc.bytes_per_s > 0 && largest > 0) t += 2 * (dc.latency_ns * 1e-9 + largest / (dc.bytes_per_s * dc.Efficiency(largest)));
   return t;
@@ -1115,8 +1167,9 @@ double QuickEstimate(const Base& b, int64_t seg_bytes) {
 
 }  // namespace
 
+constexpr double kSizeTolerance = 1.15;
+
 PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
-  auto t0 = std::chrono::steady_clock::now();
   if (s.destination_dtype != s.dtype)
     throw InputError(s.path, "destination.dtype",
                      fmt::format("the planner moves {} weights as they are; converting to {} during the refit is "
@@ -1124,7 +1177,6 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
                                  DTypeName(s.dtype), DTypeName(s.destination_dtype)));
   Base base(s);
   BuildBase(base);
-  PROF("base");
 
   int64_t seg = options.segment_bytes > 0 ? options.segment_bytes : s.plan.segment_bytes;
   std::vector<int64_t> sizes;
@@ -1138,7 +1190,8 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   // Segment sizes in the order they are tried. Small plans: every size is
   // built and simulated, the fastest kept. Large plans: the per-port estimate
   // from pair totals ranks the sizes (no schedule built); the largest size
-  // within 2% of the best estimate comes first (fewer ops, same speed), then
+  // within 15% of the best estimate comes first (the estimate is coarse, and
+  // fewer, larger segments mean far fewer ops and less per-op risk), then
   // smaller sizes (less staging) in case memory does not fit.
   std::vector<double> quick(sizes.size());
   for (size_t i = 0; i < sizes.size(); ++i) quick[i] = QuickEstimate(base, sizes[i]);
@@ -1149,8 +1202,8 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
     const double best_q = *std::min_element(quick.begin(), quick.end());
     size_t first = 0;
     for (size_t i = 0; i < sizes.size(); ++i)
-      if (quick[i] <= best_q * 1.02 && sizes[i] >= sizes[first]) first = i;
-    if (quick[first] > best_q * 1.02) first = static_cast<size_t>(std::min_element(quick.begin(), quick.end()) - quick.begin());
+      if (quick[i] <= best_q * kSizeTolerance && sizes[i] >= sizes[first]) first = i;
+    if (quick[first] > best_q * kSizeTolerance) first = static_cast<size_t>(std::min_element(quick.begin(), quick.end()) - quick.begin());
     order.clear();
     order.push_back(first);
     std::vector<size_t> rest;
@@ -1159,7 +1212,6 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
     std::stable_sort(rest.begin(), rest.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
     order.insert(order.end(), rest.begin(), rest.end());
   }
-  PROF("estimates");
   const std::vector<Policy> policies = Policies(s, options);
 
   struct Candidate {
@@ -1174,10 +1226,8 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   bool have_frugal = false;
   for (size_t oi : order) {
     auto sched = std::make_shared<Schedule>(MakeSchedule(base, sizes[oi]));
-    PROF("schedule");
     for (const Policy& pol : policies) {
       Emitted e = Emitter(base, *sched, pol).Run();
-      PROF("emit");
       if (!e.fits) {
         if (!have_frugal || e.missing_bytes < frugal.missing_bytes) frugal = std::move(e), have_frugal = true;
         continue;
@@ -1195,7 +1245,6 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
     if (best && !small) break;  // large plans: the first size that fits
   }
 
-  PROF("emitted");
   PlanResult res;
   res.stats.fragments = base.fragments;
   if (!best) {

@@ -202,7 +202,10 @@ struct Simulator::State {
   uint32_t stamp = 0;
 
   std::vector<int64_t> mem, peak, host_mem, host_peak;
-  std::unordered_set<int64_t> peers;  // gpu * gpus + peer (membership only)
+  // Connected (gpu, peer) pairs: a bitset of gpus^2 bits up to 16384 GPUs
+  // (32 MiB), a hash set beyond.
+  std::vector<uint64_t> peer_bits;
+  std::unordered_set<int64_t> peer_set;
   BytesMoved moved;
   std::array<Activity, kKinds> kind_use{};
   std::array<Activity, kClasses> class_use{};
@@ -263,25 +266,77 @@ struct Simulator::State {
     }
   }
 
-  void BuildLaunches() {
+  // Launch ids, numbered by their first op. Grouped ops are bucketed by group
+  // (counting sort when group ids are dense, else a hash map), and within a
+  // group by GPU through a per-GPU scratch slot: O(ops + groups + GPUs).
+  void AssignLaunches() {
     op_launch.assign(nops, -1);
-    std::unordered_map<int64_t, int32_t> group_launch;  // lookup only; ids follow op order
+    std::vector<int32_t> first_op;  // temporary launch id -> its first op
+    int32_t max_group = -1;
+    int64_t grouped = 0;
+    for (int32_t i = 0; i < nops; ++i) {
+      max_group = std::max(max_group, plan.ops[i].group);
+      grouped += plan.ops[i].group >= 0 ? 1 : 0;
+    }
+    if (grouped > 0 && max_group <= 4 * static_cast<int64_t>(nops)) {
+      std::vector<int32_t> start(static_cast<size_t>(max_group) + 2, 0), order(grouped);
+      for (int32_t i = 0; i < nops; ++i) {
+        if (plan.ops[i].group >= 0) ++start[plan.ops[i].group + 1];
+      }
+      for (size_t g = 1; g < start.size(); ++g) start[g] += start[g - 1];
+      std::vector<int32_t> fill(start.begin(), start.end() - 1);
+      for (int32_t i = 0; i < nops; ++i) {
+        if (plan.ops[i].group >= 0) order[fill[plan.ops[i].group]++] = i;  // op order within a group
+      }
+      std::vector<int32_t> gpu_group(gpus, -1), gpu_launch(gpus, -1);
+      for (int32_t g = 0; g <= max_group; ++g) {
+        for (int32_t k = start[g]; k < start[g + 1]; ++k) {
+          const int32_t i = order[k], gpu = info[i].gpu;
+          if (gpu_group[gpu] != g) {
+            gpu_group[gpu] = g;
+            gpu_launch[gpu] = static_cast<int32_t>(first_op.size());
+            first_op.push_back(i);
+          }
+          op_launch[i] = gpu_launch[gpu];
+        }
+      }
+    } else if (grouped > 0) {
+      std::unordered_map<int64_t, int32_t> group_launch;  // lookup only
+      group_launch.reserve(static_cast<size_t>(grouped));
+      for (int32_t i = 0; i < nops; ++i) {
+        if (plan.ops[i].group < 0) continue;
+        const int64_t key = static_cast<int64_t>(plan.ops[i].group) * gpus + info[i].gpu;
+        auto [it, fresh] = group_launch.emplace(key, static_cast<int32_t>(first_op.size()));
+        if (fresh) first_op.push_back(i);
+        op_launch[i] = it->second;
+      }
+    }
+    for (int32_t i = 0; i < nops; ++i) {
+      if (op_launch[i] >= 0) continue;
+      const OpInfo& op = info[i];
+      if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.peer == op.gpu && op.match < i) {
+        op_launch[i] = op_launch[op.match];  // an ungrouped send/recv to self: one launch (as Verify assumes)
+      } else {
+        op_launch[i] = static_cast<int32_t>(first_op.size());
+        first_op.push_back(i);
+      }
+    }
+    // Renumber by first op.
+    std::vector<int32_t> at_op(nops, -1), id(first_op.size(), -1);
+    for (size_t l = 0; l < first_op.size(); ++l) at_op[first_op[l]] = static_cast<int32_t>(l);
+    int32_t next = 0;
+    for (int32_t i = 0; i < nops; ++i) {
+      if (at_op[i] >= 0) id[at_op[i]] = next++;
+    }
+    for (int32_t i = 0; i < nops; ++i) op_launch[i] = id[op_launch[i]];
+  }
+
+  void BuildLaunches() {
+    AssignLaunches();
     std::vector<int32_t> sizes;
     for (int32_t i = 0; i < nops; ++i) {
-      const Op& op = plan.ops[i];
-      int32_t l = -1;
-      if (op.group >= 0) {
-        const int64_t key = static_cast<int64_t>(op.group) * gpus + op.gpu;
-        auto [it, fresh] = group_launch.emplace(key, static_cast<int32_t>(sizes.size()));
-        l = it->second;
-        if (fresh) sizes.push_back(0);
-      } else if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.peer == op.gpu && op.match < i) {
-        l = op_launch[op.match];  // an ungrouped send/recv to self: the pair is issued together (as Verify assumes)
-      } else {
-        l = static_cast<int32_t>(sizes.size());
-        sizes.push_back(0);
-      }
-      op_launch[i] = l;
+      const int32_t l = op_launch[i];
+      if (l >= static_cast<int32_t>(sizes.size())) sizes.resize(l + 1, 0);
       ++sizes[l];
     }
     const int32_t nl = static_cast<int32_t>(sizes.size());
@@ -347,6 +402,9 @@ struct Simulator::State {
     }
     peak = mem;
     host_peak = host_mem;
+    if (gpus <= 16384 && plan.cluster.overheads.nccl_bytes_per_peer != 0) {
+      peer_bits.assign((static_cast<size_t>(gpus) * gpus + 63) / 64, 0);
+    }
   }
 
   // ---- memory --------------------------------------------------------------
@@ -371,7 +429,16 @@ struct Simulator::State {
   void ConnectPeer(int32_t gpu, int32_t peer, int64_t t) {
     const int64_t per_peer = plan.cluster.overheads.nccl_bytes_per_peer;
     if (peer == gpu || per_peer == 0) return;
-    if (peers.insert(static_cast<int64_t>(gpu) * gpus + peer).second) AddMemory(gpu, per_peer, t);
+    const int64_t key = static_cast<int64_t>(gpu) * gpus + peer;
+    if (!peer_bits.empty()) {
+      uint64_t& word = peer_bits[key / 64];
+      const uint64_t bit = uint64_t{1} << (key % 64);
+      if (word & bit) return;
+      word |= bit;
+    } else if (!peer_set.insert(key).second) {
+      return;
+    }
+    AddMemory(gpu, per_peer, t);
   }
 
   // ---- ops, launches, flows ------------------------------------------------

@@ -482,3 +482,62 @@ TEST(Planner, DtypeConversionIsRefused) {
 
 }  // namespace
 }  // namespace reshard
+
+namespace reshard {
+namespace {
+
+// Every memory policy path (per-layer destination allocation, training weights
+// to host after their last read, optimizer offload) still produces every
+// destination element exactly once and passes Verify.
+TEST(Planner, ForcedMemoryPoliciesStayExact) {
+  for (const char* src : {"{tp: 2}", "{pp: 2}"}) {
+    const Scenario s = FromYaml(Yaml("tiny-llama", "h200-x2", src, "{tp: 1, dp: 2}"));
+    PlannerOptions o;
+    o.destination_per_layer = true;
+    o.source_to_host = true;
+    o.offload_fraction = 0.5;
+    o.segment_bytes = 256 << 10;
+    PlanResult r = MakePlan(s, o);
+    CheckPlan(s, r);
+    EXPECT_EQ(r.plan.summary.memory_policy, "dest-per-layer+source-to-host+optimizer-offload-0.50");
+    int64_t offloads = 0, dest_allocs = 0;
+    for (const Op& op : r.plan.ops) {
+      offloads += op.kind == OpKind::kOffload;
+      dest_allocs += op.kind == OpKind::kAlloc &&
+                     r.plan.buffers[op.buffer].role == BufferRole::kDestinationWeights;
+    }
+    EXPECT_GT(offloads, 0);
+    // One allocation per (destination rank, layer buffer).
+    int64_t dest_buffers = 0;
+    for (const PlanBuffer& b : r.plan.buffers) dest_buffers += b.role == BufferRole::kDestinationWeights;
+    EXPECT_EQ(dest_allocs, dest_buffers);
+  }
+}
+
+// A budget that only fits when destination layers are allocated as they are
+// filled and training layers leave as they are read: the planner finds it and
+// its bound on each GPU's memory stays under capacity - reserve.
+TEST(Planner, PerLayerPolicyFitsWhereAllAtOnceDoesNot) {
+  const std::string mem = "memory: {optimizer: {bytes_per_param: 0, offload: none}, kv_cache: 0, reserve: 0}\n";
+  Scenario s = FromYaml(Yaml("tiny-llama", "h200-x2", "{tp: 2}", "{tp: 1, dp: 2}", mem));
+  PlannerOptions all;
+  all.destination_per_layer = false;
+  all.source_to_host = false;
+  all.segment_bytes = 64 << 10;
+  PlanResult loose = MakePlan(s, all);
+  ASSERT_TRUE(loose.ok());
+  const int64_t need = *std::max_element(loose.stats.planned_peak_bytes.begin(), loose.stats.planned_peak_bytes.end());
+  // Shrink the GPU to just under what all-at-once needs.
+  s.cluster.gpu_memory_bytes = need - 1;
+  PlanResult tight_fixed = MakePlan(s, all);
+  EXPECT_FALSE(tight_fixed.ok());
+  PlannerOptions search;
+  search.segment_bytes = 64 << 10;
+  PlanResult r = MakePlan(s, search);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_NE(r.plan.summary.memory_policy, "dest-all-at-once");
+  CheckPlan(s, r);
+}
+
+}  // namespace
+}  // namespace reshard

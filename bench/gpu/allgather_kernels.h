@@ -1,0 +1,47 @@
+// CUDA kernels of the all-gather refit baseline (bench/gpu/allgather_baseline.cc),
+// behind plain launch functions so the driver compiles with the host compiler.
+//
+//  * Batched strided copy (pack and unpack): each copy is n0 x n1 rows of
+//    row_bytes contiguous bytes (allgather_plan.h ByteCopy), rows cut into
+//    chunks of at most kChunkBytes; one warp copies one chunk with the widest
+//    vector (up to 16 B) that every address allows. A launch spreads the chunks
+//    of all its copies over the grid; a warp finds its copy by binary search.
+//  * Fill / check of the pattern (executor/pattern.h) over one PieceMap, tiles
+//    of 1024 elements along the innermost dimension, grid-stride.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "executor/pattern.h"
+
+namespace reshard::baseline {
+
+inline constexpr int64_t kChunkBytes = int64_t{32} << 10;
+
+struct DeviceCopy {
+  const unsigned char* src = nullptr;
+  unsigned char* dst = nullptr;
+  int64_t n1 = 1;  // row r is (r / n1, r % n1)
+  int64_t row_bytes = 0;
+  int64_t src_stride0 = 0, src_stride1 = 0, dst_stride0 = 0, dst_stride1 = 0;
+  int64_t chunk_bytes = 0;  // bytes per warp task, a multiple of vec
+  int64_t chunks_per_row = 0;
+  int64_t chunk_begin = 0, chunk_end = 0;  // this copy's chunks in its launch
+  int32_t vec = 1;                         // bytes per load/store: 1, 2, 4, 8 or 16
+};
+
+// descs: device memory, chunk ranges consecutive from 0 to total_chunks.
+cudaError_t LaunchCopies(const DeviceCopy* descs, int32_t count, int64_t total_chunks, int32_t max_blocks,
+                         cudaStream_t s);
+
+struct CheckCounter {
+  unsigned long long mismatches;
+  unsigned long long first_index;  // smallest mismatching global index (ULLONG_MAX: none)
+};
+cudaError_t LaunchFill(unsigned char* base, const PieceMap& m, int32_t max_blocks, cudaStream_t s);
+cudaError_t LaunchCheck(const unsigned char* base, const PieceMap& m, CheckCounter* out, int32_t max_blocks,
+                        cudaStream_t s);
+
+}  // namespace reshard::baseline

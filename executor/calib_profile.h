@@ -1,0 +1,88 @@
+// From what `reshard calibrate` measured on a host to a calibration profile.
+//
+// CalibrationData holds the raw measurements (timed transfers per link class
+// and direction mode, device memory probes); FitCalibration fits every link
+// class (calib_fit.h) and derives the memory overheads; CalibrationProfileJson
+// writes the profile in the format ApplyProfileJson reads (model/cluster.h,
+// calib/README.md) plus the raw data and the fit's residuals under
+// "measurements". No CUDA here: the GPU side is executor/calibrate_nccl.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "executor/calib_fit.h"
+#include "model/cluster.h"
+
+namespace reshard {
+
+// One measured series: transfers of one link class in one direction mode.
+struct MeasuredSeries {
+  std::string link;     // a profile link: "nvlink", "network", "pcie", "pcie_pageable", "device_copy"
+  std::string mode;     // "one_way", "h2d", "d2h" (one direction at a time) or "both_ways"
+  std::string method;   // what was timed, e.g. "ncclSend/ncclRecv", "cudaMemcpyAsync D2D"
+  std::string timing;   // "cuda_events" or "host_clock"
+  std::vector<int32_t> gpus;
+  std::vector<LinkSample> samples;  // every timed repetition; both_ways: bytes per direction
+  bool BothWays() const { return mode == "both_ways"; }
+};
+
+// cudaMemGetInfo readings of one GPU at the steps of the memory probe; -1 = not taken.
+struct DeviceMemoryProbe {
+  int32_t gpu = -1;
+  std::string name;                            // "NVIDIA H200"
+  int64_t total_bytes = -1;
+  int64_t free_after_context_bytes = -1;       // right after the first cudaFree(0)
+  int64_t free_before_nccl_bytes = -1;         // test buffers allocated, no communicator yet
+  int64_t free_after_nccl_init_bytes = -1;     // after ncclCommInitAll
+  int64_t free_after_first_transfer_bytes = -1;  // after a first send/recv with every peer
+};
+
+struct CalibrationData {
+  std::string name;    // e.g. "2x NVIDIA H200"
+  std::string source;  // how and when: tool versions, host, date
+  std::vector<std::pair<std::string, std::string>> environment;  // recorded as is (versions, env vars)
+  std::vector<MeasuredSeries> series;
+  std::vector<DeviceMemoryProbe> memory;
+  int32_t nccl_peers = 0;  // peers each GPU connected to during the probe (0: NCCL not probed)
+};
+
+struct SeriesFit {
+  size_t series = 0;  // index into CalibrationData::series
+  ResidualSummary residuals;  // of the link's final profile against this series
+};
+
+struct LinkCalibration {
+  std::string link;          // profile link name
+  LinkProfile profile;       // what the profile file gets
+  LinkFit one_way;           // the fit of every one-direction sample of this link
+  bool has_both_ways = false;
+  LinkFit both_ways;         // with the one-way latency
+};
+
+struct CalibrationFit {
+  std::vector<LinkCalibration> links;  // in profile order: nvlink, network, pcie, pcie_pageable, device_copy
+  std::vector<SeriesFit> series;       // one per measured series, in order
+  MemoryOverheads overheads;
+  bool has_cuda_context = false;       // overheads.cuda_context_bytes was measured
+  bool has_nccl_per_peer = false;      // overheads.nccl_bytes_per_peer was measured
+};
+
+// Fits each link class with one-direction samples (one-way, h2d and d2h
+// pooled); both-ways samples give its duplex rate and curve. Overheads:
+// cuda_context_bytes = max over GPUs of total - free after context creation
+// (all that is unavailable to the plan: context, driver reserve);
+// nccl_bytes_per_peer = max over GPUs of (free before communicator creation -
+// free after the first transfers) / peers. Throws InputError for a series
+// naming an unknown link or mode, or one that cannot be fitted.
+CalibrationFit FitCalibration(const CalibrationData& data, const FitOptions& options = {});
+
+// {"name", "measured": true, "source", "links", "memory", "measurements"}.
+nlohmann::json CalibrationProfileJson(const CalibrationData& data, const CalibrationFit& fit,
+                                      const FitOptions& options = {});
+
+}  // namespace reshard
