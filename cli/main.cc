@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "reshard 0.1.0");
 
+  reshard::cli::RegisterCalibrateCommand(app);
   reshard::cli::RegisterInspectCommand(app);
   reshard::cli::RegisterPlanCommand(app);
   reshard::cli::RegisterRunCommand(app);

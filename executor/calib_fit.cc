@@ -141,6 +141,9 @@ LinkFit FitLink(std::span<const LinkSample> samples, const FitOptions& options, 
   large_begin = std::min(large_begin, s - 2);
 
   LinkFit fit;
+  const Line large = FitLine(groups, median, large_begin, s);
+  if (large.seconds_per_byte > 0 && std::isfinite(large.seconds_per_byte))
+    fit.slope_bytes_per_s = 1.0 / large.seconds_per_byte;
   if (options.fixed_latency_ns) {
     fit.latency_ns = *options.fixed_latency_ns;
     fit.latency_fixed = true;
@@ -148,21 +151,27 @@ LinkFit FitLink(std::span<const LinkSample> samples, const FitOptions& options, 
   } else {
     const Line small = FitLine(groups, median, 0, small_end);
     fit.latency_line_ns = small.intercept_s * 1e9;
-    // Below 99 % of the fastest median, so every size keeps some wire time.
-    const double cap_ns = std::floor(0.99 * fastest_s * 1e9);
-    fit.latency_ns = static_cast<int64_t>(std::clamp(std::round(fit.latency_line_ns), 0.0, cap_ns));
+    // Below 99 % of the fastest median, so every size keeps some wire time;
+    // and below t - b / peak at every size under the large regime, so no
+    // size needs more than the peak (small copies can pay a fixed cost that
+    // larger ones hide: then the small sizes get low fractions instead).
+    double cap_s = 0.99 * fastest_s;
+    if (fit.slope_bytes_per_s > 0)
+      for (size_t i = 0; i < large_begin; ++i)
+        cap_s = std::min(cap_s, median[i] - static_cast<double>(groups[i].bytes) / fit.slope_bytes_per_s);
+    fit.latency_ns = static_cast<int64_t>(std::clamp(std::round(fit.latency_line_ns), 0.0, std::max(0.0, std::floor(cap_s * 1e9))));
   }
   const double latency_s = static_cast<double>(fit.latency_ns) * 1e-9;
 
-  const Line large = FitLine(groups, median, large_begin, s);
-  if (large.seconds_per_byte > 0 && std::isfinite(large.seconds_per_byte))
-    fit.slope_bytes_per_s = 1.0 / large.seconds_per_byte;
   // Wire rate b / (t - latency) at each size (0 where the latency eats it all).
   std::vector<double> wire(s, 0.0);
   for (size_t i = 0; i < s; ++i)
     if (median[i] > latency_s) wire[i] = static_cast<double>(groups[i].bytes) / (median[i] - latency_s);
+  // The peak: the asymptote, or the fastest wire rate above the small sizes
+  // if higher (noise; a mid-size bump). Small sizes are left out: there
+  // t - latency is tiny and its rate meaningless; they are clamped to 1.
   double fastest_wire = 0;
-  for (size_t i = large_begin; i < s; ++i) fastest_wire = std::max(fastest_wire, wire[i]);
+  for (size_t i = std::min(small_end, s - 1); i < s; ++i) fastest_wire = std::max(fastest_wire, wire[i]);
   if (!(fastest_wire > 0))
     throw InputError(kFile, what,
                      fmt::format("a latency of {} ns leaves no transfer time at the largest sizes", fit.latency_ns));

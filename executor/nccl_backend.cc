@@ -266,7 +266,20 @@ class NcclBackend final : public Backend {
     RESHARD_CHECK(ptr_[b.id] == nullptr, fmt::format("buffer {} allocated twice", b.id));
     RESHARD_GPU(cudaSetDevice(g.device));
     cudaStream_t s = g.streams[std::max(stream, 0)];
-    RESHARD_GPU(cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s));
+    const cudaError_t e = cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      (void)cudaMemGetInfo(&free_b, &total_b);
+      throw GpuError(fmt::format("GPU {} (device {}): out of memory allocating buffer {} '{}' ({:.3f} GiB, {}): {:.3f} "
+                                 "GiB of {:.3f} GiB in use, of which the allocator's pool holds {:.3f} GiB, the CUDA "
+                                 "context {:.3f} GiB and NCCL {:.3f} GiB",
+                                 b.gpu, g.device, b.id, b.name, b.bytes / double(1 << 30),
+                                 stream < 0 ? "preexisting" : "during the run", (total_b - free_b) / double(1 << 30),
+                                 total_b / double(1 << 30), PoolReserved(g) / double(1 << 30),
+                                 g.context_bytes / double(1 << 30), g.comm_bytes / double(1 << 30)));
+    }
+    RESHARD_GPU(e);
     if (stream < 0) RESHARD_GPU(cudaMemsetAsync(ptr_[b.id], kPoison, static_cast<size_t>(b.bytes), s));
   }
 

@@ -1,5 +1,6 @@
 #include "sim/trace.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <utility>
@@ -29,8 +30,17 @@ void ChromeTraceWriter::Event(const std::string& json_object) {
   ++events_;
 }
 
+void ChromeTraceWriter::Flush(std::vector<Slice>& slices) {
+  std::stable_sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
+    return a.dur_ns != b.dur_ns ? a.dur_ns > b.dur_ns : a.op < b.op;
+  });
+  for (const Slice& s : slices) Event(s.json);
+  slices.clear();
+}
+
 void ChromeTraceWriter::OnBegin(const Plan& plan, const PortModel& ports) {
-  ports_ = &ports;
+  plan_ = &plan;
+  pending_.clear();
   events_ = 0;
   out_ << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"plan\":" << Quote(plan.name) << "},\"traceEvents\":[";
   // One process per GPU (pid = gpu), one thread per stream used (tid = stream).
@@ -64,12 +74,23 @@ void ChromeTraceWriter::OnBegin(const Plan& plan, const PortModel& ports) {
 
 void ChromeTraceWriter::OnOpEnd(int64_t t_ns, const Op& op, int64_t start_ns) {
   const std::string name = op.label.empty() ? std::string(OpKindName(op.kind)) : op.label;
-  std::string args = fmt::format(R"("op":{},"bytes":{})", op.id, op.Bytes());
+  std::string args = fmt::format(R"("op":{})", op.id);
+  if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) {
+    const bool known = plan_ != nullptr && op.buffer >= 0 && op.buffer < static_cast<int32_t>(plan_->buffers.size());
+    args += fmt::format(R"(,"buffer":{},"bytes":{})", op.buffer, known ? plan_->buffers[op.buffer].bytes : 0);
+  } else {
+    args += fmt::format(R"(,"bytes":{})", op.Bytes());
+  }
   if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) args += fmt::format(R"(,"peer":{})", op.peer);
   if (op.group >= 0) args += fmt::format(R"(,"group":{})", op.group);
   if (op.segment >= 0) args += fmt::format(R"(,"segment":{})", op.segment);
-  Event(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"name":{},"cat":"{}","args":{{{}}}}})", op.gpu,
-                    op.stream, Us(start_ns), Us(t_ns - start_ns), Quote(name), OpKindName(op.kind), args));
+  auto& [start, slices] = pending_[{op.gpu, op.stream}];
+  if (!slices.empty() && start != start_ns) Flush(slices);
+  start = start_ns;
+  slices.push_back({t_ns - start_ns, op.id,
+                    fmt::format(R"({{"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"name":{},"cat":"{}","args":{{{}}}}})",
+                                op.gpu, op.stream, Us(start_ns), Us(t_ns - start_ns), Quote(name),
+                                OpKindName(op.kind), args)});
 }
 
 void ChromeTraceWriter::OnPortRate(int64_t t_ns, int32_t port, double bytes_per_s) {
@@ -83,6 +104,7 @@ void ChromeTraceWriter::OnMemory(int64_t t_ns, int32_t gpu, int64_t bytes) {
 }
 
 void ChromeTraceWriter::OnEnd(int64_t /*t_ns*/) {
+  for (auto& [track, pending] : pending_) Flush(pending.second);
   out_ << "\n]}\n";
   out_.flush();
 }

@@ -8,10 +8,12 @@
 // ui.perfetto.dev and chrome://tracing): one process per GPU with one thread
 // track per stream ("X" slices for ops) and a "memory" counter ("C", GiB);
 // one process "links" with a counter per port (GB/s). Times are microseconds
-// with nanosecond decimals.
+// with nanosecond decimals. The ops of one launch on a stream start together
+// and overlap; they are written longest first so each track nests properly.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -50,10 +52,18 @@ class ChromeTraceWriter : public SimObserver {
   int64_t events_written() const { return events_; }
 
  private:
+  struct Slice {
+    int64_t dur_ns;
+    int32_t op;
+    std::string json;
+  };
   void Event(const std::string& json_object);
+  void Flush(std::vector<Slice>& slices);
 
   std::ostream& out_;
-  const PortModel* ports_ = nullptr;
+  const Plan* plan_ = nullptr;
+  // Per (gpu, stream) track: the slices of the launch that started last.
+  std::map<std::pair<int32_t, int32_t>, std::pair<int64_t, std::vector<Slice>>> pending_;
   int32_t links_pid_ = 0;
   std::vector<std::string> port_names_;  // JSON-escaped, by port id
   int64_t events_ = 0;

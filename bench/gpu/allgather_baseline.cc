@@ -3,7 +3,7 @@
 //
 //   allgather_baseline [--scenario NAME|PATH] [--bucket 64MiB|256MiB|1GiB|per-tensor]
 //                      [--flat] [--out-of-place] [--warmup N] [--runs N] [--out result.json]
-//                      [--emulate]
+//                      [--emulate] [--dry-run]
 //
 // One process drives every GPU of the host (ncclCommInitAll, one stream per GPU).
 // Source shards (Megatron local buffers, exact sizes, reshard's model library) are
@@ -19,7 +19,8 @@
 // --flat sends the same bytes as one ncclSend/ncclRecv per GPU pair (DESIGN's
 // ceiling); its time_s is the exchange alone, time_with_unpack_s adds the copies
 // into the destination (staging -> weights) that make it verifiable.
-// --emulate runs the plan in host memory instead (small models; no GPU needed).
+// --emulate runs the plan in host memory instead (small models; no GPU needed);
+// --dry-run prints the plan only.
 //
 // Exit codes: 0 verified; 2 bad input; 4 ran but a destination element is wrong;
 // 1 anything else (CUDA / NCCL errors name the call, file and line).
@@ -27,13 +28,13 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -73,6 +74,7 @@ struct Options {
   int runs = 7;
   std::string out;
   bool emulate = false;
+  bool dry_run = false;
 };
 
 Scenario LoadAny(const std::string& name) {
@@ -104,6 +106,7 @@ std::string ModeLabel(const RefitPlan& p) {
       const int64_t b = p.options.bucket_bytes;
       std::string s = b % (int64_t{1} << 30) == 0 ? fmt::format("{}GiB", b >> 30)
                       : b % (int64_t{1} << 20) == 0 ? fmt::format("{}MiB", b >> 20)
+                      : b % (int64_t{1} << 10) == 0 ? fmt::format("{}KiB", b >> 10)
                                                     : fmt::format("{}B", b);
       return s + (p.options.out_of_place ? "-oop" : "");
     }
@@ -202,6 +205,12 @@ class GpuRun {
  public:
   explicit GpuRun(const RefitPlan& p) : p_(p) {}
   ~GpuRun() {  // best effort: the first error was already reported
+    // One thread owns every communicator: finalize them together (ncclCommFinalize
+    // is collective), then destroy each.
+    ncclGroupStart();
+    for (Gpu& g : gpus_)
+      if (g.comm) ncclCommFinalize(g.comm);
+    ncclGroupEnd();
     for (Gpu& g : gpus_) {
       cudaSetDevice(g.id);
       if (g.comm) ncclCommDestroy(g.comm);
@@ -266,7 +275,7 @@ void GpuRun::Setup() {
     CUDA_OK(cudaSetDevice(g.id));
     for (const PieceMap& m : p_.fill[static_cast<size_t>(g.id)])
       CUDA_OK(LaunchFill(g.arena[static_cast<size_t>(Arena::kSource)], m, g.max_blocks, g.stream));
-    CUDA_OK(LaunchCopies(g.descs, 1, 0, 1, g.stream));
+    CUDA_OK(WarmCopyKernel(g.stream));
   }
   Poison();
   SyncAll();
@@ -291,25 +300,10 @@ void GpuRun::Resolve(Gpu& g) {
     Launch l;
     l.first = static_cast<int32_t>(host.size());
     for (const ByteCopy& c : copies) {
-      DeviceCopy d;
-      d.src = g.arena[static_cast<size_t>(c.src_arena)] + c.src_offset;
-      d.dst = g.arena[static_cast<size_t>(c.dst_arena)] + c.dst_offset;
-      d.n1 = c.n1;
-      d.row_bytes = c.row_bytes;
-      d.src_stride0 = c.src_stride0, d.src_stride1 = c.src_stride1;
-      d.dst_stride0 = c.dst_stride0, d.dst_stride1 = c.dst_stride1;
-      uint64_t bits = reinterpret_cast<uintptr_t>(d.src) | reinterpret_cast<uintptr_t>(d.dst) |
-                      static_cast<uint64_t>(c.row_bytes);
-      if (c.n0 > 1) bits |= static_cast<uint64_t>(c.src_stride0 | c.dst_stride0);
-      if (c.n1 > 1) bits |= static_cast<uint64_t>(c.src_stride1 | c.dst_stride1);
-      d.vec = 16;
-      while (bits % static_cast<uint64_t>(d.vec) != 0) d.vec /= 2;
-      d.chunk_bytes = std::min(kChunkBytes, c.row_bytes);
-      d.chunks_per_row = (c.row_bytes + d.chunk_bytes - 1) / d.chunk_bytes;
-      d.chunk_begin = l.chunks;
-      l.chunks += c.n0 * c.n1 * d.chunks_per_row;
-      d.chunk_end = l.chunks;
-      host.push_back(d);
+      host.push_back(MakeDeviceCopy(g.arena[static_cast<size_t>(c.src_arena)] + c.src_offset,
+                                    g.arena[static_cast<size_t>(c.dst_arena)] + c.dst_offset, c.n0, c.n1, c.row_bytes,
+                                    c.src_stride0, c.src_stride1, c.dst_stride0, c.dst_stride1, l.chunks));
+      l.chunks = host.back().chunk_end;
     }
     l.count = static_cast<int32_t>(host.size()) - l.first;
     return l;
@@ -445,6 +439,49 @@ nlohmann::json GpuRun::Run(int warmup, int runs, bool* verified) {
   }
 
   const size_t n = gpus_.size();
+  // One profiled run: events around each step's phases (pack | collective | unpack), summed per GPU,
+  // with a sync after every step (so its phases are clean; its total is not the refit time).
+  std::vector<std::array<double, 3>> phase_s(n, {0, 0, 0});
+  {
+    std::vector<cudaEvent_t> ev(n * 3), first(n);
+    for (Gpu& g : gpus_) {
+      CUDA_OK(cudaSetDevice(g.id));
+      for (int i = 0; i < 3; ++i) CUDA_OK(cudaEventCreate(&ev[static_cast<size_t>(g.id * 3 + i)]));
+      CUDA_OK(cudaEventCreate(&first[static_cast<size_t>(g.id)]));
+    }
+    Poison();
+    SyncAll();
+    for (Gpu& g : gpus_) {
+      CUDA_OK(cudaSetDevice(g.id));
+      CUDA_OK(cudaEventRecord(first[static_cast<size_t>(g.id)], g.stream));
+    }
+    std::vector<cudaEvent_t> prev = first;
+    for (size_t k = 0; k < steps; ++k) {
+      EnqueueStep(k, &ev);
+      SyncAll();  // events are reused per step; the sync adds host gaps between steps, not inside phases
+      for (Gpu& g : gpus_) {
+        const size_t i = static_cast<size_t>(g.id);
+        float a = 0, b = 0, c = 0;
+        CUDA_OK(cudaEventElapsedTime(&a, prev[i], ev[i * 3 + 0]));
+        CUDA_OK(cudaEventElapsedTime(&b, ev[i * 3 + 0], ev[i * 3 + 1]));
+        CUDA_OK(cudaEventElapsedTime(&c, ev[i * 3 + 1], ev[i * 3 + 2]));
+        phase_s[i][0] += a * 1e-3, phase_s[i][1] += b * 1e-3, phase_s[i][2] += c * 1e-3;
+      }
+      // Next step's pack starts after this step's unpack: measure from a fresh event.
+      for (Gpu& g : gpus_) {
+        CUDA_OK(cudaSetDevice(g.id));
+        CUDA_OK(cudaEventRecord(first[static_cast<size_t>(g.id)], g.stream));
+      }
+      prev = first;
+    }
+    for (Gpu& g : gpus_) {
+      CUDA_OK(cudaSetDevice(g.id));
+      for (int i = 0; i < 3; ++i) cudaEventDestroy(ev[static_cast<size_t>(g.id * 3 + i)]);
+      cudaEventDestroy(first[static_cast<size_t>(g.id)]);
+    }
+  }
+  SampleFree();
+
   std::vector<cudaEvent_t> start(n), end(n), flat_ev(n * 3);
   for (Gpu& g : gpus_) {
     CUDA_OK(cudaSetDevice(g.id));
@@ -493,49 +530,7 @@ nlohmann::json GpuRun::Run(int warmup, int runs, bool* verified) {
   }
   SampleFree();
 
-  // One profiled run: events around each step's phases (pack | collective | unpack), summed per GPU.
-  std::vector<std::array<double, 3>> phase_s(n, {0, 0, 0});
-  {
-    std::vector<cudaEvent_t> ev(n * 3), first(n);
-    for (Gpu& g : gpus_) {
-      CUDA_OK(cudaSetDevice(g.id));
-      for (int i = 0; i < 3; ++i) CUDA_OK(cudaEventCreate(&ev[static_cast<size_t>(g.id * 3 + i)]));
-      CUDA_OK(cudaEventCreate(&first[static_cast<size_t>(g.id)]));
-    }
-    Poison();
-    SyncAll();
-    for (Gpu& g : gpus_) {
-      CUDA_OK(cudaSetDevice(g.id));
-      CUDA_OK(cudaEventRecord(first[static_cast<size_t>(g.id)], g.stream));
-    }
-    std::vector<cudaEvent_t> prev = first;
-    for (size_t k = 0; k < steps; ++k) {
-      EnqueueStep(k, &ev);
-      SyncAll();  // events are reused per step; the sync adds host gaps between steps, not inside phases
-      for (Gpu& g : gpus_) {
-        const size_t i = static_cast<size_t>(g.id);
-        float a = 0, b = 0, c = 0;
-        CUDA_OK(cudaEventElapsedTime(&a, prev[i], ev[i * 3 + 0]));
-        CUDA_OK(cudaEventElapsedTime(&b, ev[i * 3 + 0], ev[i * 3 + 1]));
-        CUDA_OK(cudaEventElapsedTime(&c, ev[i * 3 + 1], ev[i * 3 + 2]));
-        phase_s[i][0] += a * 1e-3, phase_s[i][1] += b * 1e-3, phase_s[i][2] += c * 1e-3;
-      }
-      // Next step's pack starts after this step's unpack: measure from a fresh event.
-      for (Gpu& g : gpus_) {
-        CUDA_OK(cudaSetDevice(g.id));
-        CUDA_OK(cudaEventRecord(first[static_cast<size_t>(g.id)], g.stream));
-      }
-      prev = first;
-    }
-    for (Gpu& g : gpus_) {
-      CUDA_OK(cudaSetDevice(g.id));
-      for (int i = 0; i < 3; ++i) cudaEventDestroy(ev[static_cast<size_t>(g.id * 3 + i)]);
-      cudaEventDestroy(first[static_cast<size_t>(g.id)]);
-    }
-  }
-  SampleFree();
-
-  // The profiled run left the destination written: verify it.
+  // The last timed run wrote the (poisoned) destination: verify it.
   nlohmann::json failures = nlohmann::json::array();
   const int64_t bad = Verify(&failures);
   *verified = bad == 0;
@@ -606,8 +601,8 @@ void PrintResult(const nlohmann::json& j) {
              Gib(j["extra_peak_bytes"].get<int64_t>()), Gib(nccl), j["verified"].get<bool>() ? "yes" : "NO");
   std::vector<std::string> runs;
   for (const auto& t : j["times_s"]) runs.push_back(fmt::format("{:.2f}", t.get<double>() * 1e3));
-  fmt::print("runs (ms): {}; host median {:.2f} ms; collective algbw {:.1f} GB/s\n", fmt::join(runs, " "),
-             j["host_time_s"].get<double>() * 1e3, j["algbw_bytes_per_s"].get<double>() / 1e9);
+  fmt::print("runs (ms): {}; host median {:.2f} ms; algbw (bytes each GPU sends / time_s) {:.1f} GB/s\n",
+             fmt::join(runs, " "), j["host_time_s"].get<double>() * 1e3, j["algbw_bytes_per_s"].get<double>() / 1e9);
   for (const auto& f : j["failures"])
     fmt::print("MISMATCH GPU {} {}: {} elements, first at index {}\n", f["gpu"].get<int>(),
                f["tensor"].get<std::string>(), f["mismatches"].get<int64_t>(), f["first_index"].get<uint64_t>());
@@ -629,6 +624,7 @@ int Main(int argc, char** argv) {
   app.add_option("--runs", o.runs, "timed runs; the median is reported")->capture_default_str()->check(CLI::Range(1, 1000));
   app.add_option("--out", o.out, "write the result as JSON to this file");
   app.add_flag("--emulate", o.emulate, "run the plan in host memory (small models only; no GPU)");
+  app.add_flag("--dry-run", o.dry_run, "print the plan and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -640,6 +636,7 @@ int Main(int argc, char** argv) {
   const Scenario s = LoadAny(o.scenario);
   const RefitPlan plan = PlanRefit(s, ParseBaseline(o));
   PrintPlan(plan);
+  if (o.dry_run) return 0;
   if (o.emulate) {
     const int64_t bad = EmulateOnHost(plan);
     nlohmann::json j = PlanJson(plan);
@@ -653,6 +650,8 @@ int Main(int argc, char** argv) {
                  for (int32_t g = 0; g < plan.gpus; ++g) n += plan.CheckedElements(g);
                  return n;
                }());
+    fmt::print("RESULT scenario={} mode={} time_ms=- refit_ms=- extra_gib=- verified={}\n", plan.scenario,
+               ModeLabel(plan), bad == 0 ? "true" : "false");
     return bad == 0 ? 0 : kVerifyExit;
   }
   bool verified = false;

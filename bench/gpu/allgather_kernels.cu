@@ -39,14 +39,10 @@ __global__ void __launch_bounds__(kThreads) CopyKernel(const DeviceCopy* descs, 
       else hi = mid;
     }
     const DeviceCopy& d = descs[lo];
-    const int64_t k = c - d.chunk_begin;
-    const int64_t row = k / d.chunks_per_row;
-    const int64_t part = k - row * d.chunks_per_row;
-    const int64_t i0 = row / d.n1, i1 = row - (row / d.n1) * d.n1;
-    const int64_t at = part * d.chunk_bytes;
-    const int64_t n = min(d.chunk_bytes, d.row_bytes - at);
-    const unsigned char* s = d.src + i0 * d.src_stride0 + i1 * d.src_stride1 + at;
-    unsigned char* t = d.dst + i0 * d.dst_stride0 + i1 * d.dst_stride1 + at;
+    const unsigned char* s = nullptr;
+    unsigned char* t = nullptr;
+    int64_t n = 0;
+    ChunkAt(d, c, &s, &t, &n);
     switch (d.vec) {
       case 16: WarpCopy<uint4>(s, t, n, lane); break;
       case 8: WarpCopy<unsigned long long>(s, t, n, lane); break;
@@ -102,6 +98,11 @@ cudaError_t LaunchCopies(const DeviceCopy* descs, int32_t count, int64_t total_c
                          cudaStream_t s) {
   if (count == 0 || total_chunks == 0) return cudaSuccess;
   CopyKernel<<<Blocks((total_chunks + kWarps - 1) / kWarps, max_blocks), kThreads, 0, s>>>(descs, count, total_chunks);
+  return cudaGetLastError();
+}
+
+cudaError_t WarmCopyKernel(cudaStream_t s) {
+  CopyKernel<<<1, kThreads, 0, s>>>(nullptr, 0, 0);
   return cudaGetLastError();
 }
 

@@ -14,27 +14,16 @@
 
 #include <cuda_runtime_api.h>
 
+#include "bench/gpu/allgather_copy.h"
 #include "executor/pattern.h"
 
 namespace reshard::baseline {
 
-inline constexpr int64_t kChunkBytes = int64_t{32} << 10;
-
-struct DeviceCopy {
-  const unsigned char* src = nullptr;
-  unsigned char* dst = nullptr;
-  int64_t n1 = 1;  // row r is (r / n1, r % n1)
-  int64_t row_bytes = 0;
-  int64_t src_stride0 = 0, src_stride1 = 0, dst_stride0 = 0, dst_stride1 = 0;
-  int64_t chunk_bytes = 0;  // bytes per warp task, a multiple of vec
-  int64_t chunks_per_row = 0;
-  int64_t chunk_begin = 0, chunk_end = 0;  // this copy's chunks in its launch
-  int32_t vec = 1;                         // bytes per load/store: 1, 2, 4, 8 or 16
-};
-
 // descs: device memory, chunk ranges consecutive from 0 to total_chunks.
 cudaError_t LaunchCopies(const DeviceCopy* descs, int32_t count, int64_t total_chunks, int32_t max_blocks,
                          cudaStream_t s);
+// Launches the copy kernel with no work: loads it (lazy module loading) before memory is measured.
+cudaError_t WarmCopyKernel(cudaStream_t s);
 
 struct CheckCounter {
   unsigned long long mismatches;

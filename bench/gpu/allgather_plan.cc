@@ -16,6 +16,7 @@
 #include <set>
 #include <utility>
 
+#include "bench/gpu/allgather_copy.h"
 #include "model/error.h"
 #include "model/layout.h"
 
@@ -498,12 +499,18 @@ int64_t EmulateOnHost(const RefitPlan& p) {
       ForEachElement(m, [&](int64_t gi, int64_t l) {
         StoreElement(at(g, Arena::kSource, l * eb), eb, PatternValue(m.tensor, gi, eb));
       });
+  // Copies go through the copy kernel's own descriptor and chunk arithmetic (allgather_copy.h).
   auto run = [&](int32_t g, const ByteCopy& c) {
-    for (int64_t i0 = 0; i0 < c.n0; ++i0)
-      for (int64_t i1 = 0; i1 < c.n1; ++i1)
-        std::memmove(at(g, c.dst_arena, c.dst_offset + i0 * c.dst_stride0 + i1 * c.dst_stride1),
-                     at(g, c.src_arena, c.src_offset + i0 * c.src_stride0 + i1 * c.src_stride1),
-                     static_cast<size_t>(c.row_bytes));
+    const DeviceCopy d = MakeDeviceCopy(at(g, c.src_arena, c.src_offset), at(g, c.dst_arena, c.dst_offset), c.n0, c.n1,
+                                        c.row_bytes, c.src_stride0, c.src_stride1, c.dst_stride0, c.dst_stride1, 0);
+    for (int64_t k = d.chunk_begin; k < d.chunk_end; ++k) {
+      const unsigned char* s = nullptr;
+      unsigned char* t = nullptr;
+      int64_t n = 0;
+      ChunkAt(d, k, &s, &t, &n);
+      RESHARD_CHECK(n > 0 && n % d.vec == 0, "chunk length is not a multiple of the vector width");
+      std::memmove(t, s, static_cast<size_t>(n));
+    }
   };
   for (const Step& st : p.steps) {
     for (int32_t g = 0; g < p.gpus; ++g)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <random>
 
@@ -208,6 +209,58 @@ TEST(FitLinkTest, TwoSizesAreEnough) {
   EXPECT_EQ(fit.latency_ns, 10'000);
   EXPECT_LT(RelErr(fit.bytes_per_s, 50e9), 1e-9);
   EXPECT_LT(fit.residuals.max_abs_relative_error, 1e-9);
+}
+
+TEST(FitLinkTest, SmallCopiesSlowerThanTheFixedCostOfLargerOnes) {
+  // On-device copies: ~6 µs for anything up to 1 MiB, but 16 MiB takes 3 µs +
+  // 16 MiB / 2.1 TB/s. A latency fitted to the small sizes alone (6 µs) would
+  // leave 16 MiB less time than its bytes need at the peak; the fit must keep
+  // the latency at or below 3 µs and still pass within tolerance everywhere.
+  LinkProfile truth;
+  truth.latency_ns = 3'000;
+  truth.bytes_per_s = 2.1e12;
+  truth.efficiency = {{4 * kKiB, 0.0006}, {kMiB, 0.15}, {16 * kMiB, 1.0}};
+  const std::vector<LinkSample> s = Generate(truth, false);
+  const LinkFit fit = FitLink(s);
+  EXPECT_LE(fit.latency_ns, 3'000);
+  EXPECT_GT(fit.latency_line_ns, 3'000);  // what the small sizes alone suggest
+  EXPECT_LT(RelErr(fit.bytes_per_s, 2.1e12), 1e-6);
+  EXPECT_LE(fit.residuals.max_abs_relative_error, 0.01);
+}
+
+// Medians measured on 2x H200 (NV18) by `reshard calibrate`: every series,
+// fitted alone, passes within the 1 % tolerance, with plausible parameters.
+TEST(FitLinkTest, MeasuredH200MediansFitWithinTolerance) {
+  std::ifstream in(std::string(RESHARD_TEST_DATA_DIR) + "/calib/h200x2-medians.json");
+  ASSERT_TRUE(in) << "missing test data";
+  const nlohmann::json j = nlohmann::json::parse(in);
+  auto series = [&](const std::string& name) {
+    std::vector<LinkSample> out;
+    for (const auto& p : j.at("series").at(name)) out.push_back({p.at(0).get<int64_t>(), p.at(1).get<double>()});
+    return out;
+  };
+  const LinkFit nvlink = FitLink(series("nvlink.one_way"));
+  EXPECT_LE(nvlink.residuals.max_abs_relative_error, 0.01);
+  EXPECT_GT(nvlink.latency_ns, 10'000);
+  EXPECT_LT(nvlink.latency_ns, 25'000);
+  EXPECT_GT(nvlink.bytes_per_s, 360e9);
+  EXPECT_LT(nvlink.bytes_per_s, 380e9);
+  const LinkFit both = FitLink(series("nvlink.both_ways"), {.fixed_latency_ns = nvlink.latency_ns});
+  EXPECT_LE(both.residuals.max_abs_relative_error, 0.01);
+  LinkProfile p = nvlink.Profile();
+  SetDuplex(p, both);
+  // The duplex curve ramps more slowly: at 64 MiB both ways is ~13 % slower.
+  EXPECT_GT(ModelSeconds(p, 64 * kMiB, true), 1.08 * ModelSeconds(p, 64 * kMiB, false));
+  const LinkFit copy = FitLink(series("device_copy.one_way"));
+  EXPECT_LE(copy.residuals.max_abs_relative_error, 0.01);
+  EXPECT_GT(copy.bytes_per_s, 2.0e12);
+  EXPECT_LT(copy.bytes_per_s, 2.3e12);
+  for (const char* name : {"pcie.h2d", "pcie.d2h"}) {
+    const LinkFit f = FitLink(series(name));
+    EXPECT_LE(f.residuals.max_abs_relative_error, 0.01) << name;
+    EXPECT_GT(f.bytes_per_s, 50e9) << name;
+    EXPECT_LT(f.bytes_per_s, 60e9) << name;
+  }
 }
 
 // ---------------------------------------------------------------------------

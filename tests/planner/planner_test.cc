@@ -441,7 +441,9 @@ TEST(Planner, SegmentsRespectTheSize) {
   // Each GPU sends at most one segment per group.
   std::set<std::pair<int32_t, int32_t>> seen;
   for (const Op& op : r.plan.ops)
-    if (op.kind == OpKind::kSend) EXPECT_TRUE(seen.insert({op.gpu, op.group}).second);
+    if (op.kind == OpKind::kSend) {
+      EXPECT_TRUE(seen.insert({op.gpu, op.group}).second);
+    }
 }
 
 TEST(Planner, RealModelOnSmallCluster) {

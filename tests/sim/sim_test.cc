@@ -684,6 +684,45 @@ TEST(Trace, IsValidJsonWithTheExpectedTracks) {
   (void)s;
 }
 
+// Slices on one track must nest (Perfetto rejects partial overlaps): a group
+// launch's ops start together, the longest must come first.
+TEST(Trace, SlicesNestOnEveryTrack) {
+  PlanBuilder b(TestCluster());
+  const Opts g{kStreamComm, 3};
+  b.Transfer(0, 1, 1000, g, g);
+  b.Transfer(2, 0, 3000, g, g);
+  b.Transfer(0, 3, 2000, g, g);
+  const int32_t buf = b.Buffer(0, 64, false);
+  b.Alloc(buf, {kStreamComm});
+  b.Free(buf, {kStreamComm});
+  b.Copy(0, 4000);
+  const Plan plan = b.Build();
+  std::ostringstream out;
+  ChromeTraceWriter writer(out);
+  SimVerified(plan, &writer);
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;  // (ts, end) in file order
+  int alloc_bytes = -1;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const double ts = e["ts"], dur = e["dur"];
+    tracks[{e["pid"], e["tid"]}].emplace_back(ts, ts + dur);
+    if (e["cat"] == "alloc") alloc_bytes = e["args"]["bytes"];
+  }
+  EXPECT_EQ(alloc_bytes, 64);
+  for (const auto& [track, slices] : tracks) {
+    // In file order, each slice either starts after the enclosing ones end or
+    // lies inside the innermost open one.
+    std::vector<double> open_ends;
+    for (auto [ts, end] : slices) {
+      while (!open_ends.empty() && open_ends.back() <= ts && !(open_ends.back() == ts && end == ts)) open_ends.pop_back();
+      if (!open_ends.empty()) EXPECT_LE(end, open_ends.back()) << "track " << track.first << "/" << track.second;
+      open_ends.push_back(end);
+    }
+  }
+  EXPECT_EQ(tracks[{0, kStreamComm}].size(), 5u);  // GPU0: 3 ops of the group + alloc + free
+}
+
 TEST(Trace, PredictionJsonHasDesignFields) {
   PlanBuilder b(TestCluster());
   b.Transfer(0, 1, 1000);
