@@ -4,6 +4,8 @@
 // calibration profile that scenarios load with `cluster.calibration`
 // (calib/README.md). The profile carries the raw measurements and the fit's
 // residuals under "measurements". Progress goes to stderr.
+// `--refit old.json` fits the measurements kept in an earlier profile again
+// instead of measuring (no GPU needed).
 //
 // Exit codes: 0 written; 2 bad flags, or no GPU / a reshard built without
 // CUDA and NCCL (nothing to measure); 1 a CUDA / NCCL failure.
@@ -11,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -31,6 +34,7 @@ namespace {
 
 struct CalibrateCmdOptions {
   std::string output;
+  std::string refit;
   std::string max_bytes = "1GiB";
   bool quick = false;
   bool json = false;
@@ -78,7 +82,42 @@ void PrintHuman(const std::string& output, const CalibrationData& d, const Calib
   if (fit.has_cuda_context)
     std::cout << fmt::format("memory: CUDA context {} per GPU\n", FormatBytes(fit.overheads.cuda_context_bytes));
   if (fit.has_nccl_per_peer)
-    std::cout << fmt::format("memory: NCCL {} per connected peer\n", FormatBytes(fit.overheads.nccl_bytes_per_peer));
+    std::cout << fmt::format("memory: NCCL {} per connected peer (communicator {}, connections {} per peer)\n",
+                             FormatBytes(fit.overheads.nccl_bytes_per_peer), FormatBytes(fit.nccl_init_bytes),
+                             FormatBytes(fit.nccl_connect_bytes_per_peer));
+}
+
+CalibrationData ReadMeasurements(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "", "cannot open the profile to refit");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (j.is_discarded()) throw InputError(path, "", "not valid JSON");
+  return CalibrationDataFromJson(j, path);
+}
+
+// Measures (or reads back with --refit); exits 2 where nothing can be measured.
+CalibrationData Measurements(const CalibrateCmdOptions& o, int64_t max_bytes) {
+  if (!o.refit.empty()) return ReadMeasurements(o.refit);
+#ifdef RESHARD_HAVE_NCCL
+  CalibrateOptions co;
+  co.max_bytes = max_bytes;
+  co.quick = o.quick;
+  co.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << std::endl; };
+  try {
+    return MeasureNccl(co);
+  } catch (const CalibrationUnavailable& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    ExitWith(kExitInput);
+  }
+#else
+  (void)max_bytes;
+  std::cerr << "error: `reshard calibrate` measures GPUs through CUDA and NCCL, and this reshard was built "
+               "without them (CMake found no CUDA toolkit with NCCL; see the configure log); `--refit` re-fits "
+               "an existing profile without GPUs\n";
+  ExitWith(kExitInput);
+#endif
 }
 
 void Run(const CalibrateCmdOptions& o) {
@@ -87,18 +126,7 @@ void Run(const CalibrateCmdOptions& o) {
   std::error_code ec;
   if (out.has_parent_path() && !std::filesystem::is_directory(out.parent_path(), ec))
     throw InputError("<cli>", "-o", fmt::format("directory '{}' does not exist", out.parent_path().string()));
-#ifdef RESHARD_HAVE_NCCL
-  CalibrateOptions co;
-  co.max_bytes = max_bytes;
-  co.quick = o.quick;
-  co.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << std::endl; };
-  CalibrationData data;
-  try {
-    data = MeasureNccl(co);
-  } catch (const CalibrationUnavailable& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    ExitWith(kExitInput);
-  }
+  const CalibrationData data = Measurements(o, max_bytes);
   const FitOptions fo;
   const CalibrationFit fit = FitCalibration(data, fo);
   const nlohmann::json profile = CalibrationProfileJson(data, fit, fo);
@@ -113,12 +141,6 @@ void Run(const CalibrateCmdOptions& o) {
   } else {
     PrintHuman(o.output, data, fit);
   }
-#else
-  (void)max_bytes;
-  std::cerr << "error: `reshard calibrate` measures GPUs through CUDA and NCCL, and this reshard was built "
-               "without them (CMake found no CUDA toolkit with NCCL; see the configure log)\n";
-  ExitWith(kExitInput);
-#endif
 }
 
 }  // namespace
@@ -131,6 +153,7 @@ void RegisterCalibrateCommand(CLI::App& app) {
   cmd->add_option("--max-bytes", o->max_bytes, "largest transfer measured, e.g. 256MiB (default 1GiB)");
   cmd->add_flag("--quick", o->quick, "x4 size steps and fewer repetitions (about a quarter of the time)");
   cmd->add_flag("--json", o->json, "machine-readable summary on stdout (the profile itself goes to -o)");
+  cmd->add_option("--refit", o->refit, "fit the measurements kept in this earlier profile again; measure nothing");
   cmd->callback([o]() { Run(*o); });
 }
 

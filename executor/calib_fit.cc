@@ -152,13 +152,19 @@ LinkFit FitLink(std::span<const LinkSample> samples, const FitOptions& options, 
     const Line small = FitLine(groups, median, 0, small_end);
     fit.latency_line_ns = small.intercept_s * 1e9;
     // Below 99 % of the fastest median, so every size keeps some wire time;
-    // and below t - b / peak at every size under the large regime, so no
-    // size needs more than the peak (small copies can pay a fixed cost that
-    // larger ones hide: then the small sizes get low fractions instead).
+    // and below t - b / peak at every size, so no size needs more than the
+    // peak (small copies can pay a fixed cost that larger ones hide, or a
+    // size that fits in L2 runs faster: then the small sizes get low
+    // fractions instead of the peak being inflated).
     double cap_s = 0.99 * fastest_s;
-    if (fit.slope_bytes_per_s > 0)
-      for (size_t i = 0; i < large_begin; ++i)
-        cap_s = std::min(cap_s, median[i] - static_cast<double>(groups[i].bytes) / fit.slope_bytes_per_s);
+    if (fit.slope_bytes_per_s > 0) {
+      for (size_t i = 0; i < s; ++i) {
+        const double wire_s = static_cast<double>(groups[i].bytes) / fit.slope_bytes_per_s;
+        // Only sizes whose fixed cost is at least 10 % of their time: where
+        // the wire time dominates, t - b / peak is within the noise.
+        if (wire_s <= 0.9 * median[i]) cap_s = std::min(cap_s, median[i] - wire_s);
+      }
+    }
     fit.latency_ns = static_cast<int64_t>(std::clamp(std::round(fit.latency_line_ns), 0.0, std::max(0.0, std::floor(cap_s * 1e9))));
   }
   const double latency_s = static_cast<double>(fit.latency_ns) * 1e-9;

@@ -17,11 +17,12 @@
 //     curve has levelled off): the asymptotic bandwidth. The latency is
 //     rounded to whole ns (as the simulator stores it) and kept below 99 % of
 //     the fastest median, so every size leaves wire time, and below
-//     t - b / peak at every size under the large regime, so no size needs
-//     more than the peak (on-device copies of a few KiB cost more than the
-//     fixed cost a 16 MiB copy shows: those small sizes get low fractions
-//     instead). The peak is raised to the fastest wire rate b / (t - latency)
-//     above the small sizes if that is higher; fractions are capped at 1.
+//     t - b / peak at every size whose wire time b / peak is at most 90 % of
+//     its time (beyond that the difference is noise), so no size needs more
+//     than the peak (on-device copies of a few KiB cost more than the fixed
+//     cost a 16 MiB copy shows: those small sizes get low fractions instead).
+//     The peak is raised to the fastest wire rate b / (t - latency) above the
+//     small sizes if that is higher; fractions are capped at 1.
 //  3. Efficiency points: fraction_i = b_i / ((t_i - latency) × peak) puts the
 //     model exactly through size i. Knots are chosen greedily, the smallest
 //     and largest size first, then the size the current curve misses most,

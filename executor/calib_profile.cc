@@ -84,6 +84,13 @@ CalibrationFit FitCalibration(const CalibrationData& data, const FitOptions& opt
       const int64_t used = std::max<int64_t>(0, m.free_before_nccl_bytes - m.free_after_first_transfer_bytes);
       fit.overheads.nccl_bytes_per_peer = std::max(fit.overheads.nccl_bytes_per_peer, used / data.nccl_peers);
       fit.has_nccl_per_peer = true;
+      if (m.free_after_nccl_init_bytes >= 0) {
+        fit.nccl_init_bytes =
+            std::max(fit.nccl_init_bytes, m.free_before_nccl_bytes - m.free_after_nccl_init_bytes);
+        fit.nccl_connect_bytes_per_peer =
+            std::max(fit.nccl_connect_bytes_per_peer,
+                     (m.free_after_nccl_init_bytes - m.free_after_first_transfer_bytes) / data.nccl_peers);
+      }
     }
   }
   return fit;
@@ -144,11 +151,73 @@ json CalibrationProfileJson(const CalibrationData& data, const CalibrationFit& f
       {"environment", environment},
       {"links", link_fits},
       {"series", series},
-      {"memory", {{"nccl_peers", data.nccl_peers}, {"gpus", gpus}}}};
+      {"memory",
+       {{"method", "cudaMemGetInfo: cuda_context_bytes = total - free after the first cudaFree(0); "
+                   "nccl_bytes_per_peer = (free before ncclCommInitAll - free after a first send/recv each way "
+                   "with every peer) / peers"},
+        {"nccl_peers", data.nccl_peers},
+        {"nccl_init_bytes", fit.nccl_init_bytes},
+        {"nccl_connect_bytes_per_peer", fit.nccl_connect_bytes_per_peer},
+        {"gpus", gpus}}}};
   json j = {{"name", data.name}, {"measured", true}, {"source", data.source}, {"links", links}};
   if (!memory.empty()) j["memory"] = memory;
   j["measurements"] = measurements;
   return j;
+}
+
+CalibrationData CalibrationDataFromJson(const json& j, const std::string& file) {
+  // Reads with nlohmann's checked accessors; a type error names the field.
+  auto at = [&](const json& o, const char* key, const std::string& field) -> const json& {
+    if (!o.is_object() || !o.contains(key)) throw InputError(file, field, fmt::format("missing field '{}'", key));
+    return o.at(key);
+  };
+  CalibrationData d;
+  const std::string where = "measurements";
+  const json& m = at(j, "measurements", "");
+  try {
+    if (j.contains("name")) d.name = j.at("name").get<std::string>();
+    if (j.contains("source")) d.source = j.at("source").get<std::string>();
+    if (m.contains("environment"))
+      for (const auto& [k, v] : m.at("environment").items()) d.environment.push_back({k, v.get<std::string>()});
+    const json& series = at(m, "series", where);
+    for (size_t i = 0; i < series.size(); ++i) {
+      const std::string f = fmt::format("{}.series[{}]", where, i);
+      const json& s = series.at(i);
+      MeasuredSeries ms;
+      ms.link = at(s, "link", f).get<std::string>();
+      ms.mode = at(s, "mode", f).get<std::string>();
+      if (s.contains("method")) ms.method = s.at("method").get<std::string>();
+      if (s.contains("timing")) ms.timing = s.at("timing").get<std::string>();
+      if (s.contains("gpus")) ms.gpus = s.at("gpus").get<std::vector<int32_t>>();
+      const json& sizes = at(s, "sizes", f);
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        const std::string fk = fmt::format("{}.sizes[{}]", f, k);
+        const auto bytes = at(sizes.at(k), "bytes", fk).get<int64_t>();
+        for (const json& t : at(sizes.at(k), "samples_s", fk)) ms.samples.push_back({bytes, t.get<double>()});
+      }
+      d.series.push_back(std::move(ms));
+    }
+    if (m.contains("memory")) {
+      const json& mem = m.at("memory");
+      if (mem.contains("nccl_peers")) d.nccl_peers = mem.at("nccl_peers").get<int32_t>();
+      if (mem.contains("gpus")) {
+        for (const json& g : mem.at("gpus")) {
+          DeviceMemoryProbe p;
+          p.gpu = g.value("gpu", -1);
+          p.name = g.value("name", "");
+          p.total_bytes = g.value("total_bytes", int64_t{-1});
+          p.free_after_context_bytes = g.value("free_after_context_bytes", int64_t{-1});
+          p.free_before_nccl_bytes = g.value("free_before_nccl_bytes", int64_t{-1});
+          p.free_after_nccl_init_bytes = g.value("free_after_nccl_init_bytes", int64_t{-1});
+          p.free_after_first_transfer_bytes = g.value("free_after_first_transfer_bytes", int64_t{-1});
+          d.memory.push_back(p);
+        }
+      }
+    }
+  } catch (const json::exception& e) {
+    throw InputError(file, where, fmt::format("malformed measurements: {}", e.what()));
+  }
+  return d;
 }
 
 }  // namespace reshard

@@ -70,6 +70,9 @@ struct CalibrationFit {
   MemoryOverheads overheads;
   bool has_cuda_context = false;       // overheads.cuda_context_bytes was measured
   bool has_nccl_per_peer = false;      // overheads.nccl_bytes_per_peer was measured
+  // The two parts of nccl_bytes_per_peer × peers, for the record (max over GPUs):
+  int64_t nccl_init_bytes = 0;              // ncclCommInitAll
+  int64_t nccl_connect_bytes_per_peer = 0;  // the first transfers, per peer
 };
 
 // Fits each link class with one-direction samples (one-way, h2d and d2h
@@ -77,12 +80,18 @@ struct CalibrationFit {
 // cuda_context_bytes = max over GPUs of total - free after context creation
 // (all that is unavailable to the plan: context, driver reserve);
 // nccl_bytes_per_peer = max over GPUs of (free before communicator creation -
-// free after the first transfers) / peers. Throws InputError for a series
+// free after the first transfers) / peers: the communicator's own memory is
+// spread over the peers, as MemoryOverheads has no per-communicator term. Throws InputError for a series
 // naming an unknown link or mode, or one that cannot be fitted.
 CalibrationFit FitCalibration(const CalibrationData& data, const FitOptions& options = {});
 
 // {"name", "measured": true, "source", "links", "memory", "measurements"}.
 nlohmann::json CalibrationProfileJson(const CalibrationData& data, const CalibrationFit& fit,
                                       const FitOptions& options = {});
+
+// The measurements back from a profile CalibrationProfileJson wrote (its
+// "measurements": series with every sample, memory probes, environment), so
+// a profile can be re-fitted without GPUs. Throws InputError(file, field, ...).
+CalibrationData CalibrationDataFromJson(const nlohmann::json& profile, const std::string& file);
 
 }  // namespace reshard

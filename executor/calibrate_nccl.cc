@@ -365,10 +365,11 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
       d.memory[g].free_after_first_transfer_bytes = GetMemInfo(g).free;
     }
     d.nccl_peers = n - 1;
-    progress(fmt::format("memory: context {} MiB, NCCL {} MiB per peer (GPU 0)",
-                         (d.memory[0].total_bytes - d.memory[0].free_after_context_bytes) / kMiB,
-                         (d.memory[0].free_before_nccl_bytes - d.memory[0].free_after_first_transfer_bytes) / kMiB /
-                             (n - 1)));
+    const DeviceMemoryProbe& m0 = d.memory[0];
+    progress(fmt::format("memory (GPU 0): context {} MiB, NCCL communicator {} MiB, first transfers {} MiB per peer",
+                         (m0.total_bytes - m0.free_after_context_bytes) / kMiB,
+                         (m0.free_before_nccl_bytes - m0.free_after_nccl_init_bytes) / kMiB,
+                         (m0.free_after_nccl_init_bytes - m0.free_after_first_transfer_bytes) / kMiB / (n - 1)));
 
     const std::vector<TimedStream*> pair = {stream_a[0].get(), stream_a[1].get()};
     for (bool both : {false, true}) {

@@ -2,8 +2,9 @@
 //
 // One process drives every visible GPU (ncclCommInitAll); NVLink SHARP stays
 // off (NCCL_NVLS_ENABLE=0 unless the environment sets it). Measured, each size
-// from 4 KiB up to max_bytes (×2 steps; ×4 with quick) warmed up and then timed
-// over several repetitions (the fit takes the median):
+// from 4 KiB up to max_bytes (×2 steps; ×4 with quick), after an untimed pass
+// over all sizes, warmed up and then timed over several repetitions (the fit
+// takes the median):
 //  * nvlink: ncclSend/ncclRecv GPU 0 -> 1 alone, and 0 <-> 1 both at once
 //    (CUDA events on both GPUs, the longer interval). Only with 2+ GPUs.
 //    network: not measured (one process, one host).

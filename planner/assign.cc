@@ -1,12 +1,14 @@
 #include "planner/assign.h"
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <numeric>
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/maximum_weighted_matching.hpp>
 #include <boost/graph/push_relabel_max_flow.hpp>
+#include <boost/graph/successive_shortest_path_nonnegative_weights.hpp>
 
 #include "model/error.h"
 
@@ -89,6 +91,47 @@ std::vector<int32_t> BestAssignment(int32_t k, const std::vector<int64_t>& w) {
   return col;
 }
 
+// Integer transportation problem: maximise sum value[a][b] * y[a][b] with row
+// sums supply[a] and column sums demand[b] (equal totals), as a min-cost flow
+// (Boost successive_shortest_path_nonnegative_weights, costs max - value >= 0).
+// O(F * (E + V log V)) for F augmentations, at most rows + columns in practice.
+std::vector<std::vector<int64_t>> Transport(const std::vector<int64_t>& supply, const std::vector<int64_t>& demand,
+                                            const std::vector<std::vector<int64_t>>& value) {
+  using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
+  using Graph = boost::adjacency_list<
+      boost::vecS, boost::vecS, boost::directedS, boost::no_property,
+      boost::property<boost::edge_capacity_t, int64_t,
+                      boost::property<boost::edge_residual_capacity_t, int64_t,
+                                      boost::property<boost::edge_reverse_t, Traits::edge_descriptor,
+                                                      boost::property<boost::edge_weight_t, int64_t>>>>>;
+  using Edge = boost::graph_traits<Graph>::edge_descriptor;
+  const int32_t na = static_cast<int32_t>(supply.size()), nb = static_cast<int32_t>(demand.size());
+  Graph g(2 + na + nb);
+  auto cap = boost::get(boost::edge_capacity, g);
+  auto res = boost::get(boost::edge_residual_capacity, g);
+  auto rev = boost::get(boost::edge_reverse, g);
+  auto wt = boost::get(boost::edge_weight, g);
+  auto add = [&](int32_t a, int32_t b, int64_t c, int64_t w) {
+    Edge e = boost::add_edge(a, b, g).first;
+    Edge r = boost::add_edge(b, a, g).first;
+    cap[e] = c, cap[r] = 0, wt[e] = w, wt[r] = -w, rev[e] = r, rev[r] = e;
+    return e;
+  };
+  int64_t top = 0;
+  for (const auto& row : value)
+    for (int64_t v : row) top = std::max(top, v);
+  std::vector<std::vector<Edge>> mid(na);
+  for (int32_t a = 0; a < na; ++a) add(0, 2 + a, supply[a], 0);
+  for (int32_t b = 0; b < nb; ++b) add(2 + na + b, 1, demand[b], 0);
+  for (int32_t a = 0; a < na; ++a)
+    for (int32_t b = 0; b < nb; ++b) mid[a].push_back(add(2 + a, 2 + na + b, supply[a], top - value[a][b]));
+  boost::successive_shortest_path_nonnegative_weights(g, 0, 1);
+  std::vector<std::vector<int64_t>> y(na, std::vector<int64_t>(nb, 0));
+  for (int32_t a = 0; a < na; ++a)
+    for (int32_t b = 0; b < nb; ++b) y[a][b] = cap[mid[a][b]] - res[mid[a][b]];
+  return y;
+}
+
 }  // namespace
 
 std::vector<int32_t> PlaceDestinations(const Scenario& s, const Layout& source, const Layout& destination,
@@ -100,30 +143,103 @@ std::vector<int32_t> PlaceDestinations(const Scenario& s, const Layout& source, 
   for (int32_t r = 0; r < source.Ranks(); ++r) src_shard_on_gpu[s.source_gpus[r]] = source.rank_shard[r];
   OverlapTable overlap(source, ts);
 
-  std::map<int32_t, std::vector<int32_t>> ranks_of_node;  // node -> destination ranks (rank order)
+  // Blocks: the destination ranks initially on each node, and that node's GPUs in the same order.
+  std::map<int32_t, std::vector<int32_t>> ranks_of_node;
   for (int32_t r = 0; r < destination.Ranks(); ++r) ranks_of_node[c.NodeOf(placed[r])].push_back(r);
-  std::map<std::vector<int32_t>, std::vector<int32_t>> solved;  // signature -> permutation
+  std::vector<int32_t> nodes;
+  std::vector<std::vector<int32_t>> block_sig, node_sig;
   for (const auto& [node, ranks] : ranks_of_node) {
-    const int32_t k = static_cast<int32_t>(ranks.size());
-    std::vector<int32_t> key;
-    for (int32_t r : ranks) key.push_back(destination.rank_shard[r]);
-    for (int32_t r : ranks) key.push_back(src_shard_on_gpu[s.destination_gpus[r]]);
+    nodes.push_back(node);
+    std::vector<int32_t> b, n;
+    for (int32_t r : ranks) b.push_back(destination.rank_shard[r]), n.push_back(src_shard_on_gpu[s.destination_gpus[r]]);
+    block_sig.push_back(std::move(b));
+    node_sig.push_back(std::move(n));
+  }
+  // Within a node: best assignment of a block's ranks to a node's GPUs, cached by signatures.
+  struct Solved {
+    int64_t local = 0;            // bytes found in place
+    std::vector<int32_t> perm;    // rank i of the block -> GPU perm[i] of the node
+  };
+  std::map<std::pair<std::vector<int32_t>, std::vector<int32_t>>, Solved> solved;
+  auto solve = [&](const std::vector<int32_t>& bs, const std::vector<int32_t>& ns) -> const Solved& {
+    auto key = std::make_pair(bs, ns);
     auto it = solved.find(key);
-    if (it == solved.end()) {
-      std::vector<int64_t> w(static_cast<size_t>(k) * k);
-      bool any = false;
-      for (int32_t i = 0; i < k; ++i)
-        for (int32_t j = 0; j < k; ++j) {
-          const int64_t x = overlap.Get(key[i], key[k + j]);
-          any |= x > 0;
-          w[i * k + j] = 2 * x + (i == j ? 1 : 0);  // the +1 keeps the initial placement on ties
-        }
-      std::vector<int32_t> perm(k);
-      std::iota(perm.begin(), perm.end(), 0);
-      if (any) perm = BestAssignment(k, w);
-      it = solved.emplace(std::move(key), std::move(perm)).first;
+    if (it != solved.end()) return it->second;
+    const int32_t k = static_cast<int32_t>(bs.size());
+    std::vector<int64_t> w(static_cast<size_t>(k) * k), x(static_cast<size_t>(k) * k);
+    bool any = false;
+    for (int32_t i = 0; i < k; ++i)
+      for (int32_t j = 0; j < k; ++j) {
+        x[i * k + j] = overlap.Get(bs[i], ns[j]);
+        any |= x[i * k + j] > 0;
+        w[i * k + j] = 2 * x[i * k + j] + (i == j ? 1 : 0);  // the +1 keeps the initial order on ties
+      }
+    Solved out;
+    out.perm.resize(k);
+    std::iota(out.perm.begin(), out.perm.end(), 0);
+    if (any) out.perm = BestAssignment(k, w);
+    for (int32_t i = 0; i < k; ++i) out.local += x[i * k + out.perm[i]];
+    return solved.emplace(std::move(key), std::move(out)).first->second;
+  };
+
+  // Across nodes: blocks move as a whole (tensor-parallel groups stay inside a
+  // node) onto nodes with as many destination GPUs. Classes of equal
+  // signatures make it a small transportation problem.
+  const int32_t nn = static_cast<int32_t>(nodes.size());
+  std::vector<int32_t> target(nn);
+  std::iota(target.begin(), target.end(), 0);
+  std::map<size_t, std::vector<int32_t>> by_size;
+  for (int32_t i = 0; i < nn; ++i) by_size[block_sig[i].size()].push_back(i);
+  for (const auto& [size, idx] : by_size) {
+    if (idx.size() < 2) continue;
+    std::map<std::vector<int32_t>, int32_t> a_id, b_id;
+    std::vector<int32_t> a_of(nn, -1), b_of(nn, -1);
+    std::vector<const std::vector<int32_t>*> a_sig, b_sig;
+    for (int32_t i : idx) {
+      auto [ia, fa] = a_id.try_emplace(block_sig[i], static_cast<int32_t>(a_sig.size()));
+      if (fa) a_sig.push_back(&block_sig[i]);
+      a_of[i] = ia->second;
+      auto [ib, fb] = b_id.try_emplace(node_sig[i], static_cast<int32_t>(b_sig.size()));
+      if (fb) b_sig.push_back(&node_sig[i]);
+      b_of[i] = ib->second;
     }
-    for (int32_t i = 0; i < k; ++i) placed[ranks[i]] = s.destination_gpus[ranks[it->second[i]]];
+    const int32_t na = static_cast<int32_t>(a_sig.size()), nb = static_cast<int32_t>(b_sig.size());
+    if (na == 1 && nb == 1) continue;
+    std::vector<int64_t> supply(na, 0), demand(nb, 0);
+    for (int32_t i : idx) ++supply[a_of[i]], ++demand[b_of[i]];
+    std::vector<std::vector<int64_t>> value(na, std::vector<int64_t>(nb, 0));
+    bool any = false;
+    for (int32_t a = 0; a < na; ++a)
+      for (int32_t b = 0; b < nb; ++b) any |= (value[a][b] = solve(*a_sig[a], *b_sig[b]).local) > 0;
+    if (!any) continue;
+    // Keep the identity where it is already optimal: a block stays home when
+    // the optimum sends as many of its class there.
+    std::vector<std::vector<int64_t>> y = Transport(supply, demand, value);
+    std::vector<bool> block_done(nn, false), node_used(nn, false);
+    for (int32_t i : idx)
+      if (y[a_of[i]][b_of[i]] > 0) {
+        --y[a_of[i]][b_of[i]];
+        target[i] = i;
+        block_done[i] = node_used[i] = true;
+      }
+    for (int32_t i : idx) {
+      if (block_done[i]) continue;
+      const int32_t a = a_of[i];
+      for (int32_t m : idx) {
+        if (node_used[m] || y[a][b_of[m]] <= 0) continue;
+        --y[a][b_of[m]];
+        target[i] = m;
+        node_used[m] = true;
+        break;
+      }
+    }
+  }
+  for (int32_t i = 0; i < nn; ++i) {
+    const int32_t m = target[i];
+    const Solved& sv = solve(block_sig[i], node_sig[m]);
+    const auto& ranks = ranks_of_node[nodes[i]];
+    const auto& gpus_of = ranks_of_node[nodes[m]];
+    for (size_t k = 0; k < ranks.size(); ++k) placed[ranks[k]] = s.destination_gpus[gpus_of[sv.perm[k]]];
   }
   return placed;
 }
@@ -160,10 +276,43 @@ std::vector<std::vector<int64_t>> BalanceDemands(const std::vector<int64_t>& dem
   using Edge = boost::graph_traits<Graph>::edge_descriptor;
 
   for (const auto& [root, ks] : comps) {
-    // Single candidate: nothing to balance.
-    if (ks.size() == 1 && candidates[ks[0]].size() == 1) {
-      out[ks[0]][0] = demand[ks[0]];
-      fixed[gpu_port[candidates[ks[0]][0]]] += demand[ks[0]];
+    // One demand: water-filling, no flow needed. Raise the least loaded of
+    // its ports to a common level T with sum (T - fixed) = demand; a port's
+    // share is split evenly over its candidate GPUs. O(c log c).
+    if (ks.size() == 1) {
+      const int32_t k = ks[0];
+      const auto& cg = candidates[k];
+      std::map<int32_t, std::vector<size_t>> gpus_of_port;  // port -> candidate positions
+      for (size_t j = 0; j < cg.size(); ++j) gpus_of_port[gpu_port[cg[j]]].push_back(j);
+      std::vector<std::pair<int64_t, int32_t>> level;  // (fixed load, port), ascending
+      for (const auto& [p, js] : gpus_of_port) level.emplace_back(fixed[p], p);
+      std::sort(level.begin(), level.end());
+      // Find how many ports take part and the level they reach.
+      int64_t left = demand[k], sum = 0;
+      size_t m = 0;
+      while (m < level.size()) {
+        const int64_t next = m + 1 < level.size() ? level[m + 1].first : INT64_MAX;
+        sum += level[m].first;
+        ++m;
+        // Raising the first m ports to `next` costs m*next - sum.
+        if (next == INT64_MAX || static_cast<__int128>(m) * next - sum >= left) break;
+      }
+      const int64_t base = (left + sum) / static_cast<int64_t>(m);
+      int64_t extra = (left + sum) - base * static_cast<int64_t>(m);  // first `extra` ports take one more
+      for (size_t i = 0; i < m; ++i) {
+        const int32_t p = level[i].second;
+        int64_t share = base - level[i].first + (extra > 0 ? 1 : 0);
+        if (extra > 0) --extra;
+        if (share <= 0) continue;
+        fixed[p] += share;
+        const auto& js = gpus_of_port[p];
+        const int64_t each = share / static_cast<int64_t>(js.size());
+        int64_t rest = share - each * static_cast<int64_t>(js.size());
+        for (size_t j : js) {
+          out[k][j] = each + (rest > 0 ? 1 : 0);
+          if (rest > 0) --rest;
+        }
+      }
       continue;
     }
     std::map<int32_t, int32_t> gpu_node, port_node;

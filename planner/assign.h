@@ -2,15 +2,20 @@
 // every destination fragment.
 //
 // Placement (when the scenario leaves it free): maximise the bytes a
-// destination rank finds already on its GPU. A rank only moves within its
-// node, so tensor-parallel groups of the generation engine stay on NVLink.
-// Per node this is a maximum-weight perfect matching between the node's
-// destination ranks and its GPUs (Boost.Graph maximum_weighted_matching on
-// k + k vertices, O(k^3), k = destination GPUs of the node); weights are
-// bytes of the rank's shard held by the GPU's source shard, so nodes with the
-// same (destination shards, source shards) signature share one solve — large
-// symmetric jobs solve a handful of matchings, not one per node. Ties keep
-// the initial placement.
+// destination rank finds already on its GPU, on two levels so the generation
+// engine's tensor-parallel groups stay inside a node:
+//  * within a node: a maximum-weight perfect matching between a block of
+//    destination ranks and the node's GPUs (Boost.Graph
+//    maximum_weighted_matching on k + k vertices, O(k^3)); weights are bytes
+//    of the rank's shard held by the GPU's source shard;
+//  * across nodes: the block of ranks initially on a node moves as a whole
+//    to a node with as many destination GPUs; blocks and nodes with equal
+//    signatures (destination shards / source shards, in order) form classes,
+//    and a transportation problem between classes (min-cost flow, Boost
+//    successive_shortest_path_nonnegative_weights) maximises the summed
+//    within-node optimum. Large symmetric jobs solve a handful of small
+//    problems, not one per node or GPU.
+// Ties keep the initial placement.
 //
 // Source choice: a fragment is served from the destination GPU itself when a
 // replica is there; else from a replica in the same NVLink domain; else over

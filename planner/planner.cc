@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -510,6 +511,9 @@ class Emitter {
       st.overhead = m.overheads + static_cast<int64_t>(sc_.peers[g]) * c_.overheads.nccl_bytes_per_peer;
     }
     MakeBuffers();
+    // Ops: per segment a send and a recv, staged ones a pack and an unpack;
+    // plus local copies and about two memory ops per buffer.
+    out_.plan.ops.reserve(4 * sc_.segs.size() + sc_.locals.size() + 3 * out_.plan.buffers.size() + 16);
     homes_.reserve(sc_.parts.size());
     for (const Part& pt : sc_.parts) homes_.push_back(HomeOf(pt));
     CountReaders();
@@ -800,9 +804,10 @@ class Emitter {
 
   // Reads of source buffers by op `op_id` are done: release buffers with no reader left.
   void ReadDone(const std::vector<int32_t>& bufs, int32_t op_id) {
+    if (!pol_.source_to_host) return;
     for (int32_t buf : bufs) {
       last_read_[buf].push_back(op_id);
-      if (--readers_[buf] == 0 && pol_.source_to_host) MoveToHost(buf, kStreamRelease, last_read_[buf], false);
+      if (--readers_[buf] == 0) MoveToHost(buf, kStreamRelease, last_read_[buf], false);
     }
   }
 
@@ -917,7 +922,7 @@ class Emitter {
     op.copies.reserve(sg.num_parts);
     for (int64_t i = sg.first_part; i < sg.first_part + sg.num_parts; ++i)
       bufs.push_back(PartCopies(i, slot, &off, true, op.copies).sbuf);
-    op.label = fmt::format("pack seg {} -> gpu{}", seg_id, sg.dst_gpu);
+    op.label = fmt::format("pack s{}", seg_id);
     pack_op_[seg_id] = Emit(std::move(op));
     std::sort(bufs.begin(), bufs.end());
     bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
@@ -1010,8 +1015,8 @@ class Emitter {
           recv.deps.push_back(dst_alloc_[slot]);
           if (kr >= 2) recv.deps.push_back(unpack_op_[staged_recvs_[sg.dst_gpu][kr - 2]]);
         }
-        send.label = fmt::format("seg {} r{} -> gpu{}", i, r, sg.dst_gpu);
-        recv.label = fmt::format("seg {} r{} <- gpu{}", i, r, sg.src_gpu);
+        send.label = fmt::format("send s{}", i);
+        recv.label = fmt::format("recv s{}", i);
         send_op_[i] = Emit(std::move(send));
         recv_op_[i] = Emit(std::move(recv));
         out_.plan.ops[send_op_[i]].match = recv_op_[i];
@@ -1030,7 +1035,7 @@ class Emitter {
         for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k)
           EnsureDest(PartCopies(k, slot, &off, false, op.copies).dbuf, op.deps);
         op.deps.push_back(recv_op_[i]);
-        op.label = fmt::format("unpack seg {} <- gpu{}", i, sg.src_gpu);
+        op.label = fmt::format("unpack s{}", i);
         unpack_op_[i] = Emit(std::move(op));
       }
     }
@@ -1199,6 +1204,15 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   std::iota(order.begin(), order.end(), 0);
   const bool small = options.simulate && base.fragments <= options.simulate_max_fragments;
   if (!small && sizes.size() > 1) {
+    // Bound the plan's size: sizes whose segment count exceeds the cap only
+    // compete when no size meets it.
+    std::vector<int64_t> count(sizes.size(), 0);
+    for (size_t i = 0; i < sizes.size(); ++i)
+      for (const auto& pb : base.pairs)
+        if (pb.src_gpu != pb.dst_gpu) count[i] += (pb.bytes + sizes[i] - 1) / sizes[i];
+    const bool any_under = std::any_of(count.begin(), count.end(), [&](int64_t n) { return n <= options.max_segments; });
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (any_under && count[i] > options.max_segments) quick[i] = std::numeric_limits<double>::infinity();
     const double best_q = *std::min_element(quick.begin(), quick.end());
     size_t first = 0;
     for (size_t i = 0; i < sizes.size(); ++i)

@@ -56,6 +56,10 @@ struct PlannerOptions {
   // the segment size by simulating every candidate; larger ones by the
   // per-port estimate alone.
   int64_t simulate_max_fragments = 20000;
+  // Large plans: segment sizes that would cut more segments than this (about
+  // four ops each) are passed over when a larger size stays under it; bounds
+  // the plan's memory and the planning time at 8k GPUs.
+  int64_t max_segments = 1'000'000;
 };
 
 enum class PlanStatus { kOk, kInfeasible };

@@ -251,10 +251,16 @@ TEST(FitLinkTest, MeasuredH200MediansFitWithinTolerance) {
   SetDuplex(p, both);
   // The duplex curve ramps more slowly: at 64 MiB both ways is ~13 % slower.
   EXPECT_GT(ModelSeconds(p, 64 * kMiB, true), 1.08 * ModelSeconds(p, 64 * kMiB, false));
-  const LinkFit copy = FitLink(series("device_copy.one_way"));
-  EXPECT_LE(copy.residuals.max_abs_relative_error, 0.01);
-  EXPECT_GT(copy.bytes_per_s, 2.0e12);
-  EXPECT_LT(copy.bytes_per_s, 2.3e12);
+  // Device copies: ~7 µs up to 1 MiB, and 16 MiB (source and destination fit
+  // in the 60 MB L2) faster than the asymptote suggests; in the x4 run 16 MiB
+  // is among the largest sizes. Neither may inflate the peak.
+  for (const char* name : {"device_copy.one_way", "device_copy.one_way.quick_256MiB"}) {
+    const LinkFit copy = FitLink(series(name));
+    EXPECT_LE(copy.residuals.max_abs_relative_error, 0.01) << name;
+    EXPECT_GT(copy.bytes_per_s, 1.9e12) << name;
+    EXPECT_LT(copy.bytes_per_s, 2.3e12) << name;
+    EXPECT_LT(copy.latency_ns, 6'000) << name;
+  }
   for (const char* name : {"pcie.h2d", "pcie.d2h"}) {
     const LinkFit f = FitLink(series(name));
     EXPECT_LE(f.residuals.max_abs_relative_error, 0.01) << name;
@@ -327,6 +333,8 @@ TEST(CalibrationProfileTest, FitsEveryMeasuredLinkAndTheOverheads) {
   EXPECT_EQ(fit.overheads.cuda_context_bytes, 510 * kMiB);  // the larger of the two GPUs
   EXPECT_TRUE(fit.has_nccl_per_peer);
   EXPECT_EQ(fit.overheads.nccl_bytes_per_peer, 140 * kMiB);  // communicator + first transfer, one peer
+  EXPECT_EQ(fit.nccl_init_bytes, 100 * kMiB);
+  EXPECT_EQ(fit.nccl_connect_bytes_per_peer, 40 * kMiB);
 }
 
 TEST(CalibrationProfileTest, UnknownLinkOrModeIsRejected) {
@@ -370,6 +378,34 @@ TEST(CalibrationProfileTest, ProfileJsonAppliesOntoAPreset) {
   typo.erase("measurements");
   Cluster c2 = preset;
   EXPECT_THROW(ApplyProfileJson(c2, typo, "profile.json"), InputError);
+}
+
+TEST(CalibrationProfileTest, MeasurementsReadBackFitTheSame) {
+  const CalibrationData d = SyntheticCalibration(0.02);
+  const CalibrationFit fit = FitCalibration(d);
+  const nlohmann::json j = nlohmann::json::parse(CalibrationProfileJson(d, fit).dump());
+  const CalibrationData back = CalibrationDataFromJson(j, "old.json");
+  EXPECT_EQ(back.name, d.name);
+  ASSERT_EQ(back.series.size(), d.series.size());
+  for (size_t i = 0; i < d.series.size(); ++i) {
+    EXPECT_EQ(back.series[i].link, d.series[i].link);
+    EXPECT_EQ(back.series[i].mode, d.series[i].mode);
+    EXPECT_EQ(back.series[i].samples.size(), d.series[i].samples.size());
+  }
+  EXPECT_EQ(back.nccl_peers, 1);
+  ASSERT_EQ(back.memory.size(), 2u);
+  EXPECT_EQ(back.memory[1].free_after_nccl_init_bytes, d.memory[1].free_after_nccl_init_bytes);
+  const CalibrationFit refit = FitCalibration(back);
+  ASSERT_EQ(refit.links.size(), fit.links.size());
+  for (size_t i = 0; i < fit.links.size(); ++i) EXPECT_EQ(refit.links[i].profile, fit.links[i].profile);
+  EXPECT_EQ(refit.overheads, fit.overheads);
+  // A profile without measurements cannot be re-fitted; the error says where.
+  nlohmann::json bare = j;
+  bare.erase("measurements");
+  EXPECT_THROW(CalibrationDataFromJson(bare, "old.json"), InputError);
+  nlohmann::json bad = j;
+  bad["measurements"]["series"][0]["sizes"][0]["samples_s"][0] = "fast";
+  EXPECT_THROW(CalibrationDataFromJson(bad, "old.json"), InputError);
 }
 
 TEST(CalibrationProfileTest, ClusterJsonRoundTripsTheDuplexCurve) {

@@ -173,6 +173,16 @@ TEST(Balance, SpreadsOverReplicasAndRespectsFixedLoad) {
   EXPECT_EQ(*std::max_element(load.begin(), load.end()), 75);
 }
 
+TEST(Balance, OneDemandWaterFills) {
+  // Fixed loads 0, 30, 90 and 100 more bytes: raising the two lowest ports to
+  // a common level T gives 2T - 30 = 100, T = 65 <= 90, so shares 65, 35, 0.
+  auto q = BalanceDemands({100}, {{0, 1, 2}}, {0, 1, 2}, {0, 30, 90});
+  EXPECT_EQ(q[0], (std::vector<int64_t>{65, 35, 0}));
+  // Enough demand to lift all three: 3T - 120 = 300, T = 140.
+  q = BalanceDemands({300}, {{0, 1, 2}}, {0, 1, 2}, {0, 30, 90});
+  EXPECT_EQ(q[0], (std::vector<int64_t>{140, 110, 50}));
+}
+
 TEST(Balance, SharedNicCountsOnce) {
   // GPUs 0 and 1 share port 0; GPU 2 has port 1 to itself.
   auto q = BalanceDemands({90}, {{0, 1, 2}}, {0, 0, 1}, {0, 0});

@@ -711,16 +711,22 @@ TEST(Trace, SlicesNestOnEveryTrack) {
   }
   EXPECT_EQ(alloc_bytes, 64);
   for (const auto& [track, slices] : tracks) {
-    // In file order, each slice either starts after the enclosing ones end or
-    // lies inside the innermost open one.
-    std::vector<double> open_ends;
+    // In file order, each slice starts after the open ones closed, or lies
+    // inside the innermost open one. A slice ending at `ts` that began before
+    // it is closed; a zero-length slice at `ts` is not (a longer slice at the
+    // same ts must come first).
+    std::vector<std::pair<double, double>> open;
     for (auto [ts, end] : slices) {
-      while (!open_ends.empty() && open_ends.back() <= ts && !(open_ends.back() == ts && end == ts)) open_ends.pop_back();
-      if (!open_ends.empty()) EXPECT_LE(end, open_ends.back()) << "track " << track.first << "/" << track.second;
-      open_ends.push_back(end);
+      while (!open.empty() && (open.back().second < ts || (open.back().second == ts && open.back().first < ts))) {
+        open.pop_back();
+      }
+      if (!open.empty()) {
+        EXPECT_LE(end, open.back().second) << "track " << track.first << "/" << track.second << " slice at " << ts;
+      }
+      open.emplace_back(ts, end);
     }
   }
-  EXPECT_EQ(tracks[{0, kStreamComm}].size(), 5u);  // GPU0: 3 ops of the group + alloc + free
+  EXPECT_EQ(tracks[std::make_pair(0, kStreamComm)].size(), 5u);  // GPU0: 3 ops of the group + alloc + free
 }
 
 TEST(Trace, PredictionJsonHasDesignFields) {

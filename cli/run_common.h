@@ -1,0 +1,65 @@
+// What `reshard run` and `reshard validate` share: their flags, getting the
+// plan (a plan.json, or the planner's plan of a scenario, made once on rank 0
+// and broadcast under mpirun), choosing the backend, running the plan N times
+// and the JSON of the plan's prediction.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "executor/executor.h"
+#include "planner/plan.h"
+
+namespace CLI {
+class App;
+}
+
+namespace reshard {
+class MpiSession;
+}
+
+namespace reshard::cli {
+
+struct ExecuteArgs {
+  std::string target;
+  std::string backend = "host";
+  std::string segment_bytes;
+  std::string save_plan;
+  int32_t repeat = 1;
+  int32_t max_mismatches = 20;
+  double timeout_s = 60;
+  bool no_warmup = false;
+  bool json = false;
+};
+void AddExecuteOptions(CLI::App* cmd, ExecuteArgs& a);
+
+struct ExecuteOutcome {
+  Plan plan;
+  std::vector<Measurement> runs;  // rank 0: complete measurements
+  size_t chosen = 0;              // the median run by time
+  bool verified = false;          // every run verified
+  const Measurement& Chosen() const { return runs[chosen]; }
+};
+
+// Joins the MPI job when started by a launcher, runs `body` and, on an error
+// in a multi-process run, aborts every process (the others would wait
+// forever). `body` gets the session (nullptr for one process) and reports
+// whether this process is rank 0.
+void WithProcesses(const std::function<void(const MpiSession* mpi, bool root)>& body);
+
+// Plans (or reads) the target, runs it args.repeat times on one backend.
+ExecuteOutcome ExecuteTarget(const ExecuteArgs& args, const MpiSession* mpi);
+
+// DESIGN's result fields from the plan's own prediction (PlanSummary).
+nlohmann::json PredictedJson(const Plan& plan);
+// `measured`: the Measurement plus the plan-level fields and every run's time.
+nlohmann::json MeasuredJson(const ExecuteOutcome& o);
+
+// Exits 1 with a message when some run did not verify.
+void FailUnlessVerified(const ExecuteOutcome& o);
+
+}  // namespace reshard::cli
