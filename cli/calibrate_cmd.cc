@@ -64,15 +64,16 @@ nlohmann::json SummaryJson(const std::string& output, const CalibrationData& d, 
 
 void PrintHuman(const std::string& output, const CalibrationData& d, const CalibrationFit& fit) {
   std::cout << fmt::format("calibration profile written to {}\n{}\n", output, d.source);
-  std::cout << fmt::format("  {:<14} {:>10} {:>10} {:>10} {:>7}\n", "link", "latency", "peak", "duplex", "points");
+  // points: efficiency points (+ duplex_efficiency points).
+  std::cout << fmt::format("  {:<14} {:>10} {:>12} {:>12}  {}\n", "link", "latency", "peak", "both ways",
+                           "points");
   for (const LinkCalibration& c : fit.links) {
     const LinkProfile& l = c.profile;
-    std::cout << fmt::format("  {:<14} {:>7.1f} us {:>5.1f} GB/s {:>5} {:>7}\n", c.link,
-                             static_cast<double>(l.latency_ns) * 1e-3, l.bytes_per_s / 1e9,
-                             l.duplex_bytes_per_s > 0 ? fmt::format("{:.1f}", l.duplex_bytes_per_s / 1e9) : "-",
-                             c.has_both_ways
-                                 ? fmt::format("{}+{}", l.efficiency.size(), l.duplex_efficiency.size())
-                                 : fmt::format("{}", l.efficiency.size()));
+    std::cout << fmt::format(
+        "  {:<14} {:>7.1f} us {:>7.1f} GB/s {:>12}  {}\n", c.link, static_cast<double>(l.latency_ns) * 1e-3,
+        l.bytes_per_s / 1e9, c.has_both_ways ? fmt::format("{:.1f} GB/s", l.duplex_bytes_per_s / 1e9) : "-",
+        c.has_both_ways ? fmt::format("{}+{}", l.efficiency.size(), l.duplex_efficiency.size())
+                        : fmt::format("{}", l.efficiency.size()));
   }
   std::cout << "fit residuals (model / measured median - 1, over the measured sizes):\n";
   for (const SeriesFit& s : fit.series)

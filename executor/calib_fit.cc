@@ -128,6 +128,8 @@ LinkFit FitLink(std::span<const LinkSample> samples, const FitOptions& options, 
                                  groups.front().bytes));
   if (options.fixed_latency_ns && *options.fixed_latency_ns < 0)
     throw InputError(kFile, what + ".latency_ns", fmt::format("must be >= 0, got {}", *options.fixed_latency_ns));
+  if (options.max_latency_ns && *options.max_latency_ns < 0)
+    throw InputError(kFile, what + ".max_latency_ns", fmt::format("must be >= 0, got {}", *options.max_latency_ns));
   std::vector<double> median(s);
   for (size_t i = 0; i < s; ++i) median[i] = groups[i].Median();
   const double fastest_s = *std::min_element(median.begin(), median.end());
@@ -144,11 +146,7 @@ LinkFit FitLink(std::span<const LinkSample> samples, const FitOptions& options, 
   const Line large = FitLine(groups, median, large_begin, s);
   if (large.seconds_per_byte > 0 && std::isfinite(large.seconds_per_byte))
     fit.slope_bytes_per_s = 1.0 / large.seconds_per_byte;
-  if (options.fixed_latency_ns) {
-    fit.latency_ns = *options.fixed_latency_ns;
-    fit.latency_fixed = true;
-    fit.latency_line_ns = static_cast<double>(fit.latency_ns);
-  } else {
+  {
     const Line small = FitLine(groups, median, 0, small_end);
     fit.latency_line_ns = small.intercept_s * 1e9;
     // Below 99 % of the fastest median, so every size keeps some wire time;
@@ -165,7 +163,14 @@ LinkFit FitLink(std::span<const LinkSample> samples, const FitOptions& options, 
         if (wire_s <= 0.9 * median[i]) cap_s = std::min(cap_s, median[i] - wire_s);
       }
     }
-    fit.latency_ns = static_cast<int64_t>(std::clamp(std::round(fit.latency_line_ns), 0.0, std::max(0.0, std::floor(cap_s * 1e9))));
+    fit.latency_cap_ns = static_cast<int64_t>(std::max(0.0, std::floor(cap_s * 1e9)));
+    int64_t cap_ns = fit.latency_cap_ns;
+    if (options.max_latency_ns) cap_ns = std::min(cap_ns, *options.max_latency_ns);
+    fit.latency_ns = static_cast<int64_t>(std::clamp(std::round(fit.latency_line_ns), 0.0, static_cast<double>(cap_ns)));
+  }
+  if (options.fixed_latency_ns) {
+    fit.latency_ns = *options.fixed_latency_ns;
+    fit.latency_fixed = true;
   }
   const double latency_s = static_cast<double>(fit.latency_ns) * 1e-9;
 

@@ -50,6 +50,9 @@ struct FitOptions {
   // Use this latency instead of fitting one (the both-ways fit reuses the
   // one-way latency, as a LinkProfile has a single latency).
   std::optional<int64_t> fixed_latency_ns;
+  // An upper bound on a fitted latency: the both-ways series' own bound
+  // (LinkFit::latency_cap_ns), so the shared latency suits both series.
+  std::optional<int64_t> max_latency_ns;
   // Stop adding efficiency points once every size is this close (relative);
   // 0 (with max_points 0): a point at every measured size.
   double max_relative_error = 0.01;
@@ -77,6 +80,7 @@ struct LinkFit {
   double bytes_per_s = 0;              // the peak of the model (asymptotic bandwidth)
   double slope_bytes_per_s = 0;        // 1 / slope of the large-size line (0: no usable slope)
   double latency_line_ns = 0;          // intercept of the small-size line before clamping
+  int64_t latency_cap_ns = 0;          // the bound it was clamped to (step 2), from this series alone
   bool latency_fixed = false;          // FitOptions::fixed_latency_ns was used
   std::vector<EfficiencyPoint> efficiency;
   ResidualSummary residuals;

@@ -27,6 +27,7 @@ json LinkFitJson(const LinkFit& f) {
   j["latency_ns"] = f.latency_ns;
   j["latency_fixed"] = f.latency_fixed;
   j["latency_line_ns"] = f.latency_line_ns;
+  j["latency_cap_ns"] = f.latency_cap_ns;
   j["bytes_per_s"] = f.bytes_per_s;
   j["slope_bytes_per_s"] = f.slope_bytes_per_s;
   j["efficiency_points"] = f.efficiency.size();
@@ -55,7 +56,12 @@ CalibrationFit FitCalibration(const CalibrationData& data, const FitOptions& opt
     if (one.empty()) continue;  // not measured: the profile leaves the preset's numbers
     LinkCalibration c;
     c.link = link;
-    c.one_way = FitLink(one, options, std::string(link) + ".one_way");
+    FitOptions one_options = options;
+    if (!both.empty()) {
+      // One latency serves both: keep it within what the both-ways series allows.
+      one_options.max_latency_ns = FitLink(both, options, std::string(link) + ".both_ways").latency_cap_ns;
+    }
+    c.one_way = FitLink(one, one_options, std::string(link) + ".one_way");
     c.profile = c.one_way.Profile();
     if (!both.empty()) {
       FitOptions o = options;

@@ -76,7 +76,8 @@ struct CalibrationFit {
 };
 
 // Fits each link class with one-direction samples (one-way, h2d and d2h
-// pooled); both-ways samples give its duplex rate and curve. Overheads:
+// pooled); both-ways samples give its duplex rate and curve, with the
+// one-way latency (kept within the both-ways series' latency bound). Overheads:
 // cuda_context_bytes = max over GPUs of total - free after context creation
 // (all that is unavailable to the plan: context, driver reserve);
 // nccl_bytes_per_peer = max over GPUs of (free before communicator creation -

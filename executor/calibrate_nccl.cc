@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -126,6 +127,9 @@ struct SizePlan {
   }
 };
 
+// Whole nanoseconds: finer than either clock resolves, and short in JSON.
+double RoundNs(double seconds) { return std::round(seconds * 1e9) * 1e-9; }
+
 // The sweep: one untimed pass over every size (the first size of a series
 // otherwise pays for first-use setup: NCCL protocols, clocks), then per size
 // `warmup` untimed and Repetitions() timed runs of `once`, which returns seconds.
@@ -168,7 +172,7 @@ std::vector<LinkSample> TimeWithEvents(const std::vector<TimedStream*>& streams,
       RESHARD_CAL(cudaEventElapsedTime(&ms, s->start, s->end));
       longest_ms = std::max(longest_ms, ms);
     }
-    return static_cast<double>(longest_ms) * 1e-3;
+    return RoundNs(static_cast<double>(longest_ms) * 1e-3);
   });
 }
 
@@ -201,7 +205,7 @@ std::vector<LinkSample> TimeWithHostClock(const SizePlan& plan, bool quick,
       if (!e.empty()) throw GpuError(e);
     const auto first = *std::min_element(begin.begin(), begin.end());
     const auto last = *std::max_element(end.begin(), end.end());
-    return std::chrono::duration<double>(last - first).count();
+    return RoundNs(std::chrono::duration<double>(last - first).count());
   });
 }
 

@@ -105,16 +105,17 @@ bool SameShape(const Region& a, const Region& b) {
 
 class NcclBackend final : public Backend {
  public:
-  explicit NcclBackend(const NcclBackendOptions& o) : opt_(o) {}
+  explicit NcclBackend(const NcclBackendOptions& o) : opt_(o) {
+    // Read when a context is created. CUDA maps streams onto this many
+    // hardware queues (default 8); streams sharing a queue are falsely
+    // serialised, so a long offload queued on the host stream would hold up
+    // the compute and NCCL streams that landed on its queue.
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  }
   ~NcclBackend() override {
     FirstError errors;
     Release(errors);
-    for (auto& g : gpus_state_) {
-      if (g->comm != nullptr) {
-        RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g->device));
-        RESHARD_GPU_CLEANUP(errors, ncclCommDestroy(g->comm));
-      }
-    }
+    DestroyGpus(errors);
   }
 
   std::string Name() const override { return "nccl"; }
@@ -140,8 +141,9 @@ class NcclBackend final : public Backend {
 
     // Contexts and communicators are kept across runs of the same GPU set.
     if (gpus != gpu_count_ || local != local_gpus_ || devices != devices_) {
-      DestroyComms();
-      gpus_state_.clear();
+      FirstError errors;
+      DestroyGpus(errors);
+      if (!errors.message.empty()) throw GpuError(errors.message);
       gpu_count_ = gpus;
       local_gpus_ = local;
       devices_ = devices;
@@ -170,8 +172,13 @@ class NcclBackend final : public Backend {
     const size_t streams = std::max<size_t>(plan.stream_names.size(), 1);
     for (auto& g : gpus_state_) {
       RESHARD_GPU(cudaSetDevice(g->device));
-      g->streams.assign(streams, nullptr);
-      for (cudaStream_t& s : g->streams) RESHARD_GPU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      // Streams live as long as the backend: fewer streams created, fewer
+      // chances of two sharing a hardware queue.
+      while (g->streams.size() < streams) {
+        cudaStream_t s = nullptr;
+        RESHARD_GPU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        g->streams.push_back(s);
+      }
       RESHARD_GPU(cudaEventCreate(&g->ref));
       g->host_bytes = g->host_peak = 0;
       g->arena_cursor = 0;
@@ -196,7 +203,8 @@ class NcclBackend final : public Backend {
       RESHARD_GPU(cudaSetDevice(g->device));
       const size_t bytes = static_cast<size_t>(g->arena_capacity) * sizeof(CopyDesc);
       RESHARD_GPU(cudaMalloc(reinterpret_cast<void**>(&g->arena_device), bytes));
-      RESHARD_GPU(cudaHostAlloc(reinterpret_cast<void**>(&g->arena_host), bytes, cudaHostAllocPortable));
+      RESHARD_GPU(cudaHostAlloc(reinterpret_cast<void**>(&g->arena_host), bytes,
+                                cudaHostAllocPortable | cudaHostAllocMapped));
     }
     // Pinned host buffers, all before timing.
     for (const PlanBuffer& b : plan.buffers) {
@@ -306,8 +314,8 @@ class NcclBackend final : public Backend {
       if (bytes == 0) continue;
       auto* src = static_cast<unsigned char*>(Ptr(c.src.buffer)) + c.src.offset_bytes;
       auto* dst = static_cast<unsigned char*>(Ptr(c.dst.buffer)) + c.dst.offset_bytes;
-      const bool host = plan_->buffers[c.src.buffer].space == MemorySpace::kHost ||
-                        plan_->buffers[c.dst.buffer].space == MemorySpace::kHost;
+      const bool host = !opt_.host_copies_by_kernel && (plan_->buffers[c.src.buffer].space == MemorySpace::kHost ||
+                                                         plan_->buffers[c.dst.buffer].space == MemorySpace::kHost);
       if (host && c.src.Contiguous() && c.dst.Contiguous()) {  // copy engine
         RESHARD_GPU(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, s));
         continue;
@@ -359,7 +367,7 @@ class NcclBackend final : public Backend {
     CopyDesc* dev = g.arena_device + g.arena_cursor;
     g.arena_cursor += count;
     std::memcpy(host, descs.data(), descs.size() * sizeof(CopyDesc));
-    RESHARD_GPU(cudaMemcpyAsync(dev, host, descs.size() * sizeof(CopyDesc), cudaMemcpyHostToDevice, s));
+    RESHARD_GPU(nccl_detail::LaunchUploadDescs(dev, host, count, s));
     RESHARD_GPU(nccl_detail::LaunchCopy(dev, count, chunks, true, s, max_blocks));
   }
 
@@ -640,15 +648,16 @@ class NcclBackend final : public Backend {
     }
   }
 
-  void DestroyComms() {
-    FirstError errors;
+  // Communicators and streams of the GPUs this backend drove.
+  void DestroyGpus(FirstError& errors) {
     for (auto& g : gpus_state_) {
-      if (g->comm == nullptr) continue;
       RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g->device));
-      RESHARD_GPU_CLEANUP(errors, ncclCommDestroy(g->comm));
+      if (g->comm != nullptr) RESHARD_GPU_CLEANUP(errors, ncclCommDestroy(g->comm));
       g->comm = nullptr;
+      for (cudaStream_t s : g->streams) RESHARD_GPU_CLEANUP(errors, cudaStreamDestroy(s));
+      g->streams.clear();
     }
-    if (!errors.message.empty()) throw GpuError(errors.message);
+    gpus_state_.clear();
   }
 
   void Sample() {
@@ -703,9 +712,6 @@ class NcclBackend final : public Backend {
         }
     for (auto& g : gpus_state_) {
       RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g->device));
-      for (cudaStream_t& s : g->streams)
-        if (s != nullptr) RESHARD_GPU_CLEANUP(errors, cudaStreamDestroy(s));
-      g->streams.clear();
       if (g->ref != nullptr) RESHARD_GPU_CLEANUP(errors, cudaEventDestroy(g->ref));
       g->ref = nullptr;
       if (g->arena_device != nullptr) RESHARD_GPU_CLEANUP(errors, cudaFree(g->arena_device));

@@ -42,7 +42,10 @@
 //    among the devices it sees (CUDA_VISIBLE_DEVICES set by the launcher).
 //    Without MPI compiled in, MpiSession refuses multi-process launches.
 // NVLink SHARP (NVLS) stays off: NCCL_NVLS_ENABLE=0 is set before the first
-// communicator is created unless the environment already sets it.
+// communicator is created unless the environment already sets it. Likewise
+// CUDA_DEVICE_MAX_CONNECTIONS=32 (hardware queues per device; with the default
+// 8, streams share queues and a long offload on the host stream was seen to
+// hold up the compute and NCCL streams for its whole duration on H200).
 //
 // CUDA / NCCL failures throw GpuError naming the call, file, line and the
 // library's message (one macro at the boundary, nccl_backend.cc).
@@ -75,6 +78,11 @@ struct NcclBackendOptions {
   // Thread blocks per SM of the copy kernel: few enough that NCCL's kernels
   // find room on every SM while copies and transfers overlap.
   int32_t copy_blocks_per_sm = 2;
+  // Host <-> device pairs (offload / reload) through the copy kernel (SM
+  // loads and stores over PCIe via UVA) instead of cudaMemcpy*Async on a copy
+  // engine. For experiments: copy engines queue work in order, so a large
+  // offload queued first delays every later copy-engine transfer.
+  bool host_copies_by_kernel = false;
 };
 
 std::unique_ptr<Backend> MakeNcclBackend(const NcclBackendOptions& options = {});

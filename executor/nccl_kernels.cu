@@ -125,6 +125,13 @@ __global__ void __launch_bounds__(kThreads) CheckKernel(const unsigned char* bas
   }
 }
 
+__global__ void __launch_bounds__(kThreads) UploadKernel(unsigned long long* dst, const unsigned long long* src,
+                                                        int64_t words) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
 int32_t Blocks(int64_t work, int32_t max_blocks) {
   return static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(work, std::max(max_blocks, 1))));
 }
@@ -143,6 +150,15 @@ cudaError_t LaunchCopy(const CopyDesc* descs, int32_t count, int64_t total_chunk
     for (int32_t i = 0; i < count; ++i) batch.d[i] = descs[i];
     CopyByValueKernel<<<blocks, kThreads, 0, s>>>(batch, total_chunks);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchUploadDescs(CopyDesc* device, const CopyDesc* host_mapped, int32_t count, cudaStream_t s) {
+  static_assert(sizeof(CopyDesc) % sizeof(unsigned long long) == 0, "descriptors upload as 8-byte words");
+  const int64_t words = static_cast<int64_t>(count) * sizeof(CopyDesc) / sizeof(unsigned long long);
+  if (words == 0) return cudaSuccess;
+  UploadKernel<<<Blocks((words + kThreads - 1) / kThreads, 16), kThreads, 0, s>>>(
+      reinterpret_cast<unsigned long long*>(device), reinterpret_cast<const unsigned long long*>(host_mapped), words);
   return cudaGetLastError();
 }
 

@@ -48,6 +48,11 @@ inline constexpr int64_t kCopyChunkBytes = 64 << 10;
 cudaError_t LaunchCopy(const CopyDesc* descs, int32_t count, int64_t total_chunks, bool descs_on_device,
                        cudaStream_t s, int32_t max_blocks);
 
+// Copies `count` descriptors from pinned, mapped host memory to device memory
+// with a small kernel (SM loads through UVA). Not cudaMemcpyAsync: a copy
+// engine would queue this behind any large offload already queued on it.
+cudaError_t LaunchUploadDescs(CopyDesc* device, const CopyDesc* host_mapped, int32_t count, cudaStream_t s);
+
 inline constexpr int kMaxRecorded = 16;
 struct DeviceMismatch {
   int64_t index;

@@ -511,6 +511,9 @@ class Emitter {
       st.overhead = m.overheads + static_cast<int64_t>(sc_.peers[g]) * c_.overheads.nccl_bytes_per_peer;
     }
     MakeBuffers();
+    // The state at the start must fit already (releases cannot help before it).
+    for (int32_t g = 0; g < gpus; ++g)
+      if (gs_[g].live > gs_[g].budget) gs_[g].missing = std::max(gs_[g].missing, gs_[g].live - gs_[g].budget);
     // Ops: per segment a send and a recv, staged ones a pack and an unpack;
     // plus local copies and about two memory ops per buffer.
     out_.plan.ops.reserve(4 * sc_.segs.size() + sc_.locals.size() + 3 * out_.plan.buffers.size() + 16);
@@ -649,6 +652,8 @@ class Emitter {
     const Piece* dp;
     int32_t sbuf, dbuf;
     int64_t soff, doff;  // elements: position of the piece's box.lo in its plan buffer
+    bool simple = false; // both sides are one region each (then sr, dr hold them)
+    Region sr, dr;
   };
   Home HomeOf(const Part& pt) const {
     const int32_t sshard = b_.src.rank_shard[pt.src_rank];
@@ -661,22 +666,11 @@ class Emitter {
     h.dbuf = dst_buf0_[pt.dst_rank] + b_.db.slot_of[dshard][h.dp->buffer];
     h.soff = b_.sb.base_of[sshard][h.sp->buffer] + h.sp->offset;
     h.doff = b_.db.base_of[dshard][h.dp->buffer] + h.dp->offset;
+    auto sr = BoxRegion(h.sbuf, h.soff, h.sp->stride, h.sp->box, pt.box, b_.eb);
+    auto dr = BoxRegion(h.dbuf, h.doff, h.dp->stride, h.dp->box, pt.box, b_.eb);
+    if (sr && dr) h.simple = true, h.sr = *sr, h.dr = *dr;
     return h;
   }
-  // Source and destination regions of a part (direct transfers: contiguous).
-  Region SrcRegion(const Part& pt) const {
-    const Home h = HomeOf(pt);
-    auto r = BoxRegion(h.sbuf, h.soff, h.sp->stride, h.sp->box, pt.box, b_.eb);
-    RESHARD_CHECK(r.has_value(), "source region needs more than three levels");
-    return *r;
-  }
-  Region DstRegion(const Part& pt) const {
-    const Home h = HomeOf(pt);
-    auto r = BoxRegion(h.dbuf, h.doff, h.dp->stride, h.dp->box, pt.box, b_.eb);
-    RESHARD_CHECK(r.has_value(), "destination region needs more than three levels");
-    return *r;
-  }
-
   // Copy pairs of `part` between its home buffer and a contiguous staging run
   // at `*stage_off` (stage_buf < 0: straight from source to destination);
   // parts whose regions need more than three levels are split. Returns the
@@ -694,12 +688,11 @@ class Emitter {
       *stage_off += home.Bytes();
       out.push_back(pack ? CopyPair{home, st} : CopyPair{st, home});
     };
-    auto sr = BoxRegion(h.sbuf, h.soff, h.sp->stride, h.sp->box, pt.box, b_.eb);
-    auto dr = BoxRegion(h.dbuf, h.doff, h.dp->stride, h.dp->box, pt.box, b_.eb);
-    if (sr && dr) {
-      emit(*sr, *dr);
+    if (h.simple) {
+      emit(h.sr, h.dr);
       return h;
     }
+    std::optional<Region> sr, dr;
     std::vector<Box> todo{pt.box};  // rare: split along the outermost dimension, row-major order
     while (!todo.empty()) {
       Box x = todo.back();
@@ -1001,10 +994,11 @@ class Emitter {
         recv.peer = sg.src_gpu, recv.segment = i;
         std::vector<int32_t> read_bufs;
         if (sg.direct) {
-          const Part& pt = sc_.parts[sg.first_part];
-          send.region = SrcRegion(pt);
+          const Home& h = homes_[sg.first_part];
+          RESHARD_CHECK(h.simple, "a direct transfer needs one region on each side");
+          send.region = h.sr;
           read_bufs.push_back(send.region.buffer);
-          recv.region = DstRegion(pt);
+          recv.region = h.dr;
           EnsureDest(recv.region.buffer, recv.deps);
         } else {
           const int32_t ks = send_index_[i], kr = recv_index_[i];

@@ -7,7 +7,8 @@
 //     on GPUs to maximise bytes already there; every fragment gets one source:
 //     same GPU, else NVLink, else network, balancing senders' ports.
 //  3. Segments: per (sender GPU, receiver GPU) the fragments, ordered by the
-//     sender's layer order, are cut into segments of at most segment_bytes.
+//     sender's layer order, are cut into equal segments of at most
+//     segment_bytes (the pair's bytes over the fewest segments that fit).
 //     Small pieces are packed into one staging buffer (one pack copy batch, one
 //     send, one recv, one unpack batch per segment); a piece contiguous on both
 //     sides and at least half a segment goes straight from buffer to buffer.
@@ -28,7 +29,14 @@
 //     allocated all at once or per layer before their first write, training
 //     weights moved to host per layer after their last read (own stream).
 //     Nothing fits: the result names the GPU and the bytes missing.
-//  6. Prediction: the simulator (sim/simulator.h); lower bound sim/ports.h.
+//  6. Segment size (auto): small plans simulate every candidate and keep the
+//     fastest; large plans rank candidates by a round-model estimate from the
+//     pair byte totals (O(pairs) each) and take the largest size within 15% of
+//     the best, capped by max_segments. Each size tries policies in order and
+//     keeps the first that fits.
+//  7. Prediction: the simulator (sim/simulator.h); lower bound sim/ports.h.
+// Streams: 0 compute (pack, unpack, local copies, allocs), 1 comm (send/recv),
+// 2 host (optimizer offload), 3 release (training weights to host).
 #pragma once
 
 #include <cstdint>

@@ -140,9 +140,12 @@ TEST(FitLinkTest, NoisyDataStaysWithinBounds) {
 
 TEST(FitLinkTest, BothWaysWithTheOneWayLatency) {
   const LinkProfile truth = TrueWithDuplex();
-  const LinkFit one = FitLink(Generate(truth, false), {.fixed_latency_ns = {}, .max_relative_error = 0});
-  const LinkFit both = FitLink(Generate(truth, true),
-                               {.fixed_latency_ns = one.latency_ns, .max_relative_error = 0}, "nvlink.both_ways");
+  FitOptions exact;
+  exact.max_relative_error = 0;
+  const LinkFit one = FitLink(Generate(truth, false), exact);
+  FitOptions with_latency = exact;
+  with_latency.fixed_latency_ns = one.latency_ns;
+  const LinkFit both = FitLink(Generate(truth, true), with_latency, "nvlink.both_ways");
   EXPECT_TRUE(both.latency_fixed);
   EXPECT_EQ(both.latency_ns, truth.latency_ns);
   EXPECT_LT(RelErr(both.bytes_per_s, truth.duplex_bytes_per_s), 1e-9);
@@ -245,12 +248,22 @@ TEST(FitLinkTest, MeasuredH200MediansFitWithinTolerance) {
   EXPECT_LT(nvlink.latency_ns, 25'000);
   EXPECT_GT(nvlink.bytes_per_s, 360e9);
   EXPECT_LT(nvlink.bytes_per_s, 380e9);
-  const LinkFit both = FitLink(series("nvlink.both_ways"), {.fixed_latency_ns = nvlink.latency_ns});
-  EXPECT_LE(both.residuals.max_abs_relative_error, 0.01);
-  LinkProfile p = nvlink.Profile();
-  SetDuplex(p, both);
-  // The duplex curve ramps more slowly: at 64 MiB both ways is ~13 % slower.
-  EXPECT_GT(ModelSeconds(p, 64 * kMiB, true), 1.08 * ModelSeconds(p, 64 * kMiB, false));
+  // Both series together, as `reshard calibrate` fits them (one shared
+  // latency); in run2 4 KiB both ways beat the one-way latency line.
+  for (const char* run : {"", ".run2"}) {
+    CalibrationData d;
+    d.series.push_back({"nvlink", "one_way", "", "", {0, 1}, series(std::string("nvlink.one_way") + run)});
+    d.series.push_back({"nvlink", "both_ways", "", "", {0, 1}, series(std::string("nvlink.both_ways") + run)});
+    const CalibrationFit fit = FitCalibration(d);
+    ASSERT_EQ(fit.series.size(), 2u);
+    EXPECT_LE(fit.series[0].residuals.max_abs_relative_error, 0.01) << run;
+    EXPECT_LE(fit.series[1].residuals.max_abs_relative_error, 0.01) << run;
+    const LinkProfile& p = fit.links.at(0).profile;
+    EXPECT_GT(p.duplex_bytes_per_s, 350e9) << run;
+    EXPECT_LT(p.duplex_bytes_per_s, 370e9) << run;
+    // The duplex curve ramps more slowly: at 64 MiB both ways is ~13 % slower.
+    EXPECT_GT(ModelSeconds(p, 64 * kMiB, true), 1.08 * ModelSeconds(p, 64 * kMiB, false)) << run;
+  }
   // Device copies: ~7 µs up to 1 MiB, and 16 MiB (source and destination fit
   // in the 60 MB L2) faster than the asymptote suggests; in the x4 run 16 MiB
   // is among the largest sizes. Neither may inflate the peak.
@@ -335,6 +348,28 @@ TEST(CalibrationProfileTest, FitsEveryMeasuredLinkAndTheOverheads) {
   EXPECT_EQ(fit.overheads.nccl_bytes_per_peer, 140 * kMiB);  // communicator + first transfer, one peer
   EXPECT_EQ(fit.nccl_init_bytes, 100 * kMiB);
   EXPECT_EQ(fit.nccl_connect_bytes_per_peer, 40 * kMiB);
+}
+
+TEST(CalibrationProfileTest, SharedLatencySuitsBothWaysWhenItsSmallSizesAreFaster) {
+  // Seen on H200: 4 KiB both ways (20.4 µs) beat the one-way line's 21.8 µs
+  // intercept. A profile has one latency, so it must stay below both series'.
+  CalibrationData d;
+  LinkProfile one = TrueOneWay();
+  one.latency_ns = 22'000;
+  LinkProfile both = TrueWithDuplex();
+  both.latency_ns = 20'000;
+  d.series.push_back({"nvlink", "one_way", "", "", {0, 1}, Generate(one, false)});
+  d.series.push_back({"nvlink", "both_ways", "", "", {0, 1}, Generate(both, true)});
+  const CalibrationFit fit = FitCalibration(d);
+  ASSERT_EQ(fit.links.size(), 1u);
+  // Below the fastest both-ways time (4 KiB: 20 µs + 4 KiB at 4 % of 360 GB/s).
+  EXPECT_LT(static_cast<double>(fit.links[0].profile.latency_ns), ModelSeconds(both, 4 * kKiB, true) * 1e9);
+  EXPECT_EQ(fit.links[0].both_ways.latency_ns, fit.links[0].profile.latency_ns);
+  ASSERT_EQ(fit.series.size(), 2u);
+  EXPECT_LE(fit.series[0].residuals.max_abs_relative_error, 0.01);
+  EXPECT_LE(fit.series[1].residuals.max_abs_relative_error, 0.01);
+  // Fitted alone, the one-way series would take its own 22 µs.
+  EXPECT_NEAR(FitLink(d.series[0].samples).latency_ns, 22'000, 1);
 }
 
 TEST(CalibrationProfileTest, UnknownLinkOrModeIsRejected) {

@@ -487,6 +487,18 @@ TEST(Planner, InfeasibleNamesGpuAndBytes) {
   EXPECT_NE(r.message.find("GPU"), std::string::npos);
 }
 
+TEST(Planner, OverfullSourceOnlyGpuIsInfeasible) {
+  // Disaggregated: GPU 0 holds the trainer (weights 16 GB + optimizer 96 GB at
+  // 12 B/param) on a 64 GiB GPU and receives nothing; it still cannot fit.
+  const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: h200-x2, gpu_memory: 64GiB}", "{tp: 1, gpus: \"0\"}",
+                                   "{tp: 1, gpus: \"1\"}",
+                                   "memory: {optimizer: {bytes_per_param: 12, offload: none}, kv_cache_gib: 1, reserve_gib: 1}\n"));
+  PlanResult r = MakePlan(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.gpu, 0);
+  EXPECT_GT(r.missing_bytes, int64_t{40} << 30);
+}
+
 TEST(Planner, DtypeConversionIsRefused) {
   const Scenario s = FromYaml(Yaml("tiny-llama", "h200-x2", "{tp: 2}", "{tp: 1, dp: 2, dtype: fp8_e4m3}"));
   EXPECT_THROW(MakePlan(s), InputError);
@@ -549,6 +561,34 @@ TEST(Planner, PerLayerPolicyFitsWhereAllAtOnceDoesNot) {
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_NE(r.plan.summary.memory_policy, "dest-all-at-once");
   CheckPlan(s, r);
+}
+
+}  // namespace
+}  // namespace reshard
+
+namespace reshard {
+namespace {
+
+// Across nodes: listing the destination GPUs node-reversed must not cost
+// local bytes when placement is free (whole blocks move between nodes), while
+// a fixed reversed placement loses them.
+TEST(Planner, FreePlacementMovesWholeNodes) {
+  // Pipeline stages fill nodes on both sides (stage 0 on node 0); listing the
+  // destination GPUs node-reversed puts each stage on the other stage's node.
+  const std::string c2 = "{preset: dgx-h100, nodes: 2}";
+  const std::string src = "{tp: 8, pp: 2}";
+  const Scenario natural = FromYaml(Yaml("tiny-mla", c2, src, "{tp: 8, pp: 2}"));
+  const Scenario reversed = FromYaml(Yaml("tiny-mla", c2, src, "{tp: 8, pp: 2, gpus: \"8-15,0-7\"}"));
+  const Scenario fixed =
+      FromYaml(Yaml("tiny-mla", c2, src, "{tp: 8, pp: 2, gpus: \"8-15,0-7\", placement: fixed}"));
+  PlanResult a = MakePlan(natural), b = MakePlan(reversed), f = MakePlan(fixed);
+  ASSERT_TRUE(a.ok() && b.ok() && f.ok());
+  EXPECT_GT(a.plan.summary.bytes_moved.local, 0);
+  EXPECT_EQ(b.plan.summary.bytes_moved.local, a.plan.summary.bytes_moved.local);
+  EXPECT_EQ(b.plan.summary.bytes_moved.network, a.plan.summary.bytes_moved.network);
+  EXPECT_LT(f.plan.summary.bytes_moved.local, b.plan.summary.bytes_moved.local);
+  EXPECT_GT(f.plan.summary.bytes_moved.network, b.plan.summary.bytes_moved.network);
+  CheckPlan(reversed, b);
 }
 
 }  // namespace
