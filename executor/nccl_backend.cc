@@ -111,6 +111,9 @@ class NcclBackend final : public Backend {
     // serialised, so a long offload queued on the host stream would hold up
     // the compute and NCCL streams that landed on its queue.
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    // Load every module when the context is created: a lazily loaded
+    // kernel's first launch waits for all work queued on the device.
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   }
   ~NcclBackend() override {
     FirstError errors;
@@ -179,6 +182,7 @@ class NcclBackend final : public Backend {
         RESHARD_GPU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
         g->streams.push_back(s);
       }
+      RESHARD_GPU(nccl_detail::WarmKernels(g->streams[0]));  // modules loaded before any timing
       RESHARD_GPU(cudaEventCreate(&g->ref));
       g->host_bytes = g->host_peak = 0;
       g->arena_cursor = 0;

@@ -45,7 +45,10 @@
 // communicator is created unless the environment already sets it. Likewise
 // CUDA_DEVICE_MAX_CONNECTIONS=32 (hardware queues per device; with the default
 // 8, streams share queues and a long offload on the host stream was seen to
-// hold up the compute and NCCL streams for its whole duration on H200).
+// hold up the compute and NCCL streams for its whole duration on H200), and
+// CUDA_MODULE_LOADING=EAGER; the backend also launches each of its kernels
+// once before timing: under lazy loading the first launch of a kernel waits
+// for all work queued on the device, which stalled a whole offload plan.
 //
 // CUDA / NCCL failures throw GpuError naming the call, file, line and the
 // library's message (one macro at the boundary, nccl_backend.cc).

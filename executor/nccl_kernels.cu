@@ -162,6 +162,18 @@ cudaError_t LaunchUploadDescs(CopyDesc* device, const CopyDesc* host_mapped, int
   return cudaGetLastError();
 }
 
+cudaError_t WarmKernels(cudaStream_t s) {
+  CopyBatch batch{};
+  CopyByValueKernel<<<1, kThreads, 0, s>>>(batch, 0);
+  CopyFromDeviceKernel<<<1, kThreads, 0, s>>>(nullptr, 0, 0);
+  UploadKernel<<<1, kThreads, 0, s>>>(nullptr, nullptr, 0);
+  PieceMap empty;
+  empty.extent[0] = 0;
+  FillKernel<<<1, kThreads, 0, s>>>(nullptr, empty);
+  CheckKernel<<<1, kThreads, 0, s>>>(nullptr, empty, nullptr);
+  return cudaGetLastError();
+}
+
 cudaError_t LaunchFill(unsigned char* base, const PieceMap& m, cudaStream_t s, int32_t max_blocks) {
   if (m.Elements() == 0) return cudaSuccess;
   const int64_t tiles = m.Rows() * ((m.extent[2] + kTile - 1) / kTile);

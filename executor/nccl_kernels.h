@@ -53,6 +53,12 @@ cudaError_t LaunchCopy(const CopyDesc* descs, int32_t count, int64_t total_chunk
 // engine would queue this behind any large offload already queued on it.
 cudaError_t LaunchUploadDescs(CopyDesc* device, const CopyDesc* host_mapped, int32_t count, cudaStream_t s);
 
+// Launches every kernel of this file once with no work. The first launch of
+// a kernel loads its module (CUDA's lazy loading), which waits for all work
+// already queued on the device: inside a timed run that stalled every stream
+// behind a long offload. Called before timing.
+cudaError_t WarmKernels(cudaStream_t s);
+
 inline constexpr int kMaxRecorded = 16;
 struct DeviceMismatch {
   int64_t index;

@@ -716,6 +716,7 @@ class Emitter {
   // Per source buffer: number of ops still to read it; at zero it may move to host.
   void CountReaders() {
     readers_.assign(out_.plan.buffers.size(), 0);
+    if (!pol_.source_to_host) return;  // only releases need them
     std::vector<int32_t> seen;
     auto count_parts = [&](int64_t first, int64_t n) {
       seen.clear();

@@ -252,44 +252,55 @@ Execution Execute(const Plan& p) {
       on_gpu[g][id] = true;
     });
   }
-  auto elems_of = [&](const Region& r) {
-    std::vector<int64_t> offs;
+  // A region as runs of contiguous elements (offset, length), in byte order.
+  using Runs = std::vector<std::pair<int64_t, int64_t>>;
+  auto runs_of = [&](const Region& r) {
+    Runs out;
     for (int64_t pl = 0; pl < r.planes; ++pl)
       for (int64_t row = 0; row < r.rows; ++row)
-        for (int64_t x = 0; x < r.row_bytes; x += eb)
-          offs.push_back((r.offset_bytes + pl * r.plane_stride_bytes + row * r.row_stride_bytes + x) / eb);
-    return offs;
+        out.emplace_back((r.offset_bytes + pl * r.plane_stride_bytes + row * r.row_stride_bytes) / eb, r.row_bytes / eb);
+    return out;
+  };
+  auto gather = [&](const std::vector<int64_t>& m, const Runs& runs) {
+    std::vector<int64_t> v;
+    for (auto [o, n] : runs) v.insert(v.end(), m.begin() + o, m.begin() + o + n);
+    return v;
+  };
+  // Writes `vals` into the runs of buffer b, counting producers of destination elements.
+  auto scatter = [&](int32_t b, const Runs& runs, const std::vector<int64_t>& vals) {
+    auto& dm = shadow(b);
+    const bool dest = p.buffers[b].role == BufferRole::kDestinationWeights;
+    auto& w = writes[b];
+    if (dest && w.empty()) w.assign(p.buffers[b].bytes / eb, 0);
+    size_t k = 0;
+    for (auto [o, n] : runs) {
+      std::copy(vals.begin() + k, vals.begin() + k + n, dm.begin() + o);
+      if (dest)
+        for (int64_t x = o; x < o + n; ++x) ++w[x];
+      k += n;
+    }
+    if (dest) ex.written += static_cast<int64_t>(vals.size());
+    return dest;
   };
   std::map<int32_t, std::vector<int64_t>> in_flight;
   for (const Op& op : p.ops) {
     if (op.kind == OpKind::kCopy) {
       for (const CopyPair& cp : op.copies) {
         if (!touched(p.buffers[cp.src.buffer].role) || !touched(p.buffers[cp.dst.buffer].role)) continue;
-        auto s = elems_of(cp.src), d = elems_of(cp.dst);
-        EXPECT_EQ(s.size(), d.size());
-        auto& sm = shadow(cp.src.buffer);
-        auto& dm = shadow(cp.dst.buffer);
-        for (size_t i = 0; i < s.size(); ++i) {
-          EXPECT_GE(sm[s[i]], 0) << "op " << op.id << " copies an unwritten element";
-          dm[d[i]] = sm[s[i]];
-        }
-        if (p.buffers[cp.dst.buffer].role == BufferRole::kDestinationWeights) {
-          auto& w = writes[cp.dst.buffer];
-          if (w.empty()) w.assign(p.buffers[cp.dst.buffer].bytes / eb, 0);
-          for (int64_t x : d) ++w[x];
-          ex.written += static_cast<int64_t>(d.size());
-          if (op.segment < 0) ex.local_bytes += static_cast<int64_t>(d.size()) * eb;
-        }
+        EXPECT_EQ(cp.src.Bytes(), cp.dst.Bytes());
+        const std::vector<int64_t> vals = gather(shadow(cp.src.buffer), runs_of(cp.src));
+        EXPECT_TRUE(std::none_of(vals.begin(), vals.end(), [](int64_t x) { return x < 0; }))
+            << "op " << op.id << " copies an unwritten element";
+        if (scatter(cp.dst.buffer, runs_of(cp.dst), vals) && op.segment < 0)
+          ex.local_bytes += static_cast<int64_t>(vals.size()) * eb;
       }
     } else if (op.kind == OpKind::kSend) {
-      auto s = elems_of(op.region);
-      auto& sm = shadow(op.region.buffer);
-      std::vector<int64_t> payload;
-      for (int64_t x : s) {
-        payload.push_back(sm[x]);
-        EXPECT_FALSE(sm[x] >= 0 && on_gpu[op.peer][sm[x]]) << "op " << op.id << " sends an element gpu" << op.peer
-                                                           << " already holds";
-      }
+      std::vector<int64_t> payload = gather(shadow(op.region.buffer), runs_of(op.region));
+      for (int64_t id : payload)
+        if (id >= 0 && on_gpu[op.peer][id]) {
+          ADD_FAILURE() << "op " << op.id << " sends an element gpu" << op.peer << " already holds";
+          break;
+        }
       in_flight[op.id] = std::move(payload);
       ex.sent_bytes += op.region.Bytes();
     } else if (op.kind == OpKind::kRecv) {
@@ -298,19 +309,11 @@ Execution Execute(const Plan& p) {
         ADD_FAILURE() << "recv " << op.id << " before its send";
         return ex;
       }
-      auto d = elems_of(op.region);
-      if (d.size() != it->second.size()) {
+      if (op.region.Bytes() / eb != static_cast<int64_t>(it->second.size())) {
         ADD_FAILURE() << "recv " << op.id << " size differs from its send";
         return ex;
       }
-      auto& dm = shadow(op.region.buffer);
-      for (size_t i = 0; i < d.size(); ++i) dm[d[i]] = it->second[i];
-      if (p.buffers[op.region.buffer].role == BufferRole::kDestinationWeights) {
-        auto& w = writes[op.region.buffer];
-        if (w.empty()) w.assign(p.buffers[op.region.buffer].bytes / eb, 0);
-        for (int64_t x : d) ++w[x];
-        ex.written += static_cast<int64_t>(d.size());
-      }
+      scatter(op.region.buffer, runs_of(op.region), it->second);
       in_flight.erase(it);
     }
   }
@@ -397,8 +400,21 @@ class PlanCases : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PlanCases, VerifiesAndMovesEveryByteOnce) {
   const Scenario s = FromYaml(GetParam().yaml);
+  PlannerOptions o;
+  o.segment_candidates = {64 << 10, 1 << 20};  // two sizes keep the suite fast (auto: nine)
+  PlanResult r = MakePlan(s, o);
+  CheckPlan(s, r);
+  EXPECT_TRUE(r.plan.summary.segment_bytes == (64 << 10) || r.plan.summary.segment_bytes == (1 << 20));
+}
+
+TEST(Planner, AutoSegmentSizeIsAPowerOfTwoCandidate) {
+  const Scenario s = FromYaml(Yaml("tiny-moe", "h200-x2", "{tp: 1, ep: 2, dp: 2}", "{tp: 2}"));
   PlanResult r = MakePlan(s);
   CheckPlan(s, r);
+  const int64_t seg = r.plan.summary.segment_bytes;
+  EXPECT_GE(seg, int64_t{4} << 20);
+  EXPECT_LE(seg, int64_t{1} << 30);
+  EXPECT_EQ(seg & (seg - 1), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Scenarios, PlanCases, ::testing::ValuesIn(Cases()),

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issue 5/7 measurements on 2x H200 (device kind nvidia-h200-x2), one call:
+#   reshard validate on the four scenarios of issue 5 (calibrated profile), then the
+#   all-gather baselines of issue 7 for llama3-8b TP2 -> TP1x2.
+# Run from the repository root on the GPU machine, with the binaries built here:
+#   cmake -G Ninja -B build-gpu -S . -DRESHARD_BUILD_TESTS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
+#   ninja -C build-gpu reshard allgather_baseline
+#   mkdir -p .carry/lib && cp build-gpu/reshard build-gpu/bench/allgather_baseline /lib/x86_64-linux-gnu/libfmt.so.9 .carry/lib/
+#   device run (carry .carry): bash bench/gpu/run_h200x2.sh $OUT
+set -u -o pipefail
+OUT=${1:?output dir}
+BIN=${BIN:-.carry/lib}
+NCCL_LIB=${NCCL_LIB:-$(python3 -c "import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],'lib'))")}
+export LD_LIBRARY_PATH=$BIN:$NCCL_LIB:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0
+mkdir -p "$OUT"
+{ date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; } > "$OUT/environment.txt" 2>&1
+rc=0
+for s in ${SCENARIOS:-llama3-8b-tp2-to-tp1x2 llama3-8b-disaggregated qwen3-30b-a3b-ep2-to-tp2 llama3-8b-tp2-to-tp1x2-offload}; do
+  echo "== validate $s"
+  "$BIN/reshard" validate "bench/gpu/scenarios/$s.yaml" --backend nccl --repeat ${REPEAT:-5} --json \
+    > "$OUT/validate-$s.json" 2> "$OUT/validate-$s.log" || { echo "  exit $?"; rc=1; }
+  tail -n 3 "$OUT/validate-$s.log"
+  python3 - "$OUT/validate-$s.json" <<'PY' || true
+import json,sys
+d=json.load(open(sys.argv[1])); m=d.get("measured",{})
+print(f"  predicted {d.get('time_s',0)*1e3:.2f} ms  measured {m.get('time_s',0)*1e3:.2f} ms  time_error {d.get('time_error',0)*100:+.1f}%  peak_error {d.get('peak_error',0)*100:+.1f}%  verified {d.get('verified')}")
+PY
+done
+if [ -z "${SKIP_BASELINES:-}" ]; then
+  for v in "--bucket 1GiB" "--bucket 256MiB" "--bucket per-tensor" "--flat"; do
+    tag=$(echo "$v" | tr -d ' -')
+    echo "== allgather_baseline $v"
+    "$BIN/allgather_baseline" --scenario llama3-8b-tp2-to-tp1x2 $v --out "$OUT/baseline-$tag.json" 2>&1 | tail -n 4 || rc=1
+  done
+fi
+exit $rc
