@@ -72,6 +72,7 @@ std::unique_ptr<Backend> MakeBackend(const ExecuteArgs& a, const MpiSession* mpi
     n.warm_pool = !a.no_warmup;
     // Experiment knobs (not flags: they tune the backend, not the plan).
     if (const char* v = std::getenv("RESHARD_COPY_BLOCKS_PER_SM"); v != nullptr) n.copy_blocks_per_sm = std::atoi(v);
+    if (const char* v = std::getenv("RESHARD_COPY_MAX_BLOCKS"); v != nullptr) n.copy_max_blocks = std::atoi(v);
     if (const char* v = std::getenv("RESHARD_HOST_COPIES_BY_KERNEL"); v != nullptr) n.host_copies_by_kernel = *v == '1';
     return MakeNcclBackend(n);
 #else

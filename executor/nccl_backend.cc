@@ -361,7 +361,8 @@ class NcclBackend final : public Backend {
     }
     if (descs.empty()) return;
     const int32_t count = static_cast<int32_t>(descs.size());
-    const int32_t max_blocks = g.sms * std::max(opt_.copy_blocks_per_sm, 1);
+    int32_t max_blocks = g.sms * std::max(opt_.copy_blocks_per_sm, 1);
+    if (opt_.copy_max_blocks > 0) max_blocks = std::min(max_blocks, opt_.copy_max_blocks);
     if (count <= nccl_detail::kCopyDescsByValue) {
       RESHARD_GPU(nccl_detail::LaunchCopy(descs.data(), count, chunks, false, s, max_blocks));
       return;

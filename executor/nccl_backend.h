@@ -81,6 +81,9 @@ struct NcclBackendOptions {
   // Thread blocks per SM of the copy kernel: few enough that NCCL's kernels
   // find room on every SM while copies and transfers overlap.
   int32_t copy_blocks_per_sm = 2;
+  // Upper bound on the copy kernel's blocks over the whole GPU (0: none), so
+  // pack/unpack leave most SMs to NCCL while they overlap transfers.
+  int32_t copy_max_blocks = 0;
   // Host <-> device pairs (offload / reload) through the copy kernel (SM
   // loads and stores over PCIe via UVA) instead of cudaMemcpy*Async on a copy
   // engine. For experiments: copy engines queue work in order, so a large

@@ -410,8 +410,12 @@ SourceChoice ChooseSources(const Scenario& s, const Layout& source, const Layout
   std::vector<Eff> effs;
   std::map<std::pair<bool, std::vector<int32_t>>, int32_t> eff_id;
   std::map<std::pair<int32_t, int32_t>, int32_t> eff_of;  // (holder set, domain) -> eff
+  // Consecutive destination ranks mostly share a domain: remember the last
+  // (domain, eff) of each holder set before asking the map.
+  std::vector<std::pair<int32_t, int32_t>> last_eff(ts.holder_sets.size(), {-1, -1});
   auto eff_for = [&](int32_t h, int32_t g) {
     const int32_t dom = c.DomainOf(g);
+    if (last_eff[h].first == dom) return last_eff[h].second;
     auto [it, fresh] = eff_of.try_emplace({h, dom}, -1);
     if (fresh) {
       const auto& all = holder_gpus(h);
@@ -424,6 +428,7 @@ SourceChoice ChooseSources(const Scenario& s, const Layout& source, const Layout
       if (added) effs.push_back(Eff{key.second, network});
       it->second = jt->second;
     }
+    last_eff[h] = {dom, it->second};
     return it->second;
   };
 

@@ -298,6 +298,7 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
   const Cluster& c = b.s.cluster;
   const int64_t eb = b.eb;
   const int64_t max_elems = std::max<int64_t>(1, seg_bytes / eb);
+  sc.parts.reserve(b.items.size() + b.items.size() / 8);
   std::vector<Box> chunks;
   std::vector<Seg> direct;
   std::vector<Part> direct_parts;
@@ -632,6 +633,11 @@ class Emitter {
     dst_alloc_.assign(p.buffers.size(), -1);
     for (int32_t g = 0; g < c_.Gpus(); ++g) gs_[g].peak = gs_[g].live;
     // Content: what source buffers hold and destination buffers must hold.
+    size_t ns = 0, nd = 0;
+    for (int32_t r = 0; r < b_.src.Ranks(); ++r) ns += b_.src.ShardOf(r).pieces.size();
+    for (int32_t r = 0; r < b_.dst.Ranks(); ++r) nd += b_.dst.ShardOf(r).pieces.size();
+    p.sources.reserve(ns);
+    p.destinations.reserve(nd);
     for (int32_t r = 0; r < b_.src.Ranks(); ++r) {
       const int32_t shard = b_.src.rank_shard[r];
       for (const Piece& pc : b_.src.shards[shard].pieces)
@@ -1188,15 +1194,16 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
     for (int64_t x = int64_t{4} << 20; x <= int64_t{1} << 30; x *= 2) sizes.push_back(x);
   }
   // Segment sizes in the order they are tried. Small plans: every size is
-  // built and simulated, the fastest kept. Large plans: the per-port estimate
+  // built and simulated, the fastest kept. Large plans: the round estimate
   // from pair totals ranks the sizes (no schedule built); the largest size
-  // within 15% of the best estimate comes first (the estimate is coarse, and
-  // fewer, larger segments mean far fewer ops and less per-op risk), then
-  // smaller sizes (less staging) in case memory does not fit.
+  // within 15% of the best estimate is tried (the estimate is coarse, and
+  // fewer, larger segments mean far fewer ops and less per-op risk).
   std::vector<double> quick(sizes.size());
   for (size_t i = 0; i < sizes.size(); ++i) quick[i] = QuickEstimate(base, sizes[i]);
   std::vector<size_t> order(sizes.size());
   std::iota(order.begin(), order.end(), 0);
+  // Ties keep the first candidate tried: larger segments first (fewer ops).
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
   const bool small = options.simulate && base.fragments <= options.simulate_max_fragments;
   if (!small && sizes.size() > 1) {
     // Bound the plan's size: sizes whose segment count exceeds the cap only
@@ -1213,13 +1220,11 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
     for (size_t i = 0; i < sizes.size(); ++i)
       if (quick[i] <= best_q * kSizeTolerance && sizes[i] >= sizes[first]) first = i;
     if (quick[first] > best_q * kSizeTolerance) first = static_cast<size_t>(std::min_element(quick.begin(), quick.end()) - quick.begin());
-    order.clear();
-    order.push_back(first);
-    std::vector<size_t> rest;
-    for (size_t i = 0; i < sizes.size(); ++i)
-      if (i != first) rest.push_back(i);
-    std::stable_sort(rest.begin(), rest.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
-    order.insert(order.end(), rest.begin(), rest.end());
+    // Then, only if no policy fits, the smallest size (least staging): each
+    // emission of a large plan costs about as much as planning itself.
+    const size_t smallest = static_cast<size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
+    order = {first};
+    if (smallest != first) order.push_back(smallest);
   }
   const std::vector<Policy> policies = Policies(s, options);
 
@@ -1235,7 +1240,8 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   bool have_frugal = false;
   for (size_t oi : order) {
     auto sched = std::make_shared<Schedule>(MakeSchedule(base, sizes[oi]));
-    for (const Policy& pol : policies) {
+    for (size_t pi = 0; pi < policies.size(); ++pi) {
+      const Policy& pol = policies[pi];
       Emitted e = Emitter(base, *sched, pol).Run();
       if (!e.fits) {
         if (!have_frugal || e.missing_bytes < frugal.missing_bytes) frugal = std::move(e), have_frugal = true;
@@ -1249,7 +1255,10 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
         cand.time_s = std::max(sched->estimate_s, cand.e.pcie_estimate_s);
       }
       if (!best || cand.time_s < best->time_s * (1 - 1e-9)) best = std::move(cand);
-      break;  // the first fitting policy is the fastest for this segment size
+      // The simplest policy, when it fits, is the fastest (nothing waits on a
+      // release). Under memory pressure small plans simulate every policy
+      // that fits; large plans keep the first (cheapest savings first).
+      if (pi == 0 || !small) break;
     }
     if (best && !small) break;  // large plans: the first size that fits
   }

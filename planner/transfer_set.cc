@@ -41,6 +41,7 @@ class Builder {
     for (size_t s = 0; s < dst_.shards.size(); ++s) {
       const Shard& sh = dst_.shards[s];
       auto& frags = out_.shard_fragments[s];
+      frags.reserve(sh.pieces.size());
       for (size_t pi = 0; pi < sh.pieces.size(); ++pi) {
         const Piece& p = sh.pieces[pi];
         const std::vector<Piecewise>& parts = Fragments(p.tensor, p.box);

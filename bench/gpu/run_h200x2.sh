@@ -27,6 +27,13 @@ d=json.load(open(sys.argv[1])); m=d.get("measured",{})
 print(f"  predicted {d.get('time_s',0)*1e3:.2f} ms  measured {m.get('time_s',0)*1e3:.2f} ms  time_error {d.get('time_error',0)*100:+.1f}%  peak_error {d.get('peak_error',0)*100:+.1f}%  verified {d.get('verified')}")
 PY
 done
+# Copy-kernel SM budget while copies overlap NCCL (colocated llama3-8b only).
+for b in ${COPY_BLOCKS_SWEEP:-}; do
+  echo "== validate llama3-8b-tp2-to-tp1x2 with RESHARD_COPY_MAX_BLOCKS=$b"
+  RESHARD_COPY_MAX_BLOCKS=$b "$BIN/reshard" validate bench/gpu/scenarios/llama3-8b-tp2-to-tp1x2.yaml --backend nccl \
+    --repeat ${REPEAT:-5} --json > "$OUT/validate-copyblocks-$b.json" 2> "$OUT/validate-copyblocks-$b.log" || rc=1
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"  measured {d['measured']['time_s']*1e3:.2f} ms verified {d['verified']}\")" "$OUT/validate-copyblocks-$b.json" || true
+done
 if [ -z "${SKIP_BASELINES:-}" ]; then
   for v in "--bucket 1GiB" "--bucket 256MiB" "--bucket per-tensor" "--flat"; do
     tag=$(echo "$v" | tr -d ' -')

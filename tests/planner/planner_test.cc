@@ -363,6 +363,7 @@ struct Case {
   const char* name;
   std::string yaml;
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 std::vector<Case> Cases() {
   const std::string x2 = "h200-x2", dgx = "dgx-h100", dgx2 = "{preset: dgx-h100, nodes: 2}";
