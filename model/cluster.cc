@@ -207,7 +207,10 @@ const std::vector<PresetRow>& PresetTable() {
        .gpus_per_node = 2,
        .nvlink_domain_nodes = 1,
        .nics_per_node = 0,
-       .gpu_memory_mib = 143771,  // nvidia-smi total of one H200
+       // What cudaMemGetInfo reports as total on an H200 (measured 2026-11-30):
+       // nvidia-smi's 143771 MiB less the 616 MiB the driver keeps. Planning
+       // against nvidia-smi's figure let a plan overrun the GPU by 0.6 GiB.
+       .gpu_memory_mib = 143155,
        .host_memory_gib = 256,
        .nvlink = {.gb_per_s = 365, .duplex_gb_per_s = 358, .latency_us = 23, .curve = kNvlink4Measured},
        .network = {},
@@ -240,7 +243,7 @@ const std::vector<PresetRow>& PresetTable() {
        .gpus_per_node = 8,
        .nvlink_domain_nodes = 1,
        .nics_per_node = 8,
-       .gpu_memory_mib = 143771,  // H200 141GB
+       .gpu_memory_mib = 143155,  // H200 141GB: cudaMemGetInfo total, as h200-x2
        .host_memory_gib = 2048,
        .nvlink = {.gb_per_s = 365, .duplex_gb_per_s = 358, .latency_us = 23, .curve = kNvlink4Measured},
        .network = {.gb_per_s = 48, .latency_us = 12, .curve = kNdr400Estimate},

@@ -69,7 +69,7 @@ TEST(Presets, AllValidAndNamed) {
 TEST(Presets, DatasheetNumbers) {
   const Cluster h = ClusterPreset("h200-x2");
   EXPECT_EQ(h.Gpus(), 2);
-  EXPECT_EQ(h.gpu_memory_bytes, 143771 * kMiB);
+  EXPECT_EQ(h.gpu_memory_bytes, 143155 * kMiB);  // cudaMemGetInfo total, not nvidia-smi's
   EXPECT_TRUE(h.measured);
   EXPECT_EQ(h.nvlink.latency_ns, 23000);
   EXPECT_EQ(h.nvlink.bytes_per_s, 365e9);
