@@ -15,6 +15,7 @@ void RegisterInspectCommand(CLI::App& app);
 void RegisterPlanCommand(CLI::App& app);
 void RegisterRunCommand(CLI::App& app);
 void RegisterSimulateCommand(CLI::App& app);
+void RegisterSweepCommand(CLI::App& app);
 void RegisterValidateCommand(CLI::App& app);
 
 }  // namespace reshard::cli

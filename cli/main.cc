@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   reshard::cli::RegisterPlanCommand(app);
   reshard::cli::RegisterRunCommand(app);
   reshard::cli::RegisterSimulateCommand(app);
+  reshard::cli::RegisterSweepCommand(app);
   reshard::cli::RegisterValidateCommand(app);
 
   try {

@@ -68,17 +68,6 @@ LinkClass ClassOf(const Plan& p, const Op& op) {
   }
 }
 
-// Bytes a copy moves from a source to a destination, as the planner's
-// summary counts them: packing into / unpacking out of staging is not a
-// transfer of its own (the planner marks those copies with a segment).
-bool IsTransferCopy(const Plan& p, const Op& op) {
-  if (op.kind != OpKind::kCopy || op.segment >= 0) return false;
-  for (const CopyPair& c : op.copies)
-    if (p.buffers[c.src.buffer].role == BufferRole::kStaging || p.buffers[c.dst.buffer].role == BufferRole::kStaging)
-      return false;
-  return true;
-}
-
 int64_t& BytesOf(BytesMoved& b, LinkClass c) {
   switch (c) {
     case LinkClass::kLocal: return b.local;
@@ -156,7 +145,7 @@ void Summarize(const Plan& p, Measurement& m) {
   // What moved where, with the planner's summary's meaning (PlanSummary::bytes_moved).
   for (const OpTime& t : m.op_times) {
     const Op& op = p.ops[t.op];
-    if (op.kind == OpKind::kSend || op.kind == OpKind::kOffload || op.kind == OpKind::kReload || IsTransferCopy(p, op))
+    if (op.kind == OpKind::kSend || op.kind == OpKind::kOffload || op.kind == OpKind::kReload || IsPlacementCopy(p, op))
       BytesOf(m.bytes_moved, ClassOf(p, op)) += op.Bytes();
   }
 

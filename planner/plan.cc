@@ -80,4 +80,34 @@ int64_t Op::Bytes() const {
   return 0;
 }
 
+bool IsPlacementCopy(const Plan& p, const Op& op) {
+  if (op.kind != OpKind::kCopy) return false;
+  for (const CopyPair& c : op.copies)
+    if (p.buffers[c.src.buffer].role == BufferRole::kStaging || p.buffers[c.dst.buffer].role == BufferRole::kStaging)
+      return false;
+  return true;
+}
+
+BytesMoved CountBytesMoved(const Plan& p) {
+  BytesMoved m;
+  for (const Op& op : p.ops) {
+    switch (op.kind) {
+      case OpKind::kSend:
+        switch (p.cluster.Between(op.gpu, op.peer)) {
+          case LinkClass::kLocal: m.local += op.region.Bytes(); break;
+          case LinkClass::kNvlink: m.nvlink += op.region.Bytes(); break;
+          default: m.network += op.region.Bytes(); break;
+        }
+        break;
+      case OpKind::kOffload:
+      case OpKind::kReload: m.pcie += op.Bytes(); break;
+      case OpKind::kCopy:
+        if (IsPlacementCopy(p, op)) m.local += op.Bytes();
+        break;
+      default: break;
+    }
+  }
+  return m;
+}
+
 }  // namespace reshard

@@ -129,6 +129,7 @@ struct BytesMoved {
   friend bool operator==(const BytesMoved&, const BytesMoved&) = default;
 };
 
+
 // What the planner chose and predicted; consumers may ignore it.
 struct PlanSummary {
   int64_t segment_bytes = 0;
@@ -157,6 +158,16 @@ struct Plan {
   int32_t Gpus() const { return cluster.Gpus(); }
   friend bool operator==(const Plan&, const Plan&) = default;
 };
+
+// Bytes the refit moves, by link class — the one definition behind every
+// `bytes_moved` that planner, simulator and executor report: sends by the
+// class between their two GPUs (a send to the same GPU is local), offloads
+// and reloads as PCIe, and copies as local only when neither side is a
+// staging buffer (packing into and unpacking out of staging re-copies bytes
+// that the send already counts). O(ops + copy pairs).
+BytesMoved CountBytesMoved(const Plan& p);
+// Whether `op` is a copy that moves bytes by itself (see CountBytesMoved).
+bool IsPlacementCopy(const Plan& p, const Op& op);
 
 // JSON round trip: PlanFromJson(PlanToJson(p)) == p. PlanFromJson throws
 // InputError(file, field, ...) on malformed input. The file format (compact,

@@ -207,7 +207,6 @@ struct Simulator::State {
   // (32 MiB), a hash set beyond.
   std::vector<uint64_t> peer_bits;
   std::unordered_set<int64_t> peer_set;
-  BytesMoved moved;
   std::array<Activity, kKinds> kind_use{};
   std::array<Activity, kClasses> class_use{};
 
@@ -494,12 +493,6 @@ struct Simulator::State {
       }
       f.cap = ports.FlowCapBytesPerS(r, f.bytes) / kNsPerS;
       if (!(f.cap > 0)) Bad(op, fmt::format("{} link efficiency at {} bytes is not positive", LinkClassName(r.link_class), f.bytes));
-    }
-    switch (r.link_class) {
-      case LinkClass::kLocal: moved.local += f.bytes; break;
-      case LinkClass::kNvlink: moved.nvlink += f.bytes; break;
-      case LinkClass::kNetwork: moved.network += f.bytes; break;
-      case LinkClass::kPcie: moved.pcie += f.bytes; break;
     }
     Activity& a = class_use[static_cast<int>(r.link_class)];
     ++a.count;
@@ -851,7 +844,7 @@ struct Simulator::State {
     pr.time_s = static_cast<double>(pr.time_ns) / kNsPerS;
     pr.peak_bytes = peak;
     pr.peak_host_bytes = host_peak;
-    pr.bytes_moved = moved;
+    pr.bytes_moved = CountBytesMoved(plan);  // the planner's and executor's definition
     for (int32_t q = 0; q < ports.NumPorts(); ++q) {
       const PortState& p = port[q];
       if (p.bytes == 0) continue;

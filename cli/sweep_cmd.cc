@@ -1,0 +1,207 @@
+// `reshard sweep SCENARIO [--segment-bytes L] [--offload L] [--domains L]
+// [--margin 5%] [--threads N] [--csv FILE] [--json]`: plan and simulate a
+// scenario over segment sizes, offload fractions, memory policies and NVLink
+// domain sizes (planner/sweep.h); print every point, the Pareto front of
+// (time, peak) among those that fit, and a recommended default.
+//
+// Exit 0 whenever the sweep ran, even when no point fits (that is the answer);
+// 2 on bad flags or input.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "model/error.h"
+#include "planner/sweep.h"
+
+namespace reshard::cli {
+
+namespace {
+
+struct SweepCmdOptions {
+  std::string target;
+  std::string segment_bytes;
+  std::string offload;
+  std::string domains;
+  std::string margin = "5%";
+  int32_t threads = 0;
+  std::string csv;
+  bool json = false;
+};
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
+    if (a != std::string::npos) out.push_back(item.substr(a, b - a + 1));
+  }
+  return out;
+}
+
+double ParseNumber(const std::string& text, const std::string& flag) {
+  std::string t = text;
+  double scale = 1;
+  if (!t.empty() && t.back() == '%') t.pop_back(), scale = 0.01;
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != t.size() || !std::isfinite(v))
+    throw InputError("<cli>", flag, fmt::format("'{}' is not a number", text));
+  return v * scale;
+}
+
+SweepGrid GridOf(const SweepCmdOptions& o) {
+  SweepGrid g;
+  for (const std::string& x : SplitList(o.segment_bytes)) g.segment_bytes.push_back(ParseBytes(x, "<cli>", "--segment-bytes"));
+  for (const std::string& x : SplitList(o.offload)) g.offload_fractions.push_back(ParseNumber(x, "--offload"));
+  for (const std::string& x : SplitList(o.domains)) {
+    const double d = ParseNumber(x, "--domains");
+    if (d != std::floor(d) || d < 1 || d > 1e9) throw InputError("<cli>", "--domains", fmt::format("'{}' is not a positive integer", x));
+    g.nvlink_domain_nodes.push_back(static_cast<int32_t>(d));
+  }
+  return g;
+}
+
+// A bar on stderr, shown only once the sweep has run a second and stderr is a terminal.
+class ProgressBar {
+ public:
+  ProgressBar() : tty_(isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
+  void Update(int64_t done, int64_t total) {
+    if (!tty_) return;
+    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (elapsed_s < 1.0 && done < total) return;
+    if (!shown_ && done == total) return;  // finished within a second: no bar at all
+    shown_ = true;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(1, total));
+    std::cerr << fmt::format("\rsweep [{}{}] {}/{} points, {:.1f} s", std::string(filled, '#'),
+                             std::string(kWidth - filled, ' '), done, total, elapsed_s)
+              << std::flush;
+  }
+  ~ProgressBar() {
+    if (shown_) std::cerr << "\n";
+  }
+
+ private:
+  bool tty_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+std::string Ms(double s) { return fmt::format("{:.3f}", s * 1e3); }
+
+// 4194304 -> "4MiB", 1073741824 -> "1GiB"; other sizes in bytes.
+std::string ShortBytes(int64_t b) {
+  if (b >= (int64_t{1} << 30) && b % (int64_t{1} << 30) == 0) return fmt::format("{}GiB", b >> 30);
+  if (b >= (int64_t{1} << 20) && b % (int64_t{1} << 20) == 0) return fmt::format("{}MiB", b >> 20);
+  if (b >= (int64_t{1} << 10) && b % (int64_t{1} << 10) == 0) return fmt::format("{}KiB", b >> 10);
+  return fmt::format("{}B", b);
+}
+
+void PrintHuman(const SweepResult& r, bool multi_node) {
+  std::cout << fmt::format("sweep of {}: {} points, GPU capacity {}, margin {:.0f}%\n", r.scenario, r.points.size(),
+                           FormatBytes(r.capacity_bytes), r.margin * 100);
+  std::cout << fmt::format("{:>4}  {:>10}  {:>7}  {:<32}  {}{:>11}  {:>22}  {:<22}  {:>11}  {:>6}  {}\n", "#", "segment",
+                           "offload", "memory policy", multi_node ? "domain  " : "", "time ms", "max peak", "fits",
+                           "bound ms", "eff", "pareto");
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const SweepPoint& p = r.points[i];
+    const std::string fits = !p.error.empty() ? "error"
+                             : p.fits         ? "yes"
+                                              : fmt::format("no, {} short", FormatBytes(p.missing_bytes));
+    std::cout << fmt::format("{:>4}  {:>10}  {:>7.2f}  {:<32}  {}{:>11}  {:>22}  {:<22}  {:>11}  {:>6}  {}\n", i,
+                             ShortBytes(p.segment_bytes),
+                             p.offload_fraction, p.policy.Name(),
+                             multi_node ? fmt::format("{:>6}  ", p.nvlink_domain_nodes) : "",
+                             p.fits ? Ms(p.time_s) : "-", FormatBytes(p.peak_bytes), fits,
+                             p.fits ? Ms(p.lower_bound_s) : "-",
+                             p.fits ? fmt::format("{:.1f}%", p.plan_efficiency * 100) : "-", p.pareto ? "*" : "");
+    if (!p.error.empty()) std::cout << "        " << p.error << "\n";
+  }
+  std::cout << "Pareto front (time, peak) among points that fit:";
+  bool any = false;
+  for (size_t i = 0; i < r.points.size(); ++i)
+    if (r.points[i].pareto) std::cout << (any ? ", #" : " #") << i, any = true;
+  std::cout << (any ? "\n" : " none\n");
+  if (r.recommended) {
+    const SweepPoint& p = r.points[*r.recommended];
+    std::cout << fmt::format("recommended: #{} segment {} offload {:.2f} {}{}: {} ms, peak {}\n", *r.recommended,
+                             ShortBytes(p.segment_bytes), p.offload_fraction, p.policy.Name(),
+                             multi_node ? fmt::format(" domain {}", p.nvlink_domain_nodes) : "", Ms(p.time_s),
+                             FormatBytes(p.peak_bytes));
+    std::cout << "  why: " << r.why << "\n";
+  } else {
+    std::cout << "recommended: " << r.why << "\n";
+  }
+}
+
+void WriteCsv(const SweepResult& r, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw InputError(path, "", "cannot open for writing");
+  out << "segment_bytes,offload_fraction,memory_policy,nvlink_domain_nodes,time_s,peak_bytes,fits,missing_bytes,"
+         "lower_bound_s,plan_efficiency,pareto,recommended\n";
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const SweepPoint& p = r.points[i];
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", p.segment_bytes, p.offload_fraction, p.policy.Name(),
+                       p.nvlink_domain_nodes, p.fits ? fmt::format("{:.9g}", p.time_s) : "", p.peak_bytes,
+                       p.fits ? "yes" : "no", p.missing_bytes, p.fits ? fmt::format("{:.9g}", p.lower_bound_s) : "",
+                       p.fits ? fmt::format("{:.6f}", p.plan_efficiency) : "", p.pareto ? "yes" : "no",
+                       r.recommended == i ? "yes" : "no");
+  }
+  if (!out) throw InputError(path, "", "write failed");
+}
+
+void Run(const SweepCmdOptions& o) {
+  const Scenario s = LoadScenarioArg(o.target);
+  const SweepGrid grid = GridOf(o);
+  SweepOptions so;
+  so.threads = o.threads;
+  so.margin = ParseNumber(o.margin, "--margin");
+  std::optional<ProgressBar> bar(std::in_place);
+  so.progress = [&bar](int64_t done, int64_t total) { bar->Update(done, total); };
+  const SweepResult r = Sweep(s, grid, so);
+  bar.reset();  // ends the bar's line before the output
+  if (!o.csv.empty()) WriteCsv(r, o.csv);
+  if (o.json) {
+    PrintJson(nlohmann::json(r));
+    return;
+  }
+  PrintHuman(r, s.cluster.nodes > 1);
+  if (!o.csv.empty()) std::cout << "csv written to " << o.csv << "\n";
+}
+
+}  // namespace
+
+void RegisterSweepCommand(CLI::App& app) {
+  auto o = std::make_shared<SweepCmdOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "sweep", "capacity planning: time and peak memory over segment sizes, offload, memory policies, NVLink domains");
+  cmd->add_option("target", o->target, "scenario file or built-in name")->required();
+  cmd->add_option("--segment-bytes", o->segment_bytes, "segment sizes, e.g. 4MiB,16MiB (default 4 MiB .. 4 GiB, x2)");
+  cmd->add_option("--offload", o->offload, "optimizer offload fractions, e.g. 0,0.5,1 (default 0,0.25,0.5,1)");
+  cmd->add_option("--domains", o->domains,
+                  "nvlink_domain_nodes values, e.g. 1,2 (default: the cluster's, its valid divisors and multiples)");
+  cmd->add_option("--margin", o->margin, "safety margin of GPU capacity for the recommendation (default 5%)");
+  cmd->add_option("--threads", o->threads, "worker threads (default: hardware concurrency)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--csv", o->csv, "also write the points as CSV to this path");
+  cmd->add_flag("--json", o->json, "machine-readable output (points[], recommended, margin)");
+  cmd->callback([o]() { Run(*o); });
+}
+
+}  // namespace reshard::cli

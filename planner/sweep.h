@@ -1,0 +1,98 @@
+// Capacity-planning sweep: plan and simulate a scenario over a grid of
+// segment sizes, optimizer offload fractions, memory policies and (on
+// multi-node clusters) NVLink domain sizes; report each point's predicted
+// time and per-GPU peak, the Pareto front of (time, peak) among the points
+// that fit, and a recommended default (the fastest point whose peak leaves a
+// safety margin of the GPU's capacity).
+//
+// Each point is one MakePlan with every choice forced (PlannerOptions), so a
+// point's numbers are those `reshard simulate` would print for that plan.
+// Points are independent: they run on a pool of threads and land in the
+// grid's order, so results do not depend on the thread count.
+// "Does not fit" is a point's result (fits = false, missing_bytes), as is a
+// scenario the planner refuses (error); neither stops the sweep.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/scenario.h"
+
+namespace reshard {
+
+// The planner's memory policies (planner/planner.h, step 5), less offload.
+struct MemoryPolicy {
+  bool destination_per_layer = false;
+  bool source_to_host = false;
+  // "dest-all-at-once", "dest-per-layer+source-to-host", ... (the planner's names).
+  std::string Name() const;
+  friend bool operator==(const MemoryPolicy&, const MemoryPolicy&) = default;
+};
+
+struct SweepGrid {
+  std::vector<int64_t> segment_bytes;      // empty: powers of two 4 MiB .. 4 GiB
+  std::vector<double> offload_fractions;   // empty: 0, 0.25, 0.5, 1
+  std::vector<MemoryPolicy> policies;      // empty: all four
+  std::vector<int32_t> nvlink_domain_nodes;// empty: DefaultDomainSizes(cluster)
+};
+
+struct SweepOptions {
+  int32_t threads = 0;        // 0: std::thread::hardware_concurrency()
+  double margin = 0.05;       // fraction of GPU capacity the recommended peak leaves free
+  // Called after each point (done of total), from worker threads, serialised.
+  std::function<void(int64_t done, int64_t total)> progress;
+};
+
+struct SweepPoint {
+  int64_t segment_bytes = 0;
+  double offload_fraction = 0;
+  MemoryPolicy policy;
+  int32_t nvlink_domain_nodes = 1;
+  bool fits = false;
+  double time_s = 0;          // valid when fits
+  int64_t peak_bytes = 0;     // max over GPUs: simulated (fits) or the planner's bound (does not)
+  int32_t peak_gpu = -1;
+  int64_t missing_bytes = 0;  // when !fits
+  double lower_bound_s = 0;   // valid when fits
+  double plan_efficiency = 0; // lower_bound_s / time_s
+  bool pareto = false;
+  std::string error;          // the planner refused the point (InputError message)
+};
+
+struct SweepResult {
+  std::string scenario;
+  int64_t capacity_bytes = 0; // per GPU
+  double margin = 0;
+  std::vector<SweepPoint> points;  // grid order: domains, segment size, offload, policy
+  std::optional<size_t> recommended;  // index into points
+  std::string why;            // one line: why that point, or why none
+};
+
+// Domain sizes to try: the cluster's value, its divisors, and its multiples
+// up to the node count that divide the node count; only values for which the
+// cluster stays valid (ValidateCluster). Single-node clusters: the value alone.
+std::vector<int32_t> DefaultDomainSizes(const Cluster& c);
+
+// Pareto front of (time, peak), both minimised, among points with fits;
+// others are never on it. Equal (time, peak) points are all on it when not
+// dominated. O(n log n): sort by (time, peak), keep the running minimum peak.
+std::vector<bool> ParetoFront(const std::vector<SweepPoint>& points);
+
+// The fastest point that fits with peak <= (1 - margin) * capacity (ties:
+// lower peak, then grid order); nullopt when none. `why` gets one line.
+std::optional<size_t> Recommend(const std::vector<SweepPoint>& points, int64_t capacity_bytes, double margin,
+                                std::string* why);
+
+// Runs the sweep. Throws InputError for a bad grid (empty values, fraction
+// outside [0, 1], a domain size the cluster cannot have).
+SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& options = {});
+
+void to_json(nlohmann::json& j, const SweepPoint& p);
+void to_json(nlohmann::json& j, const SweepResult& r);
+
+}  // namespace reshard

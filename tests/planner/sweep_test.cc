@@ -1,0 +1,214 @@
+// Tests of the capacity-planning sweep (planner/sweep.h) and `reshard sweep`:
+// the Pareto front against a brute-force dominance check, the recommendation
+// rule, determinism over thread counts, infeasible points reported as
+// results, and the CLI's JSON fields.
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
+#include "model/scenario.h"
+#include "planner/sweep.h"
+
+namespace reshard {
+namespace {
+
+SweepPoint Pt(double time_s, int64_t peak, bool fits = true) {
+  SweepPoint p;
+  p.time_s = time_s;
+  p.peak_bytes = peak;
+  p.fits = fits;
+  return p;
+}
+
+// O(n^2) definition: fits, and no fitting point is <= in both and < in one.
+std::vector<bool> BruteFront(const std::vector<SweepPoint>& v) {
+  std::vector<bool> out(v.size(), false);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].fits) continue;
+    bool dominated = false;
+    for (size_t j = 0; j < v.size() && !dominated; ++j)
+      dominated = v[j].fits && v[j].time_s <= v[i].time_s && v[j].peak_bytes <= v[i].peak_bytes &&
+                  (v[j].time_s < v[i].time_s || v[j].peak_bytes < v[i].peak_bytes);
+    out[i] = !dominated;
+  }
+  return out;
+}
+
+TEST(SweepPareto, HandMadePoints) {
+  const std::vector<SweepPoint> v = {
+      Pt(1.0, 100),         // 0: front (fastest that fits)
+      Pt(2.0, 50),          // 1: front
+      Pt(2.0, 60),          // 2: dominated by 1 (same time, more memory)
+      Pt(3.0, 50),          // 3: dominated by 1 (slower, same memory)
+      Pt(0.5, 10, false),   // 4: does not fit: never on the front
+      Pt(1.0, 100),         // 5: equal to 0: on the front too
+      Pt(4.0, 10),          // 6: front (least memory)
+      Pt(1.5, 100),         // 7: dominated by 0
+  };
+  const std::vector<bool> expected = {true, true, false, false, false, true, true, false};
+  EXPECT_EQ(ParetoFront(v), expected);
+  EXPECT_EQ(BruteFront(v), expected);
+}
+
+TEST(SweepPareto, MatchesBruteForceOnRandomPoints) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<SweepPoint> v;
+    const int n = static_cast<int>(rng() % 30);
+    for (int i = 0; i < n; ++i)  // few distinct values: many ties
+      v.push_back(Pt(static_cast<double>(rng() % 6), static_cast<int64_t>(rng() % 6), rng() % 4 != 0));
+    ASSERT_EQ(ParetoFront(v), BruteFront(v)) << "trial " << trial;
+  }
+}
+
+TEST(SweepRecommend, FastestThatFitsWithinMargin) {
+  const std::vector<SweepPoint> v = {
+      Pt(1.0, 990),         // fits, but inside the 5% margin of 1000
+      Pt(2.0, 900),         // the answer
+      Pt(1.5, 960),         // inside the margin
+      Pt(3.0, 100),         // slower
+      Pt(0.5, 100, false),  // does not fit
+      Pt(2.0, 800),         // same time, less memory: preferred over #1
+  };
+  std::string why;
+  const auto r = Recommend(v, 1000, 0.05, &why);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, 5u);
+  EXPECT_NE(why.find("5%"), std::string::npos) << why;
+  // With no margin the fastest that fits wins.
+  EXPECT_EQ(Recommend(v, 1000, 0.0, nullptr), std::optional<size_t>(0));
+  // Nothing leaves a 95% margin: none, and the reason says so.
+  EXPECT_FALSE(Recommend(v, 1000, 0.95, &why).has_value());
+  EXPECT_NE(why.find("none"), std::string::npos) << why;
+}
+
+TEST(SweepDomains, DivisorsAndMultiplesOnMultiNode) {
+  Cluster c = ClusterPreset("dgx-h100");
+  c.nodes = 1;
+  EXPECT_EQ(DefaultDomainSizes(c), std::vector<int32_t>{c.nvlink_domain_nodes});  // one node: its value
+  c.nodes = 4;
+  c.nvlink_domain_nodes = 2;
+  EXPECT_EQ(DefaultDomainSizes(c), (std::vector<int32_t>{1, 2, 4}));
+  c.nodes = 6;
+  EXPECT_EQ(DefaultDomainSizes(c), (std::vector<int32_t>{1, 2, 6}));  // 4 does not divide 6
+}
+
+void ExpectRecommendationRule(const SweepResult& r) {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const SweepPoint& p = r.points[i];
+    if (p.fits) {
+      EXPECT_LE(p.peak_bytes, r.capacity_bytes);
+      EXPECT_GT(p.time_s, 0);
+      EXPECT_GT(p.lower_bound_s, 0);
+      EXPECT_LE(p.lower_bound_s, p.time_s * (1 + 1e-9));
+    }
+    if (p.fits && static_cast<double>(p.peak_bytes) <= (1 - r.margin) * static_cast<double>(r.capacity_bytes) &&
+        (!best || p.time_s < r.points[*best].time_s))
+      best = i;
+  }
+  ASSERT_EQ(r.recommended.has_value(), best.has_value());
+  if (best) {
+    EXPECT_EQ(r.points[*r.recommended].time_s, r.points[*best].time_s);
+  }
+}
+
+TEST(SweepRun, TinyLlamaThreadsDoNotChangeResults) {
+  const Scenario s = BuiltinScenario("tiny-llama-tp2-to-tp1x2");
+  SweepGrid g;
+  g.segment_bytes = {int64_t{4} << 20, int64_t{64} << 20, int64_t{1} << 30};
+  SweepOptions one;
+  one.threads = 1;
+  const SweepResult a = Sweep(s, g, one);
+  ASSERT_EQ(a.points.size(), 3u * 4 * 4);  // sizes x default offloads x policies (one node: one domain size)
+  SweepOptions four;
+  four.threads = 4;
+  int64_t calls = 0, last = 0;
+  four.progress = [&](int64_t done, int64_t total) {
+    ++calls;
+    EXPECT_EQ(total, static_cast<int64_t>(a.points.size()));
+    EXPECT_EQ(done, last + 1);  // serialised, counting up
+    last = done;
+  };
+  const SweepResult b = Sweep(s, g, four);
+  EXPECT_EQ(calls, static_cast<int64_t>(a.points.size()));
+  EXPECT_EQ(nlohmann::json(a).dump(), nlohmann::json(b).dump());
+  // Grid order: segment size outer, then offload, then policy.
+  EXPECT_EQ(a.points[0].segment_bytes, int64_t{4} << 20);
+  EXPECT_EQ(a.points[16].segment_bytes, int64_t{64} << 20);
+  EXPECT_EQ(a.points[4].offload_fraction, 0.25);
+  EXPECT_EQ(a.points[1].policy.Name(), "dest-per-layer");
+  ExpectRecommendationRule(a);
+  ASSERT_TRUE(a.recommended.has_value());
+  // A point dominating the recommendation would be within the margin and faster (or as fast with less memory).
+  EXPECT_TRUE(a.points[*a.recommended].pareto);
+}
+
+TEST(SweepRun, RealModelAndInfeasiblePointsAreResults) {
+  Scenario s = BuiltinScenario("llama3-8b-tp2-to-tp1x2");
+  SweepGrid g;
+  g.segment_bytes = {int64_t{64} << 20, int64_t{1} << 30};
+  g.offload_fractions = {0, 1};
+  const SweepResult r = Sweep(s, g, {});
+  ASSERT_EQ(r.points.size(), 2u * 2 * 4);
+  ExpectRecommendationRule(r);
+  EXPECT_TRUE(std::any_of(r.points.begin(), r.points.end(), [](const SweepPoint& p) { return p.pareto; }));
+
+  // 2 GiB GPUs cannot hold an 8B model's shards: every point is reported, none crashes.
+  s.cluster.gpu_memory_bytes = int64_t{2} << 30;
+  const SweepResult bad = Sweep(s, g, {});
+  ASSERT_EQ(bad.points.size(), r.points.size());
+  for (const SweepPoint& p : bad.points) {
+    EXPECT_FALSE(p.fits);
+    EXPECT_FALSE(p.pareto);
+    EXPECT_TRUE(p.missing_bytes > 0 || !p.error.empty());
+  }
+  EXPECT_FALSE(bad.recommended.has_value());
+  EXPECT_NE(bad.why.find("no point fits"), std::string::npos) << bad.why;
+  const nlohmann::json j = bad;
+  EXPECT_TRUE(j["recommended"].is_null());
+  EXPECT_TRUE(j["points"][0]["time_s"].is_null());
+}
+
+TEST(SweepRun, BadGridIsInputError) {
+  const Scenario s = BuiltinScenario("tiny-llama-tp2-to-tp1x2");
+  SweepGrid g;
+  g.offload_fractions = {1.5};
+  EXPECT_THROW(Sweep(s, g, {}), InputError);
+  g = {};
+  g.nvlink_domain_nodes = {2};  // one node
+  EXPECT_THROW(Sweep(s, g, {}), InputError);
+}
+
+TEST(SweepCli, JsonHasTheFields) {
+  const std::string cmd = std::string("'") + RESHARD_BIN +
+                          "' sweep tiny-llama-tp2-to-tp1x2 --json --segment-bytes 4MiB,64MiB --offload 0,1 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  ASSERT_TRUE(pipe);
+  std::string out;
+  std::array<char, 4096> buf{};
+  for (size_t n; (n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0;) out.append(buf.data(), n);
+  const int status = pclose(pipe.release());
+  ASSERT_EQ(status, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["points"].size(), 2u * 2 * 4);
+  for (const char* f : {"segment_bytes", "offload_fraction", "memory_policy", "nvlink_domain_nodes", "time_s",
+                        "peak_bytes", "fits", "lower_bound_s", "plan_efficiency", "pareto"})
+    EXPECT_TRUE(j["points"][0].contains(f)) << f;
+  EXPECT_EQ(j["points"][0]["segment_bytes"], int64_t{4} << 20);
+  EXPECT_EQ(j["points"].back()["offload_fraction"], 1.0);
+  EXPECT_DOUBLE_EQ(j["margin"].get<double>(), 0.05);
+  ASSERT_TRUE(j["recommended"].is_object());
+  EXPECT_TRUE(j["recommended"].contains("why"));
+  EXPECT_TRUE(j["recommended"]["fits"].get<bool>());
+}
+
+}  // namespace
+}  // namespace reshard
