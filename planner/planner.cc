@@ -99,32 +99,6 @@ int OutermostSplitDim(const Box& b) {
   return -1;
 }
 
-// Row-major chunks of `b`, each at most `max_elems` (>= 1): whole runs of the
-// outermost split dimension where a unit fits, else recursing into each unit.
-void Chunk(const Box& b, int64_t max_elems, std::vector<Box>& out) {
-  const int64_t vol = Volume(b);
-  if (vol <= max_elems) {
-    out.push_back(b);
-    return;
-  }
-  const int d = OutermostSplitDim(b);
-  const int64_t ext = b.hi[d] - b.lo[d];
-  const int64_t unit = vol / ext;
-  Box sub = b;
-  if (unit <= max_elems) {
-    const int64_t k = max_elems / unit;
-    for (int64_t i = b.lo[d]; i < b.hi[d]; i += k) {
-      sub.lo[d] = i, sub.hi[d] = std::min(b.hi[d], i + k);
-      out.push_back(sub);
-    }
-    return;
-  }
-  for (int64_t i = b.lo[d]; i < b.hi[d]; ++i) {
-    sub.lo[d] = i, sub.hi[d] = i + 1;
-    Chunk(sub, max_elems, out);
-  }
-}
-
 // A (destination rank, fragment) pair with its chosen source, possibly a sub-box of the fragment.
 struct Part {
   Box box;
@@ -140,10 +114,16 @@ struct Seg {
   int32_t src_gpu, dst_gpu;
   int64_t first_part, num_parts;
   int64_t bytes;
-  bool direct;
+  bool send_direct, recv_direct;  // that side sends / receives each part in place (no staging)
   int32_t priority;  // sender's progress through its layers, 0..1023
   int32_t round = -1;
+  bool Direct() const { return send_direct && recv_direct; }
+  bool PerPart() const { return send_direct || recv_direct; }  // one send / recv per part
 };
+
+// Parts of a segment sent one by one: bounds the p2p ops of one NCCL group
+// (per GPU and round: one outgoing and one incoming segment per peer).
+constexpr int64_t kMaxP2pPerSegment = 64;
 
 struct LocalBatch {   // local copies of one GPU reading one source slot
   int32_t gpu, src_rank, src_slot, priority;
@@ -299,9 +279,7 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
   const int64_t eb = b.eb;
   const int64_t max_elems = std::max<int64_t>(1, seg_bytes / eb);
   sc.parts.reserve(b.items.size() + b.items.size() / 8);
-  std::vector<Box> chunks;
-  std::vector<Seg> direct;
-  std::vector<Part> direct_parts;
+  std::vector<uint8_t> cls;  // per item of the pair: transfer class
   for (size_t i = 0; i < b.items.size();) {
     size_t j = i;
     while (j < b.items.size() && b.items[j].src_gpu == b.items[i].src_gpu && b.items[j].dst_gpu == b.items[i].dst_gpu) ++j;
@@ -325,64 +303,101 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
       i = j;
       continue;
     }
-    // Remote: pack into segments of equal size (the pair's bytes over the
-    // fewest segments that respect the limit), so rounds carry similar
-    // amounts; big contiguous pieces go direct.
-    int64_t pair_elems = 0;
-    for (size_t k = i; k < j; ++k) pair_elems += b.Frag(b.items[k].dst_rank, b.items[k].frag).elems;
-    const int64_t nseg = (pair_elems + max_elems - 1) / max_elems;
-    const int64_t seg_elems = (pair_elems + nseg - 1) / nseg;
-    Seg cur{sg, dg, static_cast<int64_t>(sc.parts.size()), 0, 0, false, 0};
-    int64_t used = 0;
-    auto close = [&]() {
-      if (cur.num_parts > 0) {
-        cur.bytes = used * eb;
-        sc.segs.push_back(cur);
-      }
-      cur.first_part = static_cast<int64_t>(sc.parts.size());
-      cur.num_parts = 0;
-      used = 0;
+    // Remote, per transfer class (which sides hold the piece contiguously):
+    // a contiguous side sends / receives the piece in place, one p2p op per
+    // part, at most kMaxP2pPerSegment parts per segment so a round's NCCL
+    // group stays bounded; only strided sides go through staging (pack before
+    // the send, unpack after the recv). Each class's bytes are split into
+    // segments of equal size (its bytes over the fewest segments that respect
+    // the limit), so rounds carry similar amounts.
+    struct Filler {
+      std::vector<Part> parts;
+      std::vector<Seg> segs;
+      Seg cur{};
+      int64_t used = 0, elems = 0, seg_elems = 0;
     };
-    auto add = [&](const Item& it, const Box& box) {
-      if (cur.num_parts == 0) cur.priority = Priority(b, it.src_rank, it.src_slot);
-      sc.parts.push_back(Part{box, it.dst_rank, it.frag, it.src_rank, it.src_piece});
-      ++cur.num_parts;
-      used += Volume(box);
+    Filler fill[4];  // index: send_direct | recv_direct << 1
+    cls.assign(j - i, 0);
+    for (size_t k = i; k < j; ++k) {
+      const Item& it = b.items[k];
+      const Fragment& f = b.Frag(it.dst_rank, it.frag);
+      const Piece& sp = b.src.ShardOf(it.src_rank).pieces[it.src_piece];
+      const Piece& dp = b.dst.ShardOf(it.dst_rank).pieces[f.dst_piece];
+      const auto sr = BoxRegion(0, sp.offset, sp.stride, sp.box, f.box, eb);
+      const auto dr = BoxRegion(0, dp.offset, dp.stride, dp.box, f.box, eb);
+      uint8_t cl = 0;
+      if (sr && dr) cl = static_cast<uint8_t>((Contiguous(*sr) ? 1 : 0) | (Contiguous(*dr) ? 2 : 0));
+      cls[k - i] = cl;
+      fill[cl].elems += f.elems;
+      ++fill[cl].used;  // items per class, for the count below
+    }
+    // Splitting by class may add at most a quarter more segments (each is a
+    // slot in a round; many small pairs, as in MoE plans, would double their
+    // rounds): beyond that the pair is staged as one stream, only pieces
+    // contiguous on both sides and at least half a segment going direct.
+    {
+      int64_t pair_elems = 0, split = 0;
+      for (int cl = 0; cl < 4; ++cl) {
+        pair_elems += fill[cl].elems;
+        int64_t n = (fill[cl].elems + max_elems - 1) / max_elems;
+        if (cl != 0) n = std::max(n, (fill[cl].used + kMaxP2pPerSegment - 1) / kMaxP2pPerSegment);
+        split += n;
+        fill[cl].used = 0;
+      }
+      const int64_t nseg = (pair_elems + max_elems - 1) / max_elems;
+      if (split > nseg + nseg / 4) {
+        const int64_t seg_elems = (pair_elems + nseg - 1) / nseg;
+        for (Filler& F : fill) F.elems = 0;
+        for (size_t k = i; k < j; ++k) {
+          const int64_t elems = b.Frag(b.items[k].dst_rank, b.items[k].frag).elems;
+          if (cls[k - i] != 3 || 2 * elems < seg_elems) cls[k - i] = 0;
+          fill[cls[k - i]].elems += elems;
+        }
+      }
+    }
+    for (int cl = 0; cl < 4; ++cl) {
+      Filler& F = fill[cl];
+      if (F.elems == 0) continue;
+      const int64_t nseg = (F.elems + max_elems - 1) / max_elems;
+      F.seg_elems = (F.elems + nseg - 1) / nseg;
+      F.cur = Seg{sg, dg, 0, 0, 0, (cl & 1) != 0, (cl & 2) != 0, 0};
+    }
+    auto close = [&](Filler& F) {
+      if (F.cur.num_parts > 0) {
+        F.cur.bytes = F.used * eb;
+        F.segs.push_back(F.cur);
+      }
+      F.cur.first_part = static_cast<int64_t>(F.parts.size());
+      F.cur.num_parts = 0;
+      F.used = 0;
+    };
+    auto add = [&](Filler& F, const Item& it, const Box& box) {
+      if (F.cur.num_parts == 0) F.cur.priority = Priority(b, it.src_rank, it.src_slot);
+      F.parts.push_back(Part{box, it.dst_rank, it.frag, it.src_rank, it.src_piece});
+      ++F.cur.num_parts;
+      F.used += Volume(box);
+      if (F.cur.PerPart() && F.cur.num_parts >= kMaxP2pPerSegment) close(F);
     };
     for (size_t k = i; k < j; ++k) {
       const Item& it = b.items[k];
       const Fragment& f = b.Frag(it.dst_rank, it.frag);
-      const int64_t bytes = f.elems * eb;
-      if (2 * bytes >= seg_elems * eb) {
-        const Piece& sp = b.src.ShardOf(it.src_rank).pieces[it.src_piece];
-        const Piece& dp = b.dst.ShardOf(it.dst_rank).pieces[f.dst_piece];
-        auto sr = BoxRegion(0, sp.offset, sp.stride, sp.box, f.box, eb);
-        auto dr = BoxRegion(0, dp.offset, dp.stride, dp.box, f.box, eb);
-        if (sr && dr && Contiguous(*sr) && Contiguous(*dr)) {
-          chunks.clear();
-          Chunk(f.box, max_elems, chunks);
-          for (const Box& x : chunks) {  // parts appended after the pair's staged ones
-            direct.push_back(Seg{sg, dg, static_cast<int64_t>(direct_parts.size()), 1, Volume(x) * eb, true,
-                                 Priority(b, it.src_rank, it.src_slot)});
-            direct_parts.push_back(Part{x, it.dst_rank, it.frag, it.src_rank, it.src_piece});
-          }
-          continue;
-        }
-      }
-      // Staged: fill the current segment, splitting along the outermost dimension.
+      Filler& F = fill[cls[k - i]];
+      const int64_t seg_elems = F.seg_elems;
+      // Fill the current segment, splitting along the outermost dimension
+      // (row-major sub-boxes of a contiguous run stay contiguous).
       std::vector<Box> todo{f.box};
       while (!todo.empty()) {
         Box x = todo.back();
         todo.pop_back();
         while (!Empty(x)) {
-          const int64_t vol = Volume(x), cap = seg_elems - used;
+          const int64_t vol = Volume(x), cap = seg_elems - F.used;
           if (vol <= cap) {
-            add(it, x);
+            add(F, it, x);
             break;
           }
           const int d = OutermostSplitDim(x);
           if (d < 0) {  // a single element that does not fit: next segment
-            close();
+            close(F);
             continue;
           }
           const int64_t unit = vol / (x.hi[d] - x.lo[d]);
@@ -390,13 +405,13 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
           if (k2 >= 1) {
             Box head = x;
             head.hi[d] = x.lo[d] + k2;
-            add(it, head);
+            add(F, it, head);
             x.lo[d] += k2;
-            close();
+            close(F);
             continue;
           }
-          if (used > 0) {
-            close();
+          if (F.used > 0) {
+            close(F);
             continue;
           }
           // One unit of d exceeds a whole segment: split it unit by unit (in order).
@@ -409,14 +424,15 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
         }
       }
     }
-    close();
-    for (Seg& d : direct) {
-      d.first_part += static_cast<int64_t>(sc.parts.size());
-      sc.segs.push_back(d);
+    for (Filler& F : fill) {
+      close(F);
+      const int64_t base_part = static_cast<int64_t>(sc.parts.size());
+      for (Seg& d : F.segs) {
+        d.first_part += base_part;
+        sc.segs.push_back(d);
+      }
+      sc.parts.insert(sc.parts.end(), F.parts.begin(), F.parts.end());
     }
-    sc.parts.insert(sc.parts.end(), direct_parts.begin(), direct_parts.end());
-    direct.clear();
-    direct_parts.clear();
     i = j;
   }
 
@@ -465,14 +481,15 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
     const LinkProfile& lp = c.Link(c.Between(g.src_gpu, g.dst_gpu));
     const double t = lp.latency_ns * 1e-9 + (lp.bytes_per_s > 0 ? g.bytes / (lp.bytes_per_s * lp.Efficiency(g.bytes)) : 0);
     round_s[g.round] = std::max(round_s[g.round], t);
-    if (!g.direct) copy_s[g.src_gpu] += copy_time(g.bytes), copy_s[g.dst_gpu] += copy_time(g.bytes);
+    if (!g.send_direct) copy_s[g.src_gpu] += copy_time(g.bytes);
+    if (!g.recv_direct) copy_s[g.dst_gpu] += copy_time(g.bytes);
   }
   for (const LocalBatch& l : sc.locals) copy_s[l.gpu] += copy_time(l.bytes);
   double transfer = std::accumulate(round_s.begin(), round_s.end(), 0.0);
   // The first pack and the last unpack do not overlap anything.
   double edge = 0;
   for (const Seg& g : sc.segs)
-    if (!g.direct) edge = std::max(edge, 2 * copy_time(g.bytes));
+    edge = std::max(edge, ((g.send_direct ? 0 : 1) + (g.recv_direct ? 0 : 1)) * copy_time(g.bytes));
   sc.estimate_s = std::max(transfer + edge, *std::max_element(copy_s.begin(), copy_s.end()));
   return sc;
 }
@@ -856,22 +873,25 @@ class Emitter {
       recvs_of_[sc_.segs[i].dst_gpu].push_back(static_cast<int32_t>(i));
     }
     pack_op_.assign(sc_.segs.size(), -1);
-    send_op_.assign(sc_.segs.size(), -1);
-    recv_op_.assign(sc_.segs.size(), -1);
+    send_op_.assign(sc_.segs.size(), {});
+    recv_op_.assign(sc_.segs.size(), {});
     unpack_op_.assign(sc_.segs.size(), -1);
     send_index_.assign(sc_.segs.size(), -1);
     recv_index_.assign(sc_.segs.size(), -1);
-    // Staged sends / receives of each GPU in round order: slot k % 2; the
-    // previous user of a slot is the staged transfer two before.
+    // Staged sends / receives of each GPU in round order: slot k % n; the
+    // previous user of a slot is the staged transfer n before (n slots).
     staged_sends_.assign(gpus, {});
     staged_recvs_.assign(gpus, {});
     for (size_t i = 0; i < sc_.segs.size(); ++i) {
       const Seg& sg = sc_.segs[i];
-      if (sg.direct) continue;
-      send_index_[i] = static_cast<int32_t>(staged_sends_[sg.src_gpu].size());
-      staged_sends_[sg.src_gpu].push_back(static_cast<int32_t>(i));
-      recv_index_[i] = static_cast<int32_t>(staged_recvs_[sg.dst_gpu].size());
-      staged_recvs_[sg.dst_gpu].push_back(static_cast<int32_t>(i));
+      if (!sg.send_direct) {
+        send_index_[i] = static_cast<int32_t>(staged_sends_[sg.src_gpu].size());
+        staged_sends_[sg.src_gpu].push_back(static_cast<int32_t>(i));
+      }
+      if (!sg.recv_direct) {
+        recv_index_[i] = static_cast<int32_t>(staged_recvs_[sg.dst_gpu].size());
+        staged_recvs_[sg.dst_gpu].push_back(static_cast<int32_t>(i));
+      }
     }
     next_pack_.assign(gpus, 0);
     local_begin_.assign(gpus, 0);
@@ -882,14 +902,20 @@ class Emitter {
       local_end_[g] = static_cast<int32_t>(i) + 1;
     }
     for (int32_t g = 0; g < gpus; ++g) gs_[g].next_local = local_begin_[g];
+    // Slots: two per direction (the next pack / previous unpack overlaps the
+    // current transfer) when a GPU stages one direction only; one each when it
+    // stages both, so staging stays within two segments per GPU.
+    send_slots_.assign(gpus, 2);
+    recv_slots_.assign(gpus, 2);
+    for (int32_t g = 0; g < gpus; ++g)
+      if (!staged_sends_[g].empty() && !staged_recvs_[g].empty()) send_slots_[g] = recv_slots_[g] = 1;
     // Staging slot sizes: the largest staged segment each GPU sends / receives.
     send_slot_bytes_.assign(gpus, 0);
     recv_slot_bytes_.assign(gpus, 0);
-    for (const Seg& sg : sc_.segs)
-      if (!sg.direct) {
-        send_slot_bytes_[sg.src_gpu] = std::max(send_slot_bytes_[sg.src_gpu], sg.bytes);
-        recv_slot_bytes_[sg.dst_gpu] = std::max(recv_slot_bytes_[sg.dst_gpu], sg.bytes);
-      }
+    for (const Seg& sg : sc_.segs) {
+      if (!sg.send_direct) send_slot_bytes_[sg.src_gpu] = std::max(send_slot_bytes_[sg.src_gpu], sg.bytes);
+      if (!sg.recv_direct) recv_slot_bytes_[sg.dst_gpu] = std::max(recv_slot_bytes_[sg.dst_gpu], sg.bytes);
+    }
   }
 
   int32_t StagingSlot(int32_t gpu, bool send, int32_t k) {
@@ -913,10 +939,14 @@ class Emitter {
     const int32_t k = send_index_[seg_id];
     Op op;
     op.kind = OpKind::kCopy, op.gpu = g, op.stream = kStreamCompute, op.segment = seg_id;
-    const int32_t slot = StagingSlot(g, true, k % 2);
+    const int32_t n = send_slots_[g];
+    const int32_t slot = StagingSlot(g, true, k % n);
     op.deps.push_back(dst_alloc_[slot]);
     // The slot is free once the send that used it two sends ago is done.
-    if (k >= 2) op.deps.push_back(send_op_[staged_sends_[g][k - 2]]);
+    if (k >= n) {
+      const auto& prev = send_op_[staged_sends_[g][k - n]];
+      op.deps.insert(op.deps.end(), prev.begin(), prev.end());
+    }
     int64_t off = 0;
     std::vector<int32_t> bufs;
     op.copies.reserve(sg.num_parts);
@@ -948,6 +978,70 @@ class Emitter {
     ReadDone(bufs, id);
   }
 
+  // A matched send / recv of segment `seg`.
+  void EmitPair(int32_t seg, Op send, Op recv) {
+    const int32_t sid = Emit(std::move(send));
+    const int32_t rid = Emit(std::move(recv));
+    out_.plan.ops[sid].match = rid;
+    out_.plan.ops[rid].match = sid;
+    send_op_[seg].push_back(sid);
+    recv_op_[seg].push_back(rid);
+  }
+
+  // One send / recv per part: from / into the part's home where that side is
+  // contiguous, else from / into the staging slot at the part's packed offset.
+  // `send` / `recv` carry the fields common to all parts.
+  void EmitPerPart(int32_t i, const Op& send0, const Op& recv0) {
+    const Seg& sg = sc_.segs[i];
+    const int32_t sslot = sg.send_direct ? -1 : gs_[sg.src_gpu].send_slot[send_index_[i] % send_slots_[sg.src_gpu]];
+    std::vector<int32_t> rdeps;
+    int32_t rslot = -1;
+    if (!sg.recv_direct) {
+      const int32_t kr = recv_index_[i];
+      const int32_t n = recv_slots_[sg.dst_gpu];
+      rslot = StagingSlot(sg.dst_gpu, false, kr % n);
+      rdeps.push_back(dst_alloc_[rslot]);
+      if (kr >= n) rdeps.push_back(unpack_op_[staged_recvs_[sg.dst_gpu][kr - n]]);
+    }
+    std::vector<std::pair<int32_t, int32_t>> reads;  // (source buffer, send op) read in place
+    int64_t off = 0;
+    for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k) {
+      const Home& h = homes_[k];
+      RESHARD_CHECK(h.simple && (!sg.send_direct || h.sr.Contiguous()) && (!sg.recv_direct || h.dr.Contiguous()),
+                    "an in-place transfer needs a contiguous region on that side");
+      const int64_t bytes = h.sr.Bytes();
+      Op send = send0, recv = recv0;
+      if (sg.send_direct) {
+        send.region = h.sr;
+      } else {
+        send.region = ContiguousRegion(sslot, off, bytes);
+        send.deps.push_back(pack_op_[i]);
+      }
+      if (sg.recv_direct) {
+        recv.region = h.dr;
+        EnsureDest(h.dbuf, recv.deps);
+      } else {
+        recv.region = ContiguousRegion(rslot, off, bytes);
+        recv.deps = rdeps;
+      }
+      off += bytes;
+      send.label = fmt::format("send s{}.{}", i, k - sg.first_part);
+      recv.label = fmt::format("recv s{}.{}", i, k - sg.first_part);
+      EmitPair(i, std::move(send), std::move(recv));
+      if (sg.send_direct) reads.emplace_back(h.sbuf, send_op_[i].back());
+    }
+    if (!pol_.source_to_host || reads.empty()) return;
+    // Each source buffer read in place is done after its last send here.
+    std::stable_sort(reads.begin(), reads.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (size_t a = 0; a < reads.size();) {
+      size_t e = a;
+      while (e < reads.size() && reads[e].first == reads[a].first) ++e;
+      for (size_t q = a; q + 1 < e; ++q) last_read_[reads[q].first].push_back(reads[q].second);
+      ReadDone({reads[a].first}, reads[e - 1].second);
+      a = e;
+    }
+  }
+
   void MainLoop() {
     const int32_t gpus = c_.Gpus();
     const int32_t R = sc_.rounds;
@@ -959,7 +1053,7 @@ class Emitter {
       auto& v = sends_of_[g];
       while (next_pack_[g] < static_cast<int32_t>(v.size()) && sc_.segs[v[next_pack_[g]]].round <= max_round) {
         const int32_t id = v[next_pack_[g]++];
-        if (!sc_.segs[id].direct) EmitPack(id);
+        if (!sc_.segs[id].send_direct) EmitPack(id);
       }
     };
     auto locals_upto = [&](int32_t g, int32_t priority) {
@@ -972,7 +1066,9 @@ class Emitter {
     for (int32_t r = 0; r < R; ++r) {
       const int32_t prio = R <= 1 ? 1023 : static_cast<int32_t>(static_cast<int64_t>(r) * 1023 / (R - 1));
       for (int32_t g = 0; g < gpus; ++g) {
-        pack_upto(g, r + 1);
+        // With two send slots, pack one round ahead; with one, the slot is
+        // free only after this round's send (emitted below).
+        pack_upto(g, r + send_slots_[g] - 1);
         locals_upto(g, prio);
       }
       // Groups: connected components of this round's transfers.
@@ -999,43 +1095,34 @@ class Emitter {
         Op recv;
         recv.kind = OpKind::kRecv, recv.gpu = sg.dst_gpu, recv.stream = kStreamComm, recv.group = group;
         recv.peer = sg.src_gpu, recv.segment = i;
-        std::vector<int32_t> read_bufs;
-        if (sg.direct) {
-          const Home& h = homes_[sg.first_part];
-          RESHARD_CHECK(h.simple, "a direct transfer needs one region on each side");
-          send.region = h.sr;
-          read_bufs.push_back(send.region.buffer);
-          recv.region = h.dr;
-          EnsureDest(recv.region.buffer, recv.deps);
-        } else {
-          const int32_t ks = send_index_[i], kr = recv_index_[i];
-          send.region = ContiguousRegion(gs_[sg.src_gpu].send_slot[ks % 2], 0, sg.bytes);
-          send.deps.push_back(pack_op_[i]);
-          const int32_t slot = StagingSlot(sg.dst_gpu, false, kr % 2);
-          recv.region = ContiguousRegion(slot, 0, sg.bytes);
-          recv.deps.push_back(dst_alloc_[slot]);
-          if (kr >= 2) recv.deps.push_back(unpack_op_[staged_recvs_[sg.dst_gpu][kr - 2]]);
+        if (sg.PerPart()) {
+          EmitPerPart(i, send, recv);
+          continue;
         }
+        const int32_t ks = send_index_[i], kr = recv_index_[i];
+        const int32_t ns = send_slots_[sg.src_gpu], nr = recv_slots_[sg.dst_gpu];
+        send.region = ContiguousRegion(gs_[sg.src_gpu].send_slot[ks % ns], 0, sg.bytes);
+        send.deps.push_back(pack_op_[i]);
+        const int32_t slot = StagingSlot(sg.dst_gpu, false, kr % nr);
+        recv.region = ContiguousRegion(slot, 0, sg.bytes);
+        recv.deps.push_back(dst_alloc_[slot]);
+        if (kr >= nr) recv.deps.push_back(unpack_op_[staged_recvs_[sg.dst_gpu][kr - nr]]);
         send.label = fmt::format("send s{}", i);
         recv.label = fmt::format("recv s{}", i);
-        send_op_[i] = Emit(std::move(send));
-        recv_op_[i] = Emit(std::move(recv));
-        out_.plan.ops[send_op_[i]].match = recv_op_[i];
-        out_.plan.ops[recv_op_[i]].match = send_op_[i];
-        if (!read_bufs.empty()) ReadDone(read_bufs, send_op_[i]);
+        EmitPair(i, std::move(send), std::move(recv));
       }
       // Unpacks.
       for (int32_t i = b0; i < b1; ++i) {
         const Seg& sg = sc_.segs[i];
-        if (sg.direct) continue;
+        if (sg.recv_direct) continue;
         Op op;
         op.kind = OpKind::kCopy, op.gpu = sg.dst_gpu, op.stream = kStreamCompute, op.segment = i;
-        const int32_t slot = out_.plan.ops[recv_op_[i]].region.buffer;
+        const int32_t slot = gs_[sg.dst_gpu].recv_slot[recv_index_[i] % recv_slots_[sg.dst_gpu]];
         int64_t off = 0;
         op.copies.reserve(sg.num_parts);
         for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k)
           EnsureDest(PartCopies(k, slot, &off, false, op.copies).dbuf, op.deps);
-        op.deps.push_back(recv_op_[i]);
+        op.deps.insert(op.deps.end(), recv_op_[i].begin(), recv_op_[i].end());
         op.label = fmt::format("unpack s{}", i);
         unpack_op_[i] = Emit(std::move(op));
       }
@@ -1065,10 +1152,10 @@ class Emitter {
           // Last staged use of this slot.
           for (int32_t idx = static_cast<int32_t>(list.size()) - 1; idx >= 0; --idx) {
             const int32_t seg = list[idx];
-            if (sc_.segs[seg].direct) continue;
             const int32_t kk = send ? send_index_[seg] : recv_index_[seg];
-            if (kk % 2 != k) continue;
-            f.deps.push_back(send ? send_op_[seg] : unpack_op_[seg]);
+            if (kk < 0 || kk % (send ? send_slots_[g] : recv_slots_[g]) != k) continue;  // in place, or another slot
+            if (send) f.deps.insert(f.deps.end(), send_op_[seg].begin(), send_op_[seg].end());
+            else f.deps.push_back(unpack_op_[seg]);
             break;
           }
           f.label = "free " + out_.plan.buffers[slot].name;
@@ -1092,9 +1179,11 @@ class Emitter {
   std::vector<int32_t> readers_;           // per buffer: ops still to read it (source weights)
   std::vector<std::vector<int32_t>> last_read_;
   std::vector<std::vector<int32_t>> sends_of_, recvs_of_, staged_sends_, staged_recvs_;
-  std::vector<int32_t> pack_op_, send_op_, recv_op_, unpack_op_, send_index_, recv_index_;
+  std::vector<int32_t> pack_op_, unpack_op_, send_index_, recv_index_;
+  std::vector<std::vector<int32_t>> send_op_, recv_op_;  // per segment: its sends / recvs in order
   std::vector<int32_t> next_pack_, local_begin_, local_end_;
   std::vector<int64_t> send_slot_bytes_, recv_slot_bytes_;
+  std::vector<int32_t> send_slots_, recv_slots_;  // per GPU: staging slots per direction (1 or 2)
   int32_t next_group_ = 0;
 };
 
@@ -1121,25 +1210,6 @@ std::vector<Policy> Policies(const Scenario& s, const PlannerOptions& o) {
     for (bool th : to_host)
       for (bool pl : per_layer) out.push_back(Policy{f, pl, th});
   return out;
-}
-
-BytesMoved CountBytes(const Plan& p) {
-  BytesMoved m;
-  for (const Op& op : p.ops) {
-    switch (op.kind) {
-      case OpKind::kSend:
-        if (p.cluster.Between(op.gpu, op.peer) == LinkClass::kNvlink) m.nvlink += op.region.Bytes();
-        else m.network += op.region.Bytes();
-        break;
-      case OpKind::kOffload:
-      case OpKind::kReload: m.pcie += op.Bytes(); break;
-      case OpKind::kCopy:
-        if (op.segment < 0) m.local += op.Bytes();  // local copies (pack/unpack are staging)
-        break;
-      default: break;
-    }
-  }
-  return m;
 }
 
 // Round-model estimate of a segment size from the (sender, receiver) byte
@@ -1280,7 +1350,7 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   sum.segment_bytes = sc.segment_bytes;
   sum.offload_fraction = best->policy.offload_fraction;
   sum.memory_policy = best->policy.Name();
-  sum.bytes_moved = CountBytes(plan);
+  sum.bytes_moved = CountBytesMoved(plan);
   sum.lower_bound_s = LowerBound(plan).time_s;
   res.stats.planned_peak_bytes = best->e.planned_peak;
   if (options.simulate) {
@@ -1294,7 +1364,7 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
     res.stats.predicted_by = "port model";
   }
   res.stats.segments = static_cast<int64_t>(sc.segs.size());
-  res.stats.direct = std::count_if(sc.segs.begin(), sc.segs.end(), [](const Seg& g) { return g.direct; });
+  res.stats.direct = std::count_if(sc.segs.begin(), sc.segs.end(), [](const Seg& g) { return g.Direct(); });
   res.stats.rounds = sc.rounds;
   res.stats.groups = best->e.groups;
   res.stats.local_copy_ops = best->e.local_ops;

@@ -6,16 +6,21 @@
 //  2. Placement and source choice (planner/assign.h): destination ranks placed
 //     on GPUs to maximise bytes already there; every fragment gets one source:
 //     same GPU, else NVLink, else network, balancing senders' ports.
-//  3. Segments: per (sender GPU, receiver GPU) the fragments, ordered by the
+//  3. Segments: per (sender GPU, receiver GPU) and transfer class (which
+//     sides hold the piece contiguously) the fragments, ordered by the
 //     sender's layer order, are cut into equal segments of at most
-//     segment_bytes (the pair's bytes over the fewest segments that fit).
-//     Small pieces are packed into one staging buffer (one pack copy batch, one
-//     send, one recv, one unpack batch per segment); a piece contiguous on both
-//     sides and at least half a segment goes straight from buffer to buffer.
+//     segment_bytes (the class's bytes over the fewest segments that fit).
+//     Pieces strided on both sides are packed into one staging buffer (one
+//     pack copy batch, one send, one recv, one unpack batch per segment). A
+//     side that holds its pieces contiguously sends / receives them in place,
+//     one p2p op per piece (at most 64 per segment, all in the round's NCCL
+//     group), so only strided sides are copied through staging.
 //  4. Rounds (planner/rounds.h): bipartite edge colouring of the segment
 //     multigraph; in each round a GPU sends and receives at most one segment.
-//     Two staging slots per direction per GPU: packing the next segment and
-//     unpacking the previous one overlap the current transfer. A round's sends
+//     Staging slots per GPU: two for a direction it alone stages (packing the
+//     next segment / unpacking the previous one overlaps the current
+//     transfer), one per direction when it stages both (at most two segments
+//     of staging per GPU). A round's sends
 //     and receives form NCCL groups (one per connected component of the
 //     round's transfers), each containing matched pairs only, so the plan
 //     cannot deadlock: a round's group depends only on earlier rounds.
@@ -78,8 +83,8 @@ struct PlannerOptions {
 enum class PlanStatus { kOk, kInfeasible };
 
 struct PlanStats {
-  int64_t segments = 0;         // staged segments + direct transfers
-  int64_t direct = 0;           // of which direct (no staging)
+  int64_t segments = 0;         // segments (staged, in place on one side, or direct)
+  int64_t direct = 0;           // of which direct (in place on both sides, no staging)
   int64_t groups = 0;           // NCCL groups
   int64_t rounds = 0;
   int64_t local_copy_ops = 0;
