@@ -8,6 +8,19 @@ if(RESHARD_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+# libFuzzer: coverage instrumentation + ASan/UBSan for every library of this build
+# dir; the fuzzer executables add -fsanitize=fuzzer (tests/fuzz/CMakeLists.txt).
+if(RESHARD_BUILD_FUZZERS)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(WARNING "RESHARD_BUILD_FUZZERS needs clang (libFuzzer); fuzzers are not built")
+    set(RESHARD_BUILD_FUZZERS OFF)
+  else()
+    add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+                        -fno-sanitize-recover=undefined)
+    add_link_options(-fsanitize=address,undefined)
+  endif()
+endif()
+
 # reshard_add_library(name SOURCES a.cc b.cc LINKS lib1 lib2 [PRIVATE_LINKS ...])
 # Every module names its sources and its link dependencies explicitly (no globbing).
 function(reshard_add_library name)

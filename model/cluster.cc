@@ -613,7 +613,7 @@ void ApplyProfileFile(Cluster& c, const std::string& path) {
   json j;
   try {
     j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range.406 (number overflow)
     throw InputError(path, "", fmt::format("not valid JSON: {}", e.what()));
   }
   ApplyProfileJson(c, j, path);

@@ -151,7 +151,7 @@ ModelConfig ParseHfConfig(const std::string& json_text, const std::string& path)
   Json j;
   try {
     j = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range.406 (number overflow)
     throw InputError(path, "", std::string("invalid JSON: ") + e.what());
   }
   if (!j.is_object()) throw InputError(path, "", "expected a JSON object, got " + TypeName(j));

@@ -672,7 +672,7 @@ YAML::Node ParseTree(const std::string& text, const std::string& path) {
     json j;
     try {
       j = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range.406 (number overflow)
       throw InputError(path, "", fmt::format("invalid JSON (truncated?): {}", e.what()));
     }
     return JsonToYaml(j);

@@ -155,7 +155,9 @@ std::string ToString(const Plan& p) {
   for (const auto& q : queues) list.push_back(&q);
   out += fmt::format("ops ({}):\n", p.ops.size());
   Elide(out, list.size(), elide, kQueueListEnds, "  ", "queues", [&](size_t k) {
-    const auto& [key, ids] = *list[k];
+    // Named references, not a structured binding: clang 14 cannot capture bindings in the lambda below.
+    const auto& key = list[k]->first;
+    const auto& ids = list[k]->second;
     out += fmt::format("  g{}/{} ({} ops):\n", key.first, StreamName(p, key.second), ids.size());
     Elide(out, ids.size(), elide, kQueueEnds, "    ", "ops",
           [&](size_t j) { out += "    " + OpLine(p, ids[j]) + "\n"; });
