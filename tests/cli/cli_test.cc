@@ -15,6 +15,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/common/run_binary.h"
+
 namespace {
 
 using ::testing::HasSubstr;
@@ -22,43 +24,10 @@ using nlohmann::json;
 
 const std::string kData = RESHARD_TEST_DATA_DIR;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using Result = ::reshard::testing::RunResult;
 
 // Runs `reshard ARGS...`, capturing stdout and stderr separately.
-Result Reshard(const std::vector<std::string>& args) {
-  const std::filesystem::path err_file =
-      std::filesystem::temp_directory_path() / ("reshard_cli_test_" + std::to_string(::getpid()) + ".err");
-  std::string cmd = Quote(RESHARD_BINARY);
-  for (const auto& a : args) {
-    cmd += " ";
-    cmd += Quote(a);
-  }
-  cmd += " 2>";
-  cmd += Quote(err_file.string());
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  std::filesystem::remove(err_file);
-  return r;
-}
+Result Reshard(const std::vector<std::string>& args) { return ::reshard::testing::RunBinary(RESHARD_BINARY, args); }
 
 TEST(Cli, InspectBuiltinHuman) {
   const Result r = Reshard({"inspect", "llama3-8b-tp2-to-tp1x2"});

@@ -16,47 +16,21 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/common/run_binary.h"
+
 namespace {
 
 using ::testing::HasSubstr;
 using nlohmann::json;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using Result = ::reshard::testing::RunResult;
 
 std::filesystem::path Temp(const std::string& name) {
   return std::filesystem::temp_directory_path() / ("reshard_sim_cli_" + std::to_string(::getpid()) + "_" + name);
 }
 
 // Runs `reshard ARGS...`, capturing stdout and stderr separately.
-Result Reshard(const std::vector<std::string>& args) {
-  const std::filesystem::path err_file = Temp("stderr");
-  std::string cmd = Quote(RESHARD_BINARY);
-  for (const auto& a : args) cmd += " " + Quote(a);
-  cmd += " 2>" + Quote(err_file.string());
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  std::filesystem::remove(err_file);
-  return r;
-}
+Result Reshard(const std::vector<std::string>& args) { return ::reshard::testing::RunBinary(RESHARD_BINARY, args); }
 
 json ReadJson(const std::filesystem::path& p) {
   std::ifstream in(p);

@@ -19,21 +19,14 @@
 #include "planner/plan.h"
 #include "tests/executor/test_plans.h"
 
+#include "tests/common/run_binary.h"
+
 namespace reshard {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using Result = ::reshard::testing::RunResult;
 
 std::filesystem::path TempPath(const std::string& name) {
   std::string file = "reshard_executor_cli_";
@@ -43,30 +36,8 @@ std::filesystem::path TempPath(const std::string& name) {
   return std::filesystem::temp_directory_path() / file;
 }
 
-Result Reshard(const std::vector<std::string>& args) {
-  const std::filesystem::path err_file = TempPath("stderr");
-  std::string cmd = Quote(RESHARD_BINARY);
-  for (const auto& a : args) {
-    cmd += ' ';
-    cmd += Quote(a);
-  }
-  cmd += " 2>";
-  cmd += Quote(err_file.string());
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  std::filesystem::remove(err_file);
-  return r;
-}
+// Runs `reshard ARGS...`, capturing stdout and stderr separately.
+Result Reshard(const std::vector<std::string>& args) { return ::reshard::testing::RunBinary(RESHARD_BINARY, args); }
 
 // Writes a plan file that is removed when the test ends.
 class PlanFile {
