@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "planner/baseline_plan.h"
 
 namespace reshard::cli {
 
@@ -26,6 +27,24 @@ Scenario LoadScenarioArg(const std::string& arg) {
   if (!s.empty()) problem += fmt::format(" (did you mean '{}'?)", s);
   problem += fmt::format("; built-ins: {}", fmt::join(names, ", "));
   throw InputError(arg, "", problem);
+}
+
+void AddBaselineOption(CLI::App* cmd, std::string& baseline) {
+  cmd->add_option("--baseline", baseline,
+                  "plan as a peer does instead: megatron (Megatron-Core / NeMo-RL: round-robin sources, every "
+                  "piece its own send/recv in one NCCL group, no memory bound)")
+      ->check(CLI::IsMember(BaselineNames()));
+}
+
+PlanResult PlanScenario(const Scenario& s, const PlannerOptions& po, const std::string& baseline) {
+  if (baseline.empty()) return MakePlan(s, po);
+  if (po.segment_bytes > 0)
+    throw InputError("<cli>", "--segment-bytes", fmt::format("the {} baseline has no segments", baseline));
+  BaselineOptions bo;
+  bo.simulate = po.simulate;
+  PlanResult r = MakeBaselinePlan(s, baseline, bo);
+  if (!r.message.empty()) std::cerr << "warning: " << baseline << " baseline: " << r.message << "\n";
+  return r;
 }
 
 void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }

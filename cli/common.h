@@ -10,6 +10,11 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "model/scenario.h"
+#include "planner/planner.h"
+
+namespace CLI {
+class App;
+}
 
 namespace reshard::cli {
 
@@ -26,6 +31,15 @@ inline constexpr int kExitInfeasible = 3; // does not fit in memory
 // A scenario argument: "builtin:NAME"; else a path; else a bare built-in name
 // when no such file exists. Unknown names throw InputError with a suggestion.
 Scenario LoadScenarioArg(const std::string& arg);
+
+// `--baseline NAME` (plan, simulate, run, validate): plan the scenario the way
+// a peer does (planner/baseline_plan.h: "megatron") instead of with reshard's planner.
+void AddBaselineOption(CLI::App* cmd, std::string& baseline);
+// The plan of a scenario: MakePlan(s, po), or with `baseline` set the named
+// baseline plan (po.simulate carries over; a segment size is refused, the
+// baseline has none). A baseline whose peak exceeds some GPU's memory is
+// still returned, with a warning on stderr.
+PlanResult PlanScenario(const Scenario& s, const PlannerOptions& po, const std::string& baseline);
 
 // Writes j to stdout, 2-space indented, with a final newline.
 void PrintJson(const nlohmann::json& j);

@@ -103,6 +103,7 @@ void Run(const InspectOptions& o) {
                     {"gpu_memory_bytes", capacity},
                     {"measured", s.cluster.measured},
                     {"fingerprint", s.cluster.Fingerprint()}};
+    j["scenario_fingerprint"] = ScenarioFingerprint(s);  // what plans of this scenario record (docs/plan-format.md)
     j["placement"] = Placement(s);
     j["source_gpus"] = s.source_gpus;
     j["destination_gpus"] = s.destination_gpus;

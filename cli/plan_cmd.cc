@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/inputs.h"
 #include "planner/plan.h"
 #include "planner/planner.h"
 
@@ -23,6 +24,7 @@ struct PlanCmdOptions {
   std::string scenario;
   std::string output;
   std::string segment_bytes;
+  std::string baseline;
   bool json = false;
   bool no_simulate = false;
 };
@@ -49,12 +51,13 @@ void PrintPeaks(const std::vector<int64_t>& peak, int64_t capacity) {
 }
 
 void Run(const PlanCmdOptions& o) {
+  CheckOutputPath(o.output, "-o");  // bad input writes nothing: checked before any work
   const Scenario s = LoadScenarioArg(o.scenario);
   PlannerOptions po;
-  if (!o.segment_bytes.empty() && o.segment_bytes != "auto")
-    po.segment_bytes = ParseBytes(o.segment_bytes, "<cli>", "--segment-bytes");
+  po.segment_bytes = SegmentBytesFlag(o.segment_bytes);
   po.simulate = !o.no_simulate;
-  const PlanResult r = MakePlan(s, po);
+  PlanResult r = PlanScenario(s, po, o.baseline);
+  RecordScenario(r.plan, s);
 
   if (!r.ok()) {
     if (o.json) {
@@ -88,6 +91,7 @@ void Run(const PlanCmdOptions& o) {
     j["lower_bound_s"] = sum.lower_bound_s;
     j["plan_efficiency"] = efficiency;
     j["segment_bytes"] = sum.segment_bytes;
+    j["direct_min_bytes"] = sum.direct_min_bytes;
     j["offload_fraction"] = sum.offload_fraction;
     j["memory_policy"] = sum.memory_policy;
     j["predicted_by"] = r.stats.predicted_by;
@@ -96,11 +100,13 @@ void Run(const PlanCmdOptions& o) {
     j["nccl_groups"] = r.stats.groups;
     j["rounds"] = r.stats.rounds;
     j["ops"] = r.stats.ops;
+    if (!o.baseline.empty()) j["baseline"] = o.baseline;
     if (!o.output.empty()) j["plan"] = o.output;
     PrintJson(j);
     return;
   }
   std::cout << fmt::format("scenario        {} ({})\n", s.name, s.path);
+  if (!o.baseline.empty()) std::cout << fmt::format("baseline        {} (not reshard's plan)\n", o.baseline);
   std::cout << fmt::format("bytes moved     local {}, NVLink {}, network {}, PCIe {}\n",
                            FormatBytes(sum.bytes_moved.local), FormatBytes(sum.bytes_moved.nvlink),
                            FormatBytes(sum.bytes_moved.network), FormatBytes(sum.bytes_moved.pcie));
@@ -125,6 +131,7 @@ void RegisterPlanCommand(CLI::App& app) {
   cmd->add_option("scenario", o->scenario, "scenario file or built-in name")->required();
   cmd->add_option("-o,--output", o->output, "write the plan as JSON to this path");
   cmd->add_option("--segment-bytes", o->segment_bytes, "segment size (e.g. 64MiB) or auto (the scenario's default)");
+  AddBaselineOption(cmd, o->baseline);
   cmd->add_flag("--no-simulate", o->no_simulate, "predict with the planner's per-port estimate, not the simulator");
   cmd->add_flag("--json", o->json, "machine-readable output (DESIGN's result fields)");
   cmd->callback([o]() { Run(*o); });

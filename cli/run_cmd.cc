@@ -6,8 +6,10 @@
 // Under mpirun / srun (several processes) every process drives its block of
 // GPUs; rank 0 plans (for a scenario), broadcasts the plan, and prints the
 // gathered result. Exit codes: 0 verified; 1 the run finished but some
-// destination element is wrong, or an internal / GPU error; 2 bad input
-// (including a plan that fails Verify); 3 the scenario does not fit.
+// destination element is wrong, the run failed part-way (RESHARD_FAULT, a
+// timeout, a GPU error: docs/reliability.md), or an internal error; 2 bad
+// input (including a plan that fails Verify or --scenario); 3 the scenario
+// does not fit.
 #include <iostream>
 #include <memory>
 
@@ -59,6 +61,7 @@ void RegisterRunCommand(CLI::App& app) {
     WithProcesses([&](const MpiSession* mpi, bool root) {
       const ExecuteOutcome o = ExecuteTarget(*a, mpi);
       if (!root) return;
+      ExitIfRunFailed(*a, o);
       Print(*a, o);
       FailUnlessVerified(o);
     });

@@ -1,6 +1,7 @@
 #include "cli/run_common.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/inputs.h"
 #include "executor/host_backend.h"
 #include "executor/mpi_session.h"
 #include "model/error.h"
@@ -26,30 +28,42 @@ namespace reshard::cli {
 
 namespace {
 
-// A plan.json is a JSON object with "ops"; anything else is a scenario.
-std::optional<nlohmann::json> ReadPlanJson(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("ops")) return std::nullopt;
-  return j;
-}
-
+// A plan.json (cli/inputs.h) is read and checked before any work; anything
+// else is a scenario, planned here.
 Plan PlanOf(const ExecuteArgs& a) {
-  if (auto j = ReadPlanJson(a.target)) return PlanFromJson(*j, a.target);
+  if (LooksLikePlanFile(a.target)) {
+    if (!a.baseline.empty()) throw InputError("<cli>", "--baseline", "applies to a scenario, not to a plan.json");
+    return LoadPlanFile(a.target, a.scenario);
+  }
+  if (!a.scenario.empty())
+    throw InputError("<cli>", "--scenario", fmt::format("applies to a plan.json; '{}' is a scenario", a.target));
   const Scenario s = LoadScenarioArg(a.target);
   PlannerOptions po;
-  if (!a.segment_bytes.empty() && a.segment_bytes != "auto")
-    po.segment_bytes = ParseBytes(a.segment_bytes, "<cli>", "--segment-bytes");
-  const PlanResult r = MakePlan(s, po);
+  po.segment_bytes = SegmentBytesFlag(a.segment_bytes);
+  PlanResult r = PlanScenario(s, po, a.baseline);
   if (!r.ok()) {
     std::cerr << "infeasible: " << r.message << "\n";
     ExitWith(kExitInfeasible);
   }
+  RecordScenario(r.plan, s);
   return r.plan;
+}
+
+// A number of seconds from the environment: finite and > 0.
+double EnvSeconds(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !std::isfinite(s) || s <= 0)
+    throw InputError("<environment>", name, fmt::format("must be a finite number of seconds > 0, got '{}'", v));
+  return s;
+}
+
+// RESHARD_FAULT="gpu=G,op=N": a drill (backend.h FaultInjection).
+FaultInjection FaultFromEnvironment() {
+  const char* v = std::getenv("RESHARD_FAULT");
+  return v == nullptr ? FaultInjection{} : ParseFaultSpec(v, "<environment>");
 }
 
 // Rank 0 plans; every rank gets the same plan (one source of truth).
@@ -74,6 +88,9 @@ std::unique_ptr<Backend> MakeBackend(const ExecuteArgs& a, const MpiSession* mpi
     if (const char* v = std::getenv("RESHARD_COPY_BLOCKS_PER_SM"); v != nullptr) n.copy_blocks_per_sm = std::atoi(v);
     if (const char* v = std::getenv("RESHARD_COPY_MAX_BLOCKS"); v != nullptr) n.copy_max_blocks = std::atoi(v);
     if (const char* v = std::getenv("RESHARD_HOST_COPIES_BY_KERNEL"); v != nullptr) n.host_copies_by_kernel = *v == '1';
+    n.timeout_s = a.timeout_s > 0 ? a.timeout_s : EnvSeconds("RESHARD_NCCL_TIMEOUT_S", n.timeout_s);
+    if (const char* v = std::getenv("RESHARD_NCCL_BLOCKING"); v != nullptr) n.nonblocking_comms = *v != '1';
+    n.fault = FaultFromEnvironment();
     return MakeNcclBackend(n);
 #else
     throw InputError("<cli>", "--backend",
@@ -83,7 +100,8 @@ std::unique_ptr<Backend> MakeBackend(const ExecuteArgs& a, const MpiSession* mpi
   }
   HostBackendOptions h;
   h.mpi = mpi;
-  h.timeout_s = a.timeout_s;
+  if (a.timeout_s > 0) h.timeout_s = a.timeout_s;
+  h.fault = FaultFromEnvironment();
   return MakeHostBackend(h);
 }
 
@@ -99,12 +117,19 @@ void AddExecuteOptions(CLI::App* cmd, ExecuteArgs& a) {
   cmd->add_option("--backend", a.backend, "host (threads, runs anywhere) or nccl (CUDA + NCCL on GPUs)")
       ->check(CLI::IsMember({"host", "nccl"}));
   cmd->add_option("--segment-bytes", a.segment_bytes, "for a scenario: segment size (e.g. 64MiB) or auto");
+  AddBaselineOption(cmd, a.baseline);
   cmd->add_option("--save-plan", a.save_plan, "write the plan that ran as JSON to this path");
+  cmd->add_option("--scenario", a.scenario,
+                  "with a plan.json: the scenario (cluster, model, layouts) it must have been made for; a plan made "
+                  "for another one, or edited since, is refused before any work");
   cmd->add_option("--repeat", a.repeat, "run the plan N times on the same backend and report the median run")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--max-mismatches", a.max_mismatches, "mismatching elements listed (all are counted)")
       ->check(CLI::Range(0, 100000));
-  cmd->add_option("--timeout", a.timeout_s, "host backend: seconds a receive may wait before the run fails");
+  cmd->add_option("--timeout", a.timeout_s,
+                  "seconds a wait may last before the run fails (host: a receive, default 60; nccl: any GPU wait, then "
+                  "ncclCommAbort, default RESHARD_NCCL_TIMEOUT_S or 300)")
+      ->check(PositiveFiniteNumber());
   cmd->add_flag("--no-warmup", a.no_warmup,
                 "time cold: do not connect NCCL peers or grow the allocator's pool before timing");
   cmd->add_flag("--json", a.json, "machine-readable output (DESIGN's result fields plus `measured`)");
@@ -127,16 +152,31 @@ void WithProcesses(const std::function<void(const MpiSession* mpi, bool root)>& 
 
 ExecuteOutcome ExecuteTarget(const ExecuteArgs& a, const MpiSession* mpi) {
   ExecuteOutcome out;
+  CheckOutputPath(a.save_plan, "--save-plan");  // bad input writes nothing: checked before any work
   out.plan = SharedPlan(a, mpi);
   const bool root = mpi == nullptr || mpi->rank() == 0;
-  if (root && !a.save_plan.empty()) WritePlan(out.plan, a.save_plan);
+  const bool one_process = mpi == nullptr || mpi->size() == 1;
   std::unique_ptr<Backend> backend = MakeBackend(a, mpi);
   ExecOptions eo;
   eo.plan_source = a.target;
   eo.max_mismatches = a.max_mismatches;
   eo.warmup = !a.no_warmup;
-  for (int32_t i = 0; i < std::max(a.repeat, 1); ++i) out.runs.push_back(Execute(out.plan, *backend, eo));
+  for (int32_t i = 0; i < std::max(a.repeat, 1); ++i) {
+    try {
+      out.runs.push_back(Execute(out.plan, *backend, eo));
+    } catch (const RunError& e) {
+      if (!one_process) throw;  // WithProcesses aborts the other processes
+      out.failure = e.what();
+      out.failed_op = e.op();
+      out.failed_gpu = e.gpu();
+      break;
+    }
+  }
   backend.reset();
+  // Written once the plan passed every check (Verify, the executor's, the
+  // backend's): input refused on the way leaves no file behind.
+  if (root && !a.save_plan.empty()) WritePlan(out.plan, a.save_plan);
+  if (out.failed()) return out;
   std::vector<size_t> order(out.runs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
@@ -175,6 +215,23 @@ nlohmann::json MeasuredJson(const ExecuteOutcome& o) {
   for (const Measurement& r : o.runs) times.push_back(r.time_s);
   j["runs_time_s"] = times;
   return j;
+}
+
+void ExitIfRunFailed(const ExecuteArgs& a, const ExecuteOutcome& o) {
+  if (!o.failed()) return;
+  if (a.json) {
+    nlohmann::json j = PredictedJson(o.plan);
+    j["backend"] = a.backend;
+    j["verified"] = false;
+    j["error"] = o.failure;
+    j["failed_op"] = o.failed_op;
+    j["failed_gpu"] = o.failed_gpu;
+    j["completed_runs"] = o.runs.size();
+    PrintJson(j);
+  }
+  std::cerr << fmt::format("run failed: {}\nNOT verified: the run did not finish, so no destination counts as refit\n",
+                           o.failure);
+  ExitWith(kExitInternal);
 }
 
 void FailUnlessVerified(const ExecuteOutcome& o) {

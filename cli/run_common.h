@@ -28,10 +28,12 @@ struct ExecuteArgs {
   std::string target;
   std::string backend = "host";
   std::string segment_bytes;
+  std::string baseline;  // --baseline NAME: run a peer's plan (planner/baseline_plan.h)
   std::string save_plan;
+  std::string scenario;  // --scenario S: with a plan.json, the scenario it must have been made for
   int32_t repeat = 1;
   int32_t max_mismatches = 20;
-  double timeout_s = 60;
+  double timeout_s = 0;  // --timeout; 0: the backend's default (host 60 s; NCCL RESHARD_NCCL_TIMEOUT_S or 300 s)
   bool no_warmup = false;
   bool json = false;
 };
@@ -42,6 +44,11 @@ struct ExecuteOutcome {
   std::vector<Measurement> runs;  // rank 0: complete measurements
   size_t chosen = 0;              // the median run by time
   bool verified = false;          // every run verified
+  // A run that failed part-way (RunError: a fault, a timeout, a GPU error):
+  // what happened and where. Nothing of it counts as verified.
+  std::string failure;
+  int32_t failed_op = -1, failed_gpu = -1;
+  bool failed() const { return !failure.empty(); }
   const Measurement& Chosen() const { return runs[chosen]; }
 };
 
@@ -61,5 +68,8 @@ nlohmann::json MeasuredJson(const ExecuteOutcome& o);
 
 // Exits 1 with a message when some run did not verify.
 void FailUnlessVerified(const ExecuteOutcome& o);
+// When a run failed part-way: prints the failure (with --json as JSON:
+// verified false, error, failed_op, failed_gpu) and exits 1.
+void ExitIfRunFailed(const ExecuteArgs& a, const ExecuteOutcome& o);
 
 }  // namespace reshard::cli

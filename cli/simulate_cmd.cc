@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/inputs.h"
 #include "model/error.h"
 #include "planner/plan.h"
 #include "planner/planner.h"
@@ -32,40 +33,26 @@ struct SimulateCmdOptions {
   std::string target;
   std::string trace;
   std::string segment_bytes;
+  std::string baseline;
+  std::string scenario;  // --scenario: with a plan.json, the scenario it must have been made for
   bool json = false;
 };
 
 constexpr size_t kMaxRows = 8;
 
-// A plan.json is a JSON object with "ops"; anything else is a scenario.
-std::optional<nlohmann::json> ReadPlanJson(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("ops")) return std::nullopt;
-  return j;
-}
-
+// A plan.json (cli/inputs.h) is read, checked against --scenario when given
+// and verified (a plan that fails is bad input, exit 2); a scenario is planned.
 Plan PlanOf(const SimulateCmdOptions& o) {
-  if (auto j = ReadPlanJson(o.target)) {
-    Plan p = PlanFromJson(*j, o.target);
-    const VerifyResult v = Verify(p);
-    if (!v.ok()) {
-      const size_t shown = std::min<size_t>(v.problems.size(), 5);
-      std::vector<std::string> first(v.problems.begin(), v.problems.begin() + static_cast<std::ptrdiff_t>(shown));
-      throw InputError(o.target, "", fmt::format("the plan fails Verify ({} problem{}): {}", v.problems.size(),
-                                                 v.problems.size() == 1 ? "" : "s", fmt::join(first, "; ")));
-    }
-    return p;
+  if (LooksLikePlanFile(o.target)) {
+    if (!o.baseline.empty()) throw InputError("<cli>", "--baseline", "applies to a scenario, not to a plan.json");
+    return LoadPlanFile(o.target, o.scenario);
   }
+  if (!o.scenario.empty())
+    throw InputError("<cli>", "--scenario", fmt::format("applies to a plan.json; '{}' is a scenario", o.target));
   const Scenario s = LoadScenarioArg(o.target);
   PlannerOptions po;
-  if (!o.segment_bytes.empty() && o.segment_bytes != "auto")
-    po.segment_bytes = ParseBytes(o.segment_bytes, "<cli>", "--segment-bytes");
-  const PlanResult r = MakePlan(s, po);
+  po.segment_bytes = SegmentBytesFlag(o.segment_bytes);
+  PlanResult r = PlanScenario(s, po, o.baseline);
   if (!r.ok()) {
     if (o.json) {
       PrintJson({{"scenario", s.name}, {"fits", false}, {"gpu", r.gpu}, {"missing_bytes", r.missing_bytes},
@@ -75,6 +62,7 @@ Plan PlanOf(const SimulateCmdOptions& o) {
     }
     ExitWith(kExitInfeasible);
   }
+  RecordScenario(r.plan, s);
   return r.plan;
 }
 
@@ -132,6 +120,7 @@ void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace
 }
 
 void Run(const SimulateCmdOptions& o) {
+  CheckOutputPath(o.trace, "--trace");  // bad input writes nothing: checked before any work
   const Plan plan = PlanOf(o);
   const Prediction pr = o.trace.empty() ? Simulate(plan) : SimulateWithTrace(plan, o.trace);
   if (o.json) {
@@ -154,6 +143,10 @@ void RegisterSimulateCommand(CLI::App& app) {
   cmd->add_option("target", o->target, "plan.json, or a scenario file or built-in name (planned first)")->required();
   cmd->add_option("--trace", o->trace, "write a Perfetto / Chrome trace (JSON) to this path");
   cmd->add_option("--segment-bytes", o->segment_bytes, "for a scenario: segment size (e.g. 64MiB) or auto");
+  cmd->add_option("--scenario", o->scenario,
+                  "with a plan.json: the scenario (cluster, model, layouts) it must have been made for; a plan made "
+                  "for another one, or edited since, is refused");
+  AddBaselineOption(cmd, o->baseline);
   cmd->add_flag("--json", o->json, "machine-readable output (DESIGN's result fields, plus links and phases)");
   cmd->callback([o]() { Run(*o); });
 }

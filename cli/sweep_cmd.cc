@@ -22,6 +22,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/inputs.h"
 #include "model/error.h"
 #include "planner/sweep.h"
 
@@ -168,6 +169,7 @@ void WriteCsv(const SweepResult& r, const std::string& path) {
 }
 
 void Run(const SweepCmdOptions& o) {
+  CheckOutputPath(o.csv, "--csv");  // bad input writes nothing: checked before any work
   const Scenario s = LoadScenarioArg(o.target);
   const SweepGrid grid = GridOf(o);
   SweepOptions so;
@@ -198,7 +200,7 @@ void RegisterSweepCommand(CLI::App& app) {
   cmd->add_option("--domains", o->domains,
                   "nvlink_domain_nodes values, e.g. 1,2 (default: the cluster's, its valid divisors and multiples)");
   cmd->add_option("--margin", o->margin, "safety margin of GPU capacity for the recommendation (default 5%)");
-  cmd->add_option("--threads", o->threads, "worker threads (default: hardware concurrency)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", o->threads, "worker threads (default: hardware concurrency)")->check(CLI::Range(0, 4096));
   cmd->add_option("--csv", o->csv, "also write the points as CSV to this path");
   cmd->add_flag("--json", o->json, "machine-readable output (points[], recommended, margin)");
   cmd->callback([o]() { Run(*o); });

@@ -132,6 +132,7 @@ void RegisterValidateCommand(CLI::App& app) {
     WithProcesses([&](const MpiSession* mpi, bool root) {
       const ExecuteOutcome o = ExecuteTarget(*a, mpi);
       if (!root) return;
+      ExitIfRunFailed(*a, o);
       Report(*a, o);
       FailUnlessVerified(o);
     });

@@ -20,7 +20,9 @@
 
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "executor/pattern.h"
@@ -29,6 +31,39 @@
 namespace reshard {
 
 class MpiSession;
+
+// A run that started and then failed (issue 8, item 4): an injected fault, a
+// peer that never answered within the timeout, a CUDA / NCCL error. It names
+// the op and the GPU (rank) where known (-1 otherwise). No destination of a
+// failed run counts as refit; the backend has released the run's memory by
+// the time Execute rethrows it.
+class RunError : public std::runtime_error {
+ public:
+  explicit RunError(const std::string& message, int32_t op = -1, int32_t gpu = -1)
+      : std::runtime_error(message), op_(op), gpu_(gpu) {}
+  int32_t op() const { return op_; }
+  int32_t gpu() const { return gpu_; }
+
+ private:
+  int32_t op_, gpu_;
+};
+
+// Fault injection for tests and drills: GPU (rank) `gpu` fails at op `op`.
+// The host backend throws there; the NCCL backend stops issuing that GPU's
+// sends and receives from that op on, so its peers wait until the timeout
+// aborts the communicators. The CLI reads it from RESHARD_FAULT="gpu=G,op=N"
+// ("rank" is accepted for "gpu").
+struct FaultInjection {
+  int32_t gpu = -1;
+  int32_t op = -1;
+  bool active() const { return gpu >= 0 && op >= 0; }
+  friend bool operator==(const FaultInjection&, const FaultInjection&) = default;
+};
+// Parses "gpu=G,op=N" (or "rank=G,op=N"); "" gives an inactive fault. Throws
+// InputError(source, "RESHARD_FAULT", ...) on anything else.
+FaultInjection ParseFaultSpec(std::string_view spec, const std::string& source = "<environment>");
+// Why `f` cannot fire in `plan` ("" when it can): the op must exist and run on that GPU.
+std::string FaultProblem(const FaultInjection& f, const Plan& plan);
 
 // When an op ran, relative to the run's start (StartClock), in seconds.
 struct OpTime {
@@ -110,7 +145,12 @@ class Backend {
 
   // The timed run: StartClock marks t = 0 on every local GPU (after a barrier
   // across processes); StopClock waits for all issued work and ends sampling.
+  // A backend may hold its GPUs at t = 0 until Go (so the first steps are
+  // queued before the clock runs and host issue latency is not timed, as a
+  // launch of a prepared plan would be); the executor calls Go after the
+  // first kGoAfterSteps issue steps, StopClock calls it if nobody did.
   virtual void StartClock() = 0;
+  virtual void Go() {}
   virtual void StopClock() = 0;
   virtual std::vector<OpTime> OpTimes() = 0;  // after StopClock; ops of local GPUs
 
@@ -122,6 +162,10 @@ class Backend {
   virtual std::vector<PieceCheck> CheckResults(int32_t max_recorded) = 0;
 
   virtual std::vector<GpuMemoryStats> MemoryStats() = 0;  // per local GPU
+
+  // Bytes of plan buffers (device and host) this backend holds right now; 0
+  // after End(), also after a failed run. -1: the backend does not track it.
+  virtual int64_t LiveBytes() const { return -1; }
 };
 
 }  // namespace reshard

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -63,6 +65,9 @@ CalibrationFit FitCalibration(const CalibrationData& data, const FitOptions& opt
     }
     c.one_way = FitLink(one, one_options, std::string(link) + ".one_way");
     c.profile = c.one_way.Profile();
+    // Not measured by calibrate (yet): NVLink transfers and copy kernels share
+    // SMs and HBM (bench/results/2026-11-30-h200x2-nccl-group-probe.md).
+    c.profile.shares_copy_port = c.link == "nvlink";
     if (!both.empty()) {
       FitOptions o = options;
       o.fixed_latency_ns = c.one_way.latency_ns;
@@ -171,57 +176,127 @@ json CalibrationProfileJson(const CalibrationData& data, const CalibrationFit& f
   return j;
 }
 
+// Strict: every value is type- and range-checked where it is read, and every
+// problem names the file and the JSON path ("measurements.series[0].sizes[3]
+// .bytes"), so a hand-edited or damaged profile is refused before fitting.
 CalibrationData CalibrationDataFromJson(const json& j, const std::string& file) {
-  // Reads with nlohmann's checked accessors; a type error names the field.
-  auto at = [&](const json& o, const char* key, const std::string& field) -> const json& {
-    if (!o.is_object() || !o.contains(key)) throw InputError(file, field, fmt::format("missing field '{}'", key));
-    return o.at(key);
+  auto fail = [&](const std::string& field, const std::string& problem) -> void {
+    throw InputError(file, field, problem);
+  };
+  auto dump = [](const json& v) {
+    std::string d = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    return d.size() > 40 ? d.substr(0, 37) + "..." : d;
+  };
+  auto object = [&](const json& o, const std::string& field) -> const json& {
+    if (!o.is_object()) fail(field, fmt::format("expected an object, got {} {}", o.type_name(), dump(o)));
+    return o;
+  };
+  auto array = [&](const json& o, const std::string& field) -> const json& {
+    if (!o.is_array()) fail(field, fmt::format("expected an array, got {} {}", o.type_name(), dump(o)));
+    return o;
+  };
+  auto need = [&](const json& o, const char* key, const std::string& field) -> const json& {
+    object(o, field);
+    auto it = o.find(key);
+    if (it == o.end()) fail(field.empty() ? key : field + "." + key, "missing field");
+    return *it;
+  };
+  auto string = [&](const json& v, const std::string& field) {
+    if (!v.is_string()) fail(field, fmt::format("expected a string, got {} {}", v.type_name(), dump(v)));
+    return v.get<std::string>();
+  };
+  auto integer = [&](const json& v, const std::string& field, int64_t lo) {
+    int64_t x = 0;
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      fail(field, fmt::format("{} is out of range", dump(v)));
+    if (v.is_number_integer()) x = v.get<int64_t>();
+    else fail(field, fmt::format("expected an integer, got {} {}", v.type_name(), dump(v)));
+    if (x < lo) fail(field, fmt::format("must be >= {}, got {}", lo, x));
+    return x;
   };
   CalibrationData d;
-  const std::string where = "measurements";
-  const json& m = at(j, "measurements", "");
-  try {
-    if (j.contains("name")) d.name = j.at("name").get<std::string>();
-    if (j.contains("source")) d.source = j.at("source").get<std::string>();
-    if (m.contains("environment"))
-      for (const auto& [k, v] : m.at("environment").items()) d.environment.push_back({k, v.get<std::string>()});
-    const json& series = at(m, "series", where);
-    for (size_t i = 0; i < series.size(); ++i) {
-      const std::string f = fmt::format("{}.series[{}]", where, i);
-      const json& s = series.at(i);
-      MeasuredSeries ms;
-      ms.link = at(s, "link", f).get<std::string>();
-      ms.mode = at(s, "mode", f).get<std::string>();
-      if (s.contains("method")) ms.method = s.at("method").get<std::string>();
-      if (s.contains("timing")) ms.timing = s.at("timing").get<std::string>();
-      if (s.contains("gpus")) ms.gpus = s.at("gpus").get<std::vector<int32_t>>();
-      const json& sizes = at(s, "sizes", f);
-      for (size_t k = 0; k < sizes.size(); ++k) {
-        const std::string fk = fmt::format("{}.sizes[{}]", f, k);
-        const auto bytes = at(sizes.at(k), "bytes", fk).get<int64_t>();
-        for (const json& t : at(sizes.at(k), "samples_s", fk)) ms.samples.push_back({bytes, t.get<double>()});
-      }
-      d.series.push_back(std::move(ms));
+  object(j, "");
+  if (auto it = j.find("name"); it != j.end()) d.name = string(*it, "name");
+  if (auto it = j.find("source"); it != j.end()) d.source = string(*it, "source");
+  const std::string mf = "measurements";
+  const json& m = need(j, "measurements", "");
+  object(m, mf);
+  if (auto it = m.find("environment"); it != m.end()) {
+    object(*it, mf + ".environment");
+    for (const auto& [k, v] : it->items()) d.environment.push_back({k, string(v, mf + ".environment." + k)});
+  }
+  const json& series = array(need(m, "series", mf), mf + ".series");
+  if (series.empty()) fail(mf + ".series", "is empty: nothing to fit");
+  for (size_t i = 0; i < series.size(); ++i) {
+    const std::string f = fmt::format("{}.series[{}]", mf, i);
+    const json& sj = object(series[i], f);
+    MeasuredSeries ms;
+    ms.link = string(need(sj, "link", f), f + ".link");
+    if (std::find(kLinks.begin(), kLinks.end(), ms.link) == kLinks.end()) {
+      const std::string hint = Suggest(ms.link, {kLinks.begin(), kLinks.end()});
+      fail(f + ".link", fmt::format("unknown link '{}'{}", ms.link, hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
     }
-    if (m.contains("memory")) {
-      const json& mem = m.at("memory");
-      if (mem.contains("nccl_peers")) d.nccl_peers = mem.at("nccl_peers").get<int32_t>();
-      if (mem.contains("gpus")) {
-        for (const json& g : mem.at("gpus")) {
-          DeviceMemoryProbe p;
-          p.gpu = g.value("gpu", -1);
-          p.name = g.value("name", "");
-          p.total_bytes = g.value("total_bytes", int64_t{-1});
-          p.free_after_context_bytes = g.value("free_after_context_bytes", int64_t{-1});
-          p.free_before_nccl_bytes = g.value("free_before_nccl_bytes", int64_t{-1});
-          p.free_after_nccl_init_bytes = g.value("free_after_nccl_init_bytes", int64_t{-1});
-          p.free_after_first_transfer_bytes = g.value("free_after_first_transfer_bytes", int64_t{-1});
-          d.memory.push_back(p);
-        }
+    ms.mode = string(need(sj, "mode", f), f + ".mode");
+    if (std::find(kModes.begin(), kModes.end(), ms.mode) == kModes.end()) {
+      const std::string hint = Suggest(ms.mode, {kModes.begin(), kModes.end()});
+      fail(f + ".mode", fmt::format("unknown mode '{}'{}", ms.mode, hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
+    }
+    if (auto it = sj.find("method"); it != sj.end()) ms.method = string(*it, f + ".method");
+    if (auto it = sj.find("timing"); it != sj.end()) ms.timing = string(*it, f + ".timing");
+    if (auto it = sj.find("gpus"); it != sj.end()) {
+      const json& g = array(*it, f + ".gpus");
+      for (size_t k = 0; k < g.size(); ++k)
+        ms.gpus.push_back(static_cast<int32_t>(std::min<int64_t>(integer(g[k], fmt::format("{}.gpus[{}]", f, k), 0),
+                                                                 std::numeric_limits<int32_t>::max())));
+    }
+    const json& sizes = array(need(sj, "sizes", f), f + ".sizes");
+    std::vector<int64_t> distinct;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const std::string fk = fmt::format("{}.sizes[{}]", f, k);
+      const int64_t bytes = integer(need(sizes[k], "bytes", fk), fk + ".bytes", 1);
+      const json& samples = array(need(sizes[k], "samples_s", fk), fk + ".samples_s");
+      if (samples.empty()) fail(fk + ".samples_s", "is empty: a size needs at least one timed sample");
+      for (size_t t = 0; t < samples.size(); ++t) {
+        const std::string ft = fmt::format("{}.samples_s[{}]", fk, t);
+        if (!samples[t].is_number()) fail(ft, fmt::format("expected a number, got {} {}", samples[t].type_name(), dump(samples[t])));
+        const double sec = samples[t].get<double>();
+        // One transfer of a calibration takes microseconds to seconds; an hour is no measurement.
+        if (!std::isfinite(sec) || sec <= 0 || sec > 3600)
+          fail(ft, fmt::format("must be a time in (0, 3600] seconds, got {}", dump(samples[t])));
+        ms.samples.push_back({bytes, sec});
+      }
+      if (std::find(distinct.begin(), distinct.end(), bytes) == distinct.end()) distinct.push_back(bytes);
+    }
+    if (distinct.size() < 2)
+      fail(f + ".sizes", fmt::format("needs at least two distinct sizes to separate latency from bandwidth, got {}",
+                                     distinct.size()));
+    d.series.push_back(std::move(ms));
+  }
+  if (auto mem_it = m.find("memory"); mem_it != m.end()) {
+    const std::string f = mf + ".memory";
+    const json& mem = object(*mem_it, f);
+    if (auto it = mem.find("nccl_peers"); it != mem.end())
+      d.nccl_peers = static_cast<int32_t>(std::min<int64_t>(integer(*it, f + ".nccl_peers", 0), 1 << 20));
+    if (auto it = mem.find("gpus"); it != mem.end()) {
+      const json& gpus = array(*it, f + ".gpus");
+      for (size_t k = 0; k < gpus.size(); ++k) {
+        const std::string fg = fmt::format("{}.gpus[{}]", f, k);
+        const json& g = object(gpus[k], fg);
+        auto opt_int = [&](const char* key, int64_t fallback) {
+          auto v = g.find(key);
+          return v == g.end() ? fallback : integer(*v, fg + "." + key, fallback < 0 ? -1 : 0);
+        };
+        DeviceMemoryProbe p;
+        p.gpu = static_cast<int32_t>(std::min<int64_t>(opt_int("gpu", -1), std::numeric_limits<int32_t>::max()));
+        if (auto v = g.find("name"); v != g.end()) p.name = string(*v, fg + ".name");
+        p.total_bytes = opt_int("total_bytes", -1);
+        p.free_after_context_bytes = opt_int("free_after_context_bytes", -1);
+        p.free_before_nccl_bytes = opt_int("free_before_nccl_bytes", -1);
+        p.free_after_nccl_init_bytes = opt_int("free_after_nccl_init_bytes", -1);
+        p.free_after_first_transfer_bytes = opt_int("free_after_first_transfer_bytes", -1);
+        d.memory.push_back(p);
       }
     }
-  } catch (const json::exception& e) {
-    throw InputError(file, where, fmt::format("malformed measurements: {}", e.what()));
   }
   return d;
 }

@@ -259,7 +259,7 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
     if (o.progress) o.progress(line);
   };
 
-  setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink SHARP off unless the user chose otherwise
+  ApplyNcclEnvDefaults();  // the settings runs use, so the profile describes them
   int n = 0;
   const cudaError_t count = cudaGetDeviceCount(&n);
   if (count != cudaSuccess || n == 0)
@@ -311,6 +311,7 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
                    {"cuda_runtime", Version(runtime)},
                    {"cuda_driver", Version(driver)},
                    {"NCCL_NVLS_ENABLE", nvls != nullptr ? nvls : ""},
+                   {"NCCL_P2P_NVL_CHUNKSIZE", std::getenv("NCCL_P2P_NVL_CHUNKSIZE") != nullptr ? std::getenv("NCCL_P2P_NVL_CHUNKSIZE") : ""},
                    {"sizes", fmt::format("{} .. {}, x{} steps", SizeName(plan.sizes.front()),
                                          SizeName(plan.sizes.back()), factor)},
                    {"quick", o.quick ? "true" : "false"}};

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <queue>
@@ -17,6 +18,10 @@
 namespace reshard {
 
 namespace {
+
+// Issue steps queued before the GPUs are released (Backend::Go). Small enough
+// that no stream queue fills while its GPU is held.
+constexpr size_t kGoAfterSteps = 16;
 
 std::string Gib(int64_t bytes) { return fmt::format("{:.3f} GiB", static_cast<double>(bytes) / (1 << 30)); }
 
@@ -156,6 +161,60 @@ void Summarize(const Plan& p, Measurement& m) {
 }
 
 }  // namespace
+
+FaultInjection ParseFaultSpec(std::string_view spec, const std::string& source) {
+  FaultInjection f;
+  auto trim = [](std::string_view t) {
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+    return t;
+  };
+  spec = trim(spec);
+  if (spec.empty()) return f;
+  const std::string whole(spec);
+  auto fail = [&](const std::string& problem) -> void {
+    throw InputError(source, "RESHARD_FAULT",
+                     fmt::format("'{}': {}; expected gpu=G,op=N (e.g. gpu=1,op=6)", whole, problem));
+  };
+  while (!spec.empty()) {
+    const size_t comma = spec.find(',');
+    const std::string_view item = trim(spec.substr(0, comma));
+    spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) fail(fmt::format("'{}' is not key=value", item));
+    const std::string_view key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
+    int64_t v = 0;
+    if (value.empty() || value.size() > 10) fail(fmt::format("'{}' is not a GPU or op number", value));
+    for (char c : value) {
+      if (c < '0' || c > '9') fail(fmt::format("'{}' is not a GPU or op number", value));
+      v = v * 10 + (c - '0');
+    }
+    if (v > std::numeric_limits<int32_t>::max()) fail(fmt::format("{} is out of range", value));
+    if (key == "gpu" || key == "rank") {
+      if (f.gpu >= 0) fail("the GPU is given twice");
+      f.gpu = static_cast<int32_t>(v);
+    } else if (key == "op") {
+      if (f.op >= 0) fail("the op is given twice");
+      f.op = static_cast<int32_t>(v);
+    } else {
+      const std::string hint = Suggest(key, {"gpu", "rank", "op"});
+      fail(fmt::format("unknown key '{}'{}", key, hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
+    }
+  }
+  if (f.gpu < 0) fail("the GPU is missing");
+  if (f.op < 0) fail("the op is missing");
+  return f;
+}
+
+std::string FaultProblem(const FaultInjection& f, const Plan& plan) {
+  if (!f.active()) return {};
+  if (f.op >= static_cast<int32_t>(plan.ops.size()))
+    return fmt::format("op {} does not exist (the plan has {} ops)", f.op, plan.ops.size());
+  if (plan.ops[f.op].gpu != f.gpu)
+    return fmt::format("op {} ({}) runs on GPU {}, not GPU {}", f.op, OpKindName(plan.ops[f.op].kind),
+                       plan.ops[f.op].gpu, f.gpu);
+  return {};
+}
 
 PlanRefused::PlanRefused(const std::string& file, std::vector<std::string> problems)
     : InputError(file, "", JoinProblems(problems)), problems_(std::move(problems)) {}
@@ -445,7 +504,9 @@ Measurement Execute(const Plan& plan, Backend& backend, const ExecOptions& optio
     };
     const auto wall_start = std::chrono::steady_clock::now();
     backend.StartClock();
+    size_t issued_steps = 0;
     for (const IssueStep& step : steps) {
+      if (issued_steps++ == kGoAfterSteps) backend.Go();
       for (int32_t id : step.before) {
         const Op& op = plan.ops[id];
         if (!local[op.gpu]) continue;

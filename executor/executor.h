@@ -109,7 +109,8 @@ struct Measurement {
 
 // Runs `plan` on `backend`. Throws PlanRefused when the plan fails Verify or
 // the executor's checks (before the backend does any work), InputError when
-// the backend cannot run it here.
+// the backend cannot run it here, RunError (backend.h) when the run fails
+// part-way; in every case the backend has ended (End(): memory released).
 Measurement Execute(const Plan& plan, Backend& backend, const ExecOptions& options = {});
 
 // The executor's own checks (beyond Verify); empty when the plan can run.

@@ -35,7 +35,7 @@ using Bytes = std::unique_ptr<unsigned char, AlignedFree>;
 Bytes AllocateBytes(int64_t bytes, unsigned char poison) {
   const size_t n = (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + 63) / 64 * 64;
   auto* p = static_cast<unsigned char*>(std::aligned_alloc(64, n));
-  if (p == nullptr) throw std::runtime_error(fmt::format("host backend: out of memory allocating {} bytes", bytes));
+  if (p == nullptr) throw RunError(fmt::format("host backend: out of memory allocating {} bytes", bytes));
   std::memset(p, poison, n);
   return Bytes(p);
 }
@@ -122,7 +122,10 @@ class HostBackend final : public Backend {
     error_ = nullptr;
     aborted_ = false;
     pending_.assign(gpus_, {});
+    comm_ops_.assign(gpus_, {});
     in_group_ = false;
+    if (const std::string why = FaultProblem(opt_.fault, plan); !why.empty())
+      throw InputError("<environment>", "RESHARD_FAULT", why);
     workers_.clear();
     workers_.resize(gpus_);
     for (int32_t g : local_gpus_) workers_[g] = std::make_unique<Worker>();
@@ -131,8 +134,24 @@ class HostBackend final : public Backend {
   void Warmup(const std::vector<std::pair<int32_t, int32_t>>&) override {}  // nothing to connect
 
   void End() override {
+    {
+      // Wakes any worker still waiting (a run that failed part-way, or a walker
+      // that stopped issuing) so that joining it is immediate, not a timeout.
+      std::lock_guard lock(mu_);
+      aborted_ = true;
+    }
+    cv_.notify_all();
     StopWorkers();
     buffers_.clear();
+  }
+
+  // What is allocated now, from the buffers themselves (between runs; a
+  // running worker may change it).
+  int64_t LiveBytes() const override {
+    int64_t bytes = 0;
+    for (size_t b = 0; b < buffers_.size(); ++b)
+      if (buffers_[b] != nullptr) bytes += plan_->buffers[b].bytes;
+    return bytes;
   }
 
   void Allocate(const PlanBuffer& b, int32_t stream) override {
@@ -164,11 +183,11 @@ class HostBackend final : public Backend {
   }
   void Send(int32_t gpu, int32_t, const Region& r, int32_t peer) override {
     RESHARD_CHECK(in_group_, "send outside a group");
-    pending_[gpu].push_back({true, r, peer});
+    pending_[gpu].push_back({true, r, peer, NextCommOp(gpu)});
   }
   void Recv(int32_t gpu, int32_t, const Region& r, int32_t peer) override {
     RESHARD_CHECK(in_group_, "receive outside a group");
-    pending_[gpu].push_back({false, r, peer});
+    pending_[gpu].push_back({false, r, peer, NextCommOp(gpu)});
   }
   void GroupEnd() override {
     RESHARD_CHECK(in_group_, "group end without start");
@@ -181,6 +200,18 @@ class HostBackend final : public Backend {
   }
 
   void OpStart(int32_t op, int32_t gpu, int32_t) override {
+    // The walker starts a group's sends and receives before it issues them,
+    // in the same order per GPU: remember which op each one is.
+    const OpKind kind = plan_->ops[op].kind;
+    if (kind == OpKind::kSend || kind == OpKind::kRecv) comm_ops_[gpu].push_back(op);
+    if (opt_.fault.active() && opt_.fault.gpu == gpu && opt_.fault.op == op) {
+      Push(gpu, [this, op, gpu] {
+        throw RunError(fmt::format("{} on GPU {}: injected fault (RESHARD_FAULT gpu={},op={}): GPU {} fails here", OpText(op),
+                                   gpu, gpu, op, gpu),
+                       op, gpu);
+      });
+      return;
+    }
     Push(gpu, [this, op, gpu] {
       times_[op].op = op;
       times_[op].gpu = gpu;
@@ -202,9 +233,10 @@ class HostBackend final : public Backend {
     Push(gpu, [this, gpu, op] {
       std::unique_lock lock(mu_);
       if (!cv_.wait_until(lock, Deadline(), [&] { return done_[op].load() || aborted_; }))
-        throw std::runtime_error(fmt::format("host backend: GPU {} waited {} s for op {} to finish (does the plan "
-                                             "deadlock?)",
-                                             gpu, opt_.timeout_s, op));
+        throw RunError(fmt::format("host backend: GPU {} waited {} s for {} to finish (did GPU {} fail, or does the "
+                                   "plan deadlock?)",
+                                   gpu, opt_.timeout_s, OpText(op), plan_->ops[op].gpu),
+                       op, gpu);
     });
   }
 
@@ -270,6 +302,7 @@ class HostBackend final : public Backend {
     bool send;
     Region region;
     int32_t peer;
+    int32_t op;  // the plan op
   };
   struct PendingCheck {
     int32_t buffer;
@@ -283,6 +316,20 @@ class HostBackend final : public Backend {
   struct Message {
     std::vector<unsigned char> bytes;
   };
+
+  // "op 5 (recv gpu 1<-0)": names an op in messages.
+  std::string OpText(int32_t op) const {
+    const Op& o = plan_->ops[op];
+    if (o.kind == OpKind::kSend) return fmt::format("op {} (send gpu {}->{})", op, o.gpu, o.peer);
+    if (o.kind == OpKind::kRecv) return fmt::format("op {} (recv gpu {}<-{})", op, o.gpu, o.peer);
+    return fmt::format("op {} ({} gpu {})", op, OpKindName(o.kind), o.gpu);
+  }
+  int32_t NextCommOp(int32_t gpu) {
+    RESHARD_CHECK(!comm_ops_[gpu].empty(), fmt::format("GPU {}: a send or receive without its OpStart", gpu));
+    const int32_t op = comm_ops_[gpu].front();
+    comm_ops_[gpu].pop_front();
+    return op;
+  }
 
   double Now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
   Clock::time_point Deadline() const {
@@ -340,16 +387,18 @@ class HostBackend final : public Backend {
         std::unique_lock lock(mu_);
         auto& q = channels_[{c.peer, g}];
         if (!cv_.wait_until(lock, Deadline(), [&] { return !q.empty() || aborted_; }))
-          throw std::runtime_error(fmt::format("host backend: GPU {} waited {} s for a message from GPU {} (does the "
-                                               "plan deadlock?)",
-                                               g, opt_.timeout_s, c.peer));
+          throw RunError(fmt::format("host backend: {} on GPU {} waited {} s for its message from GPU {} (did GPU {} "
+                                     "fail, or does the plan deadlock?)",
+                                     OpText(c.op), g, opt_.timeout_s, c.peer, c.peer),
+                         c.op, g);
         if (aborted_) return;
         Message msg = std::move(q.front());
         q.pop_front();
         lock.unlock();
         if (static_cast<int64_t>(msg.bytes.size()) != c.region.Bytes())
-          throw std::runtime_error(fmt::format("host backend: GPU {} expected {} bytes from GPU {} but got {}", g,
-                                               c.region.Bytes(), c.peer, msg.bytes.size()));
+          throw RunError(fmt::format("host backend: {} on GPU {} expected {} bytes from GPU {} but got {}", OpText(c.op),
+                                     g, c.region.Bytes(), c.peer, msg.bytes.size()),
+                         c.op, g);
         std::memcpy(p, msg.bytes.data(), msg.bytes.size());
       } else {
         MpiSession::Request req;
@@ -357,15 +406,15 @@ class HostBackend final : public Backend {
           std::lock_guard lock(mpi_mu_);
           req = opt_.mpi->Irecv(p, c.region.Bytes(), GpuOwner(c.peer, gpus_, opt_.mpi->size()), Tag(c.peer, g));
         }
-        PollUntil(req, g, c.peer);
+        PollUntil(req, g, c.peer, c.op);
       }
     }
-    for (MpiSession::Request& r : remote_sends) PollUntil(r, g, -1);
+    for (MpiSession::Request& r : remote_sends) PollUntil(r, g, -1, -1);
   }
 
   int32_t Tag(int32_t from, int32_t to) const { return from * gpus_ + to; }
 
-  void PollUntil(MpiSession::Request& req, int32_t g, int32_t peer) {
+  void PollUntil(MpiSession::Request& req, int32_t g, int32_t peer, int32_t op) {
     const auto deadline = Deadline();
     for (;;) {
       {
@@ -374,12 +423,12 @@ class HostBackend final : public Backend {
       }
       if (aborted_) return;
       if (Clock::now() > deadline)
-        throw std::runtime_error(peer >= 0 ? fmt::format("host backend: GPU {} waited {} s for a message from GPU {} "
-                                                         "in another process",
-                                                         g, opt_.timeout_s, peer)
-                                           : fmt::format("host backend: GPU {} waited {} s for its sends to be "
-                                                         "received",
-                                                         g, opt_.timeout_s));
+        throw RunError(peer >= 0 ? fmt::format("host backend: {} on GPU {} waited {} s for its message from GPU {} in "
+                                               "another process (did it fail?)",
+                                               OpText(op), g, opt_.timeout_s, peer)
+                                 : fmt::format("host backend: GPU {} waited {} s for its sends to be received", g,
+                                               opt_.timeout_s),
+                       op, g);
       std::this_thread::yield();
     }
   }
@@ -417,6 +466,7 @@ class HostBackend final : public Backend {
   std::unique_ptr<std::atomic<bool>[]> done_;
   std::vector<PendingCheck> checks_;
   std::vector<std::vector<Comm>> pending_;
+  std::vector<std::deque<int32_t>> comm_ops_;  // per GPU: started sends / receives not yet issued (walker thread)
   bool in_group_ = false;
   Clock::time_point t0_;
 

@@ -11,6 +11,14 @@
 // or dependency that waits longer than `timeout_s` fails the run instead of
 // hanging it.
 //
+// Failures (issue 8, item 4): the first error on any worker (an injected
+// fault, a timeout, a size mismatch) is kept as a RunError naming the op and
+// the GPU, marks the run aborted and wakes every waiting worker, so all GPUs
+// stop at once instead of each waiting out its timeout; StopClock rethrows
+// it and End() frees every buffer (LiveBytes() is 0 again). In a multi-process
+// run the other processes learn of it through their own timeouts (or the
+// launcher's abort).
+//
 // Memory: every allocation is tracked exactly per GPU (device and host
 // spaces apart) at the moment the worker executes it. New allocations are
 // filled with a poison byte so data that was never written cannot pass the
@@ -28,6 +36,7 @@ struct HostBackendOptions {
   const MpiSession* mpi = nullptr;  // several processes; nullptr: this process drives every GPU
   double timeout_s = 60;            // longest wait for a message or a dependency
   unsigned char poison = 0xA5;      // byte new allocations are filled with
+  FaultInjection fault;             // tests and drills: this GPU throws at this op (backend.h)
 };
 
 std::unique_ptr<Backend> MakeHostBackend(const HostBackendOptions& options = {});

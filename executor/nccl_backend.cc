@@ -5,6 +5,7 @@
 #include "executor/nccl_backend.h"
 
 #include <algorithm>
+#include <iostream>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -60,6 +61,17 @@ struct FirstError {
 
 #define RESHARD_GPU(call) CheckStatus((call), #call, __FILE__, __LINE__)
 #define RESHARD_GPU_CLEANUP(errors, call) (errors).Note((call), #call, __FILE__, __LINE__)
+
+// NCCL calls on non-blocking communicators may answer ncclInProgress: the
+// call was accepted and completes in the background (WaitComms waits for it,
+// bounded). Any other status throws, as RESHARD_GPU does.
+void CheckNccl(ncclResult_t r, const char* call, const char* file, int line) {
+  if (r == ncclSuccess || r == ncclInProgress) return;
+  CheckStatus(r, call, file, line);
+}
+#define RESHARD_NCCL(call) CheckNccl((call), #call, __FILE__, __LINE__)
+
+using Clock = std::chrono::steady_clock;
 
 // ---- helpers -----------------------------------------------------------------
 
@@ -118,7 +130,8 @@ class NcclBackend final : public Backend {
   ~NcclBackend() override {
     FirstError errors;
     Release(errors);
-    DestroyGpus(errors);
+    DestroyGpus(errors);  // synchronizes: no gate kernel reads the flag after this
+    if (gate_ != nullptr) (void)cudaFreeHost(const_cast<int*>(gate_));
   }
 
   std::string Name() const override { return "nccl"; }
@@ -128,6 +141,9 @@ class NcclBackend final : public Backend {
   void Begin(const Plan& plan) override {
     FirstError leftovers;
     Release(leftovers);  // a previous run that failed half-way
+    if (const std::string why = FaultProblem(opt_.fault, plan); !why.empty())
+      throw InputError("<environment>", "RESHARD_FAULT", why);
+    failed_gpu_ = -1;
     plan_ = &plan;
     ptr_.assign(plan.buffers.size(), nullptr);
     start_ev_.assign(plan.ops.size(), nullptr);
@@ -242,27 +258,33 @@ class NcclBackend final : public Backend {
     for (size_t k = 0; k < pairs.size(); ++k) {
       const auto [from, to] = pairs[k];
       if (!IsLocal(from) && !IsLocal(to)) continue;
-      RESHARD_GPU(ncclGroupStart());
+      RESHARD_NCCL(ncclGroupStart());
       if (IsLocal(from)) {
         Gpu& g = State(from);
-        RESHARD_GPU(ncclSend(tmp[index_[from]], static_cast<size_t>(size[k]), ncclUint8, to, g.comm, g.streams[0]));
+        RESHARD_NCCL(ncclSend(tmp[index_[from]], static_cast<size_t>(size[k]), ncclUint8, to, g.comm, g.streams[0]));
       }
       if (IsLocal(to)) {
         Gpu& g = State(to);
-        RESHARD_GPU(ncclRecv(tmp[index_[to]], static_cast<size_t>(size[k]), ncclUint8, from, g.comm, g.streams[0]));
+        RESHARD_NCCL(ncclRecv(tmp[index_[to]], static_cast<size_t>(size[k]), ncclUint8, from, g.comm, g.streams[0]));
       }
-      RESHARD_GPU(ncclGroupEnd());
+      RESHARD_NCCL(ncclGroupEnd());
+      WaitComms(fmt::format("the warm-up transfer GPU {} -> GPU {}", from, to));
     }
+    WaitStreams("the warm-up transfers");  // bounded: a peer that never answers aborts, not hangs
     for (size_t i = 0; i < gpus_state_.size(); ++i) {
       Gpu& g = *gpus_state_[i];
       RESHARD_GPU(cudaSetDevice(g.device));
-      RESHARD_GPU(cudaDeviceSynchronize());
       RESHARD_GPU(cudaFree(tmp[i]));
       g.comm_bytes = std::max(g.comm_bytes, UsedBytes() - g.context_bytes - PoolReserved(g));
     }
   }
 
   void End() override {
+    for (const auto& g : gpus_state_)
+      if (g->alloc_retries > 0)
+        std::cerr << fmt::format("warning: GPU {}: {} allocation(s) fit only after waiting for the GPU to drain (the "
+                                 "pool reuses memory freed on another stream once that free has run)\n",
+                                 g->gpu, g->alloc_retries);
     FirstError errors;
     Release(errors);
     if (!errors.message.empty()) throw GpuError(errors.message);
@@ -278,7 +300,16 @@ class NcclBackend final : public Backend {
     RESHARD_CHECK(ptr_[b.id] == nullptr, fmt::format("buffer {} allocated twice", b.id));
     RESHARD_GPU(cudaSetDevice(g.device));
     cudaStream_t s = g.streams[std::max(stream, 0)];
-    const cudaError_t e = cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s);
+    cudaError_t e = cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s);
+    if (e == cudaErrorMemoryAllocation && stream >= 0) {
+      // The pool reuses a block freed on another stream only once that free
+      // has run (no hidden cross-stream dependencies): wait for this GPU's
+      // issued work, then retry. Costs time only where the run would fail.
+      (void)cudaGetLastError();
+      RESHARD_GPU(cudaDeviceSynchronize());
+      ++g.alloc_retries;
+      e = cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s);
+    }
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       size_t free_b = 0, total_b = 0;
@@ -308,6 +339,7 @@ class NcclBackend final : public Backend {
   }
 
   void Copy(int32_t gpu, int32_t stream, std::span<const CopyPair> pairs) override {
+    if (gpu == failed_gpu_) return;  // injected fault
     Gpu& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
     cudaStream_t s = g.streams[stream];
@@ -376,22 +408,30 @@ class NcclBackend final : public Backend {
     RESHARD_GPU(nccl_detail::LaunchCopy(dev, count, chunks, true, s, max_blocks));
   }
 
-  void GroupStart() override { RESHARD_GPU(ncclGroupStart()); }
+  void GroupStart() override { RESHARD_NCCL(ncclGroupStart()); }
   void Send(int32_t gpu, int32_t stream, const Region& r, int32_t peer) override {
+    if (gpu == failed_gpu_) return;  // injected fault: this GPU issues nothing more
     Gpu& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
-    RESHARD_GPU(ncclSend(static_cast<unsigned char*>(Ptr(r.buffer)) + r.offset_bytes, static_cast<size_t>(r.Bytes()),
-                         ncclUint8, peer, g.comm, g.streams[stream]));
+    RESHARD_NCCL(ncclSend(static_cast<unsigned char*>(Ptr(r.buffer)) + r.offset_bytes, static_cast<size_t>(r.Bytes()),
+                          ncclUint8, peer, g.comm, g.streams[stream]));
   }
   void Recv(int32_t gpu, int32_t stream, const Region& r, int32_t peer) override {
+    if (gpu == failed_gpu_) return;
     Gpu& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
-    RESHARD_GPU(ncclRecv(static_cast<unsigned char*>(Ptr(r.buffer)) + r.offset_bytes, static_cast<size_t>(r.Bytes()),
-                         ncclUint8, peer, g.comm, g.streams[stream]));
+    RESHARD_NCCL(ncclRecv(static_cast<unsigned char*>(Ptr(r.buffer)) + r.offset_bytes, static_cast<size_t>(r.Bytes()),
+                          ncclUint8, peer, g.comm, g.streams[stream]));
   }
-  void GroupEnd() override { RESHARD_GPU(ncclGroupEnd()); }
+  void GroupEnd() override {
+    RESHARD_NCCL(ncclGroupEnd());
+    // Non-blocking communicators may still be connecting peers: the kernels
+    // are on the streams only once every communicator is out of ncclInProgress.
+    WaitComms("an NCCL group of the run");
+  }
 
   void OpStart(int32_t op, int32_t gpu, int32_t stream) override {
+    if (opt_.fault.active() && opt_.fault.gpu == gpu && opt_.fault.op == op) failed_gpu_ = gpu;
     Gpu& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
     RESHARD_GPU(cudaEventRecord(start_ev_[op], g.streams[stream]));
@@ -423,23 +463,40 @@ class NcclBackend final : public Backend {
       stop_sampler_ = false;
       sampler_ = std::thread([this] { Sample(); });
     }
+    // Hold every GPU at t = 0 until Go: the first steps are queued by then,
+    // so the clock does not time the host issuing the run's first ops.
+    if (gate_ == nullptr) {
+      void* flag = nullptr;
+      RESHARD_GPU(cudaHostAlloc(&flag, sizeof(int), cudaHostAllocPortable | cudaHostAllocMapped));
+      gate_ = static_cast<volatile int*>(flag);
+    }
+    *gate_ = 0;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     for (auto& g : gpus_state_) {
       RESHARD_GPU(cudaSetDevice(g->device));
+      int* dev_flag = nullptr;
+      RESHARD_GPU(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_flag), const_cast<int*>(gate_), 0));
+      RESHARD_GPU(nccl_detail::LaunchGate(dev_flag, kGateMaxNs, g->streams[0]));
       RESHARD_GPU(cudaEventRecord(g->ref, g->streams[0]));
       for (size_t s = 1; s < g->streams.size(); ++s) RESHARD_GPU(cudaStreamWaitEvent(g->streams[s], g->ref, 0));
     }
   }
 
+  void Go() override {
+    if (gate_ == nullptr) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    *gate_ = 1;
+  }
+
   void StopClock() override {
-    std::string first;
-    for (auto& g : gpus_state_) {
-      const cudaError_t e = cudaSetDevice(g->device) == cudaSuccess ? cudaDeviceSynchronize() : cudaGetLastError();
-      if (e != cudaSuccess && first.empty())
-        first = fmt::format("{}: the run failed on GPU {} (device {}): {}", Where(__FILE__, __LINE__), g->gpu,
-                            g->device, Describe(e));
+    Go();
+    try {
+      WaitStreams("the run");  // bounded: polls streams and NCCL, aborts the communicators on a timeout
+    } catch (...) {
+      StopSampler();
+      throw;
     }
     StopSampler();
-    if (!first.empty()) throw GpuError(first);
     for (auto& g : gpus_state_) {
       RESHARD_GPU(cudaSetDevice(g->device));
       AtomicMax(g->sampled_peak, UsedBytes());
@@ -507,6 +564,13 @@ class NcclBackend final : public Backend {
     return out;
   }
 
+  int64_t LiveBytes() const override {
+    int64_t bytes = 0;
+    for (size_t b = 0; b < ptr_.size(); ++b)
+      if (ptr_[b] != nullptr) bytes += plan_->buffers[b].bytes;
+    return bytes;
+  }
+
   std::vector<GpuMemoryStats> MemoryStats() override {
     std::vector<GpuMemoryStats> out;
     for (auto& g : gpus_state_) {
@@ -537,6 +601,7 @@ class NcclBackend final : public Backend {
     int64_t start_used = 0, start_reserved = 0, reserved_high = 0, used_high = 0;
     std::atomic<int64_t> sampled_peak{0};
     int64_t host_bytes = 0, host_peak = 0;
+    int64_t alloc_retries = 0;  // allocations that fit only after the GPU drained
     CopyDesc* arena_device = nullptr;
     CopyDesc* arena_host = nullptr;
     int64_t arena_capacity = 0, arena_cursor = 0;
@@ -546,6 +611,11 @@ class NcclBackend final : public Backend {
     PieceMap map;
     int32_t piece;
   };
+
+  // Host-mapped flag the gate kernels spin on (StartClock / Go); a gate gives
+  // up after kGateMaxNs so a host that dies before Go cannot hang the GPU.
+  volatile int* gate_ = nullptr;
+  static constexpr long long kGateMaxNs = 30'000'000'000LL;
 
   bool IsLocal(int32_t gpu) const { return gpu >= 0 && gpu < static_cast<int32_t>(index_.size()) && index_[gpu] >= 0; }
   Gpu& State(int32_t gpu) {
@@ -624,14 +694,32 @@ class NcclBackend final : public Backend {
   }
 
   void CreateComms(int32_t gpus, int32_t rank) {
-    setenv("NCCL_NVLS_ENABLE", "0", 0);  // keep NVLink SHARP off unless the user chose otherwise
+    ApplyNcclEnvDefaults();
     std::vector<int64_t> before;
     for (auto& g : gpus_state_) {
       RESHARD_GPU(cudaSetDevice(g->device));
       before.push_back(UsedBytes());
     }
     std::vector<ncclComm_t> comms(gpus_state_.size(), nullptr);
-    if (opt_.mpi == nullptr) {
+    if (opt_.nonblocking_comms) {
+      // Non-blocking communicators: no NCCL call can block this thread, so
+      // every wait (connection setup included) is one of ours, bounded by
+      // timeout_s. One group of ncclCommInitRankConfig calls, in one process
+      // (NCCL rank = plan GPU) or across processes (the id goes through MPI).
+      ncclUniqueId id{};
+      if (opt_.mpi == nullptr || rank == 0) RESHARD_GPU(ncclGetUniqueId(&id));
+      if (opt_.mpi != nullptr) opt_.mpi->Broadcast(&id, sizeof(id), 0);
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      RESHARD_NCCL(ncclGroupStart());
+      for (size_t i = 0; i < gpus_state_.size(); ++i) {
+        RESHARD_GPU(cudaSetDevice(gpus_state_[i]->device));
+        RESHARD_NCCL(ncclCommInitRankConfig(&comms[i], gpus, id, gpus_state_[i]->gpu, &config));
+      }
+      RESHARD_NCCL(ncclGroupEnd());
+      for (size_t i = 0; i < gpus_state_.size(); ++i) gpus_state_[i]->comm = comms[i];  // polled (and aborted) by WaitComms
+      WaitComms("communicator creation (ncclCommInitRankConfig)");
+    } else if (opt_.mpi == nullptr) {
       std::vector<int> devs(devices_.begin(), devices_.end());
       RESHARD_GPU(ncclCommInitAll(comms.data(), static_cast<int>(devs.size()), devs.data()));
     } else {
@@ -655,10 +743,9 @@ class NcclBackend final : public Backend {
 
   // Communicators and streams of the GPUs this backend drove.
   void DestroyGpus(FirstError& errors) {
+    CloseComms(errors);
     for (auto& g : gpus_state_) {
       RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g->device));
-      if (g->comm != nullptr) RESHARD_GPU_CLEANUP(errors, ncclCommDestroy(g->comm));
-      g->comm = nullptr;
       for (cudaStream_t s : g->streams) RESHARD_GPU_CLEANUP(errors, cudaStreamDestroy(s));
       g->streams.clear();
     }
@@ -684,12 +771,17 @@ class NcclBackend final : public Backend {
   // Frees what one run created: buffers (device ones poisoned first), events,
   // streams, arenas; returns the pool's memory to the driver.
   void Release(FirstError& errors) {
+    Go();  // a run that failed before Go: let the gates end
     StopSampler();
     if (!begun_) return;
     begun_ = false;
-    for (auto& g : gpus_state_) {
-      RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g->device));
-      RESHARD_GPU_CLEANUP(errors, cudaDeviceSynchronize());
+    failed_gpu_ = -1;
+    // Bounded: after a failed run whose communicators were aborted the streams
+    // drain; a GPU still busy after that keeps its buffers (freeing memory a
+    // running kernel uses is worse than leaking it) and says so.
+    if (!DrainForCleanup(errors)) {
+      checks_.clear();
+      return;
     }
     for (size_t b = 0; b < ptr_.size(); ++b) {
       if (ptr_[b] == nullptr) continue;
@@ -727,6 +819,199 @@ class NcclBackend final : public Backend {
     checks_.clear();
   }
 
+  // ---- bounded waits (issue 8, item 4) ---------------------------------------
+  // No wait of the backend blocks without a bound: it polls cudaStreamQuery and
+  // ncclCommGetAsyncError, backing off from 1 us to 1 ms; on an asynchronous
+  // NCCL error, a CUDA error or after timeout_s it aborts every communicator
+  // (ncclCommAbort, which also ends NCCL kernels waiting for a peer) and throws
+  // GpuError (a RunError) naming the op and GPU that did not finish.
+
+  Clock::time_point Deadline() const {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.timeout_s));
+  }
+  static void Pause(std::chrono::microseconds& pause) {
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+
+  // Ops that started and have not finished, at most one per local GPU (the
+  // first in plan order): where a hang sits. Only ops of the timed run have events.
+  std::vector<int32_t> UnfinishedOps() const {
+    std::vector<int32_t> out;
+    if (plan_ == nullptr) return out;
+    std::vector<bool> seen(static_cast<size_t>(std::max(gpu_count_, 0)), false);
+    for (const Op& op : plan_->ops) {
+      if (!IsLocal(op.gpu) || seen[op.gpu] || static_cast<size_t>(op.id) >= end_ev_.size()) continue;
+      if (start_ev_[op.id] == nullptr || end_ev_[op.id] == nullptr) continue;
+      if (cudaEventQuery(start_ev_[op.id]) == cudaSuccess && cudaEventQuery(end_ev_[op.id]) == cudaErrorNotReady) {
+        out.push_back(op.id);
+        seen[op.gpu] = true;
+      }
+    }
+    (void)cudaGetLastError();  // cudaErrorNotReady is an answer, not an error
+    return out;
+  }
+  std::string OpText(int32_t id) const {
+    const Op& o = plan_->ops[id];
+    if (o.kind == OpKind::kSend) return fmt::format("op {} (send gpu {}->{})", id, o.gpu, o.peer);
+    if (o.kind == OpKind::kRecv) return fmt::format("op {} (recv gpu {}<-{})", id, o.gpu, o.peer);
+    return fmt::format("op {} ({} gpu {})", id, OpKindName(o.kind), o.gpu);
+  }
+  std::string FaultNote() const {
+    if (!opt_.fault.active() || failed_gpu_ < 0) return "";
+    return fmt::format(" [injected fault (RESHARD_FAULT gpu={},op={}): GPU {} issued nothing from op {} on]",
+                       opt_.fault.gpu, opt_.fault.op, opt_.fault.gpu, opt_.fault.op);
+  }
+
+  void AbortComms() {
+    for (auto& g : gpus_state_) {
+      if (g->comm == nullptr) continue;
+      (void)cudaSetDevice(g->device);
+      (void)ncclCommAbort(g->comm);  // first error wins: the caller's message
+      g->comm = nullptr;
+    }
+  }
+
+  // Aborts the communicators and throws; names the first unfinished op (or `op`, `gpu`).
+  [[noreturn]] void Fail(const std::string& what, int32_t op, int32_t gpu) {
+    const std::vector<int32_t> stuck = UnfinishedOps();
+    std::string where;
+    for (int32_t id : stuck)
+      where += fmt::format("{}GPU {} is in {}", where.empty() ? "; " : ", ", plan_->ops[id].gpu, OpText(id));
+    if (op < 0 && !stuck.empty()) {
+      op = stuck.front();
+      gpu = plan_->ops[op].gpu;
+    }
+    AbortComms();
+    throw GpuError(fmt::format("NCCL backend: {}{}; communicators aborted (ncclCommAbort){}", what, where, FaultNote()),
+                   op, gpu);
+  }
+
+  // Throws (via Fail) when a local communicator reports an asynchronous error.
+  void CheckAsyncErrors(const std::string& what, bool* pending) {
+    for (auto& g : gpus_state_) {
+      if (g->comm == nullptr) continue;
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t r = ncclCommGetAsyncError(g->comm, &state);
+      if (r != ncclSuccess) state = r;
+      if (state == ncclInProgress) {
+        if (pending != nullptr) *pending = true;
+      } else if (state != ncclSuccess) {
+        Fail(fmt::format("NCCL reported an error on GPU {} during {}: {}", g->gpu, what, Describe(state)), -1, g->gpu);
+      }
+    }
+  }
+
+  // Non-blocking communicators: waits until none is in ncclInProgress.
+  void WaitComms(const std::string& what) {
+    if (!opt_.nonblocking_comms) return;  // blocking calls returned only when done
+    const auto deadline = Deadline();
+    for (auto pause = std::chrono::microseconds(1);; Pause(pause)) {
+      bool pending = false;
+      CheckAsyncErrors(what, &pending);
+      if (!pending) return;
+      if (Clock::now() > deadline)
+        Fail(fmt::format("{} did not finish within {} s (timeout: RESHARD_NCCL_TIMEOUT_S / --timeout)", what,
+                         opt_.timeout_s),
+             -1, -1);
+    }
+  }
+
+  // Waits until every stream of every local GPU is idle.
+  void WaitStreams(const std::string& what) {
+    const auto deadline = Deadline();
+    for (auto pause = std::chrono::microseconds(1);; Pause(pause)) {
+      bool busy = false;
+      for (auto& g : gpus_state_) {
+        RESHARD_GPU(cudaSetDevice(g->device));
+        for (cudaStream_t st : g->streams) {
+          const cudaError_t e = cudaStreamQuery(st);
+          if (e == cudaErrorNotReady) {
+            busy = true;
+          } else if (e != cudaSuccess) {
+            Fail(fmt::format("{} failed on GPU {} (device {}): {}", what, g->gpu, g->device, Describe(e)), -1, g->gpu);
+          }
+        }
+      }
+      CheckAsyncErrors(what, nullptr);
+      if (!busy) return;
+      if (Clock::now() > deadline)
+        Fail(fmt::format("{} did not finish within {} s (timeout: RESHARD_NCCL_TIMEOUT_S / --timeout)", what,
+                         opt_.timeout_s),
+             -1, -1);
+    }
+  }
+
+  // Cleanup's wait: true when every stream is idle. After the timeout the
+  // communicators are aborted and it waits once more; a GPU still busy then
+  // is reported (first error wins) and false returned.
+  bool DrainForCleanup(FirstError& errors) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const auto deadline = Deadline();
+      for (auto pause = std::chrono::microseconds(1);; Pause(pause)) {
+        bool busy = false;
+        for (auto& g : gpus_state_) {
+          if (cudaSetDevice(g->device) != cudaSuccess) continue;
+          for (cudaStream_t st : g->streams) {
+            const cudaError_t e = cudaStreamQuery(st);
+            if (e == cudaErrorNotReady) busy = true;
+            else RESHARD_GPU_CLEANUP(errors, e);
+          }
+        }
+        if (!busy) return true;
+        if (Clock::now() > deadline) break;
+      }
+      AbortComms();
+    }
+    if (errors.message.empty())
+      errors.message = fmt::format("NCCL backend: a GPU was still busy {} s after its communicators were aborted; its "
+                                   "buffers were not freed",
+                                   opt_.timeout_s);
+    return false;
+  }
+
+  // Communicators: finalize (non-blocking: polled, bounded), then destroy;
+  // one that does not finish in time is aborted.
+  void CloseComms(FirstError& errors) {
+    if (opt_.nonblocking_comms) {
+      for (auto& g : gpus_state_) {
+        if (g->comm == nullptr) continue;
+        RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g->device));
+        const ncclResult_t r = ncclCommFinalize(g->comm);
+        if (r != ncclSuccess && r != ncclInProgress) {
+          RESHARD_GPU_CLEANUP(errors, r);
+          (void)ncclCommAbort(g->comm);
+          g->comm = nullptr;
+        }
+      }
+      const auto deadline = Deadline();
+      for (auto pause = std::chrono::microseconds(1);; Pause(pause)) {
+        bool pending = false;
+        for (auto& g : gpus_state_) {
+          if (g->comm == nullptr) continue;
+          ncclResult_t state = ncclSuccess;
+          if (ncclCommGetAsyncError(g->comm, &state) == ncclSuccess && state == ncclInProgress) pending = true;
+        }
+        if (!pending) break;
+        if (Clock::now() > deadline) {
+          if (errors.message.empty())
+            errors.message = fmt::format("NCCL backend: ncclCommFinalize did not finish within {} s; communicators "
+                                         "aborted",
+                                         opt_.timeout_s);
+          AbortComms();
+          break;
+        }
+      }
+    }
+    for (auto& g : gpus_state_) {
+      if (g->comm == nullptr) continue;
+      RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g->device));
+      const ncclResult_t r = ncclCommDestroy(g->comm);
+      if (r != ncclInProgress) RESHARD_GPU_CLEANUP(errors, r);
+      g->comm = nullptr;
+    }
+  }
+
   NcclBackendOptions opt_;
   const Plan* plan_ = nullptr;
   bool begun_ = false;
@@ -740,6 +1025,7 @@ class NcclBackend final : public Backend {
   std::vector<PendingCheck> checks_;
   std::thread sampler_;
   std::atomic<bool> stop_sampler_{false};
+  int32_t failed_gpu_ = -1;  // injected fault: this GPU issues no more work (walker thread)
 };
 
 }  // namespace
@@ -766,6 +1052,11 @@ std::string GpuStackVersion() {
   return fmt::format("NCCL {}.{}.{} (built against {}.{}.{}), CUDA runtime {}, driver {}", nccl / 10000,
                      (nccl % 10000) / 100, nccl % 100, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, cuda(runtime),
                      cuda(driver));
+}
+
+void ApplyNcclEnvDefaults() {
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  setenv("NCCL_P2P_NVL_CHUNKSIZE", "262144", 0);
 }
 
 }  // namespace reshard

@@ -52,6 +52,18 @@
 //
 // CUDA / NCCL failures throw GpuError naming the call, file, line and the
 // library's message (one macro at the boundary, nccl_backend.cc).
+//
+// Failures of other ranks (issue 8, item 4): communicators are non-blocking
+// (ncclConfig_t::blocking = 0; `nonblocking_comms`), so no NCCL call blocks
+// the walker; every wait (group launch, end of the run, warm-up, cleanup)
+// polls cudaStreamQuery and ncclCommGetAsyncError. An asynchronous NCCL error
+// or a wait longer than `timeout_s` (default 300 s; the CLI takes
+// RESHARD_NCCL_TIMEOUT_S or --timeout) aborts every communicator with
+// ncclCommAbort, which also ends NCCL kernels still waiting for a peer, and
+// throws GpuError naming the op each stuck GPU is in. The run's buffers are
+// then released; the next run creates new communicators. `fault` (the CLI's
+// RESHARD_FAULT="gpu=G,op=N") makes GPU G issue no work (sends, receives,
+// copies) from op N on, so its peers time out: the drill for all of this.
 #pragma once
 
 #include <cstdint>
@@ -63,9 +75,9 @@
 
 namespace reshard {
 
-class GpuError : public std::runtime_error {
+class GpuError : public RunError {
  public:
-  using std::runtime_error::runtime_error;
+  using RunError::RunError;
 };
 
 struct NcclBackendOptions {
@@ -89,6 +101,13 @@ struct NcclBackendOptions {
   // engine. For experiments: copy engines queue work in order, so a large
   // offload queued first delays every later copy-engine transfer.
   bool host_copies_by_kernel = false;
+  // Longest wait for any GPU work or NCCL call before the communicators are
+  // aborted and the run fails (a peer died, or a fault was injected).
+  double timeout_s = 300;
+  // Non-blocking communicators (every wait bounded, ncclGroupEnd included).
+  // false: ncclCommInitAll / blocking calls, as before (RESHARD_NCCL_BLOCKING=1).
+  bool nonblocking_comms = true;
+  FaultInjection fault;  // drills: this GPU stops issuing work at this op (backend.h)
 };
 
 std::unique_ptr<Backend> MakeNcclBackend(const NcclBackendOptions& options = {});
@@ -97,5 +116,13 @@ std::unique_ptr<Backend> MakeNcclBackend(const NcclBackendOptions& options = {})
 int32_t CudaDeviceCount();
 // "NCCL 2.28.9 (built against 2.28.9), CUDA runtime 13.0, driver 13.0".
 std::string GpuStackVersion();
+
+// NCCL settings reshard runs with unless the user set them (call before a
+// communicator exists): NCCL_NVLS_ENABLE=0 (NVLink SHARP off), and
+// NCCL_P2P_NVL_CHUNKSIZE=262144: on 2x H200, grouped p2p ops of 208-256 MiB
+// move 353-357 GB/s each way with 256 KiB chunks against 311-316 with
+// NCCL's 512 KiB default, 1 GiB ops the same
+// (bench/results/2026-11-30-h200x2-nccl-group-probe.md).
+void ApplyNcclEnvDefaults();
 
 }  // namespace reshard

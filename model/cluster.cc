@@ -98,6 +98,7 @@ void AppendLink(std::string& out, std::string_view name, const LinkProfile& l) {
   // Only when present, so fingerprints of profiles without it are unchanged.
   if (!l.duplex_efficiency.empty()) out += ";duplex_efficiency=";
   for (const auto& p : l.duplex_efficiency) out += fmt::format("({},{})", p.bytes, p.fraction);
+  if (l.shares_copy_port) out += ";shares_copy_port";
   out += "\n";
 }
 
@@ -287,6 +288,7 @@ Cluster ClusterFromRow(const PresetRow& r) {
   c.gpu_memory_bytes = r.gpu_memory_mib * kMiB;
   c.host_memory_bytes = r.host_memory_gib * kGiB;
   c.nvlink = LinkFromRow(r.nvlink);
+  c.nvlink.shares_copy_port = true;  // measured on 2x H200: bench/results/2026-11-30-h200x2-nccl-group-probe.md
   c.network = LinkFromRow(r.network);
   c.pcie = LinkFromRow(r.pcie);
   c.pcie_pageable = LinkFromRow(r.pcie_pageable);
@@ -411,6 +413,10 @@ const json& Need(const json& j, const std::string& key, const std::string& file,
 }
 
 int64_t GetInt(const json& j, const std::string& file, const std::string& field) {
+  // Unsigned values above int64's range would wrap to negative numbers (and a
+  // confusing "must be > 0"): refuse them as what they are.
+  if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    Bad(file, field, fmt::format("{} is out of range (at most {})", j.dump(), std::numeric_limits<int64_t>::max()));
   if (j.is_number_integer()) return j.get<int64_t>();
   if (j.is_number_float()) {
     double d = j.get<double>();
@@ -483,11 +489,13 @@ void to_json(json& j, const LinkProfile& l) {
     for (const auto& p : l.duplex_efficiency) duplex.push_back({{"bytes", p.bytes}, {"fraction", p.fraction}});
     j["duplex_efficiency"] = duplex;
   }
+  if (l.shares_copy_port) j["shares_copy_port"] = true;  // only when set, as above
 }
 
 LinkProfile LinkProfileFromJson(const json& j, const std::string& file, const std::string& field) {
   CheckObject(j, file, field);
-  CheckKeys(j, file, field, {"latency_ns", "bytes_per_s", "duplex_bytes_per_s", "efficiency", "duplex_efficiency"});
+  CheckKeys(j, file, field,
+            {"latency_ns", "bytes_per_s", "duplex_bytes_per_s", "efficiency", "duplex_efficiency", "shares_copy_port"});
   LinkProfile l;
   l.latency_ns = GetInt(Need(j, "latency_ns", file, field), file, Dot(field, "latency_ns"));
   l.bytes_per_s = GetNumber(Need(j, "bytes_per_s", file, field), file, Dot(field, "bytes_per_s"));
@@ -509,6 +517,10 @@ LinkProfile LinkProfileFromJson(const json& j, const std::string& file, const st
   };
   read_curve("efficiency", l.efficiency);
   read_curve("duplex_efficiency", l.duplex_efficiency);
+  if (auto it = j.find("shares_copy_port"); it != j.end()) {
+    if (!it->is_boolean()) Bad(file, Dot(field, "shares_copy_port"), fmt::format("expected true or false, got {}", TypeName(*it)));
+    l.shares_copy_port = it->get<bool>();
+  }
   ValidateLink(l, file, field);
   return l;
 }
@@ -610,9 +622,14 @@ void ApplyProfileFile(Cluster& c, const std::string& path) {
   if (!in) throw InputError(path, "", "cannot open calibration profile");
   std::stringstream ss;
   ss << in.rdbuf();
+  const std::string text = ss.str();
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw InputError(path, "", "calibration profile is empty (expected a JSON object)");
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    throw InputError(path, "", fmt::format("not a JSON calibration profile: binary data (NUL byte at offset {})", nul));
   json j;
   try {
-    j = json::parse(ss.str());
+    j = json::parse(text);
   } catch (const json::exception& e) {  // parse_error, and out_of_range.406 (number overflow)
     throw InputError(path, "", fmt::format("not valid JSON: {}", e.what()));
   }

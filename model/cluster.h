@@ -34,6 +34,10 @@ struct LinkProfile {
   // reaches at that size (NCCL's both-ways ramp is slower than one way's).
   // Sorted by bytes; empty = DuplexEfficiency below falls back to the one-way curve.
   std::vector<EfficiencyPoint> duplex_efficiency;
+  // Transfers over this link also flow through both GPUs' device-copy ports:
+  // NCCL's kernels share SMs and HBM with copy kernels, so a copy running
+  // beside a transfer gets what the transfer leaves of the copy rate.
+  bool shares_copy_port = false;
 
   // Efficiency at `bytes`: log-linear interpolation between points, clamped at the ends.
   double Efficiency(int64_t bytes) const;

@@ -230,7 +230,12 @@ ModelConfig ReadHfConfig(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw InputError(path, "", "error while reading the file");
-  return ParseHfConfig(text.str(), path);
+  const std::string s = text.str();
+  if (s.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw InputError(path, "", "the Hugging Face config file is empty (expected a JSON object)");
+  if (const size_t nul = s.find('\0'); nul != std::string::npos)
+    throw InputError(path, "", "not a Hugging Face config.json: binary data (NUL byte at offset " + std::to_string(nul) + ")");
+  return ParseHfConfig(s, path);
 }
 
 }  // namespace reshard

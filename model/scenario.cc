@@ -635,7 +635,7 @@ void ParseMemory(const Reader& r, const YAML::Node& n, MemoryConfig& m) {
 }
 
 void ParsePlan(const Reader& r, const YAML::Node& n, PlanOptions& p) {
-  r.CheckKeys(n, "plan", {"segment_bytes"});
+  r.CheckKeys(n, "plan", {"segment_bytes", "direct_min_bytes"});
   if (const YAML::Node sb = n["segment_bytes"]) {
     std::string v(Trim(r.Scalar(sb, "plan.segment_bytes", "auto or a size")));
     if (v == "auto") {
@@ -643,6 +643,15 @@ void ParsePlan(const Reader& r, const YAML::Node& n, PlanOptions& p) {
     } else {
       p.segment_bytes = r.Bytes(sb, "plan.segment_bytes");
       if (p.segment_bytes <= 0) r.Fail("plan.segment_bytes", sb, "must be > 0 (or 'auto')");
+    }
+  }
+  if (const YAML::Node d = n["direct_min_bytes"]) {
+    std::string v(Trim(r.Scalar(d, "plan.direct_min_bytes", "auto or a size")));
+    if (v == "auto") {
+      p.direct_min_bytes = -1;
+    } else {
+      p.direct_min_bytes = r.Bytes(d, "plan.direct_min_bytes");
+      if (p.direct_min_bytes < 0) r.Fail("plan.direct_min_bytes", d, "must be >= 0 (or 'auto')");
     }
   }
 }

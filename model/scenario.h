@@ -34,6 +34,10 @@ struct MemoryConfig {
 
 struct PlanOptions {
   int64_t segment_bytes = 0;     // 0 = auto
+  // Pieces at least this large, contiguous on a side, are sent / received in
+  // place on that side (one p2p op each); smaller ones are packed into
+  // segments. -1 = auto (the planner chooses).
+  int64_t direct_min_bytes = -1;
 };
 
 struct Scenario {
@@ -59,6 +63,13 @@ Scenario ParseScenario(const std::string& text, const std::string& path);
 // Built-in scenarios (the README's main job runs one without any file).
 std::vector<std::string> BuiltinScenarioNames();
 Scenario BuiltinScenario(const std::string& name);
+
+// Stable hash (16 hex digits) of what a plan is made for: the cluster's
+// Fingerprint(), both dtypes, every tensor's name and shape, and both layouts
+// with their GPU lists (not the memory state or planning options). Plans
+// record it; a plan run against a scenario with another one is refused
+// (model/scenario_fingerprint.cc).
+std::string ScenarioFingerprint(const Scenario& s);
 
 // Sizes like "256MiB", "4 GiB", "1.5GB", 1048576. Throws InputError on junk,
 // negative values, NaN/inf, or overflow of int64.

@@ -30,6 +30,8 @@
 
 namespace reshard {
 
+struct Scenario;  // model/scenario.h
+
 enum class OpKind : uint8_t { kAlloc, kFree, kCopy, kSend, kRecv, kOffload, kReload };
 enum class MemorySpace : uint8_t { kDevice, kHost };
 enum class BufferRole : uint8_t {
@@ -133,6 +135,7 @@ struct BytesMoved {
 // What the planner chose and predicted; consumers may ignore it.
 struct PlanSummary {
   int64_t segment_bytes = 0;
+  int64_t direct_min_bytes = 0;       // pieces at least this large went in place where contiguous
   double offload_fraction = 0;
   std::string memory_policy;          // e.g. "dest-per-layer+source-offload"
   BytesMoved bytes_moved;
@@ -147,6 +150,7 @@ struct Plan {
   std::string name;                   // scenario name
   Cluster cluster;                    // the plan runs on this cluster only (fingerprint)
   std::string cluster_fingerprint;    // Cluster::Fingerprint() at planning time
+  std::string scenario_fingerprint;   // ScenarioFingerprint() of the scenario planned ("" when unknown)
   std::vector<std::string> stream_names{"compute", "comm", "host"};
   std::vector<PlanTensor> tensors;
   std::vector<PlanBuffer> buffers;    // id == index
@@ -184,6 +188,13 @@ struct VerifyResult {
 // Checks DESIGN's plan semantics. `expected` (optional) is the cluster the
 // plan is about to run on; a fingerprint mismatch is a problem.
 VerifyResult Verify(const Plan& p, const Cluster* expected = nullptr);
+
+// Plans from elsewhere: why `p` is not a plan for scenario `s` (empty when it
+// is). Compares the cluster (fingerprint, and which fields differ), the
+// tensors (names, shapes, dtypes: hand edits of sizes show here even when
+// Verify passes) and Plan::scenario_fingerprint with ScenarioFingerprint(s)
+// (layouts, GPU lists). O(tensors). planner/plan_fingerprint.cc.
+std::vector<std::string> PlanScenarioProblems(const Plan& p, const Scenario& s);
 
 std::string ToString(const Plan& p);  // readable listing: buffers, then ops per GPU and stream
 std::string ToDot(const Plan& p);     // GraphViz of ops and dependencies (small plans)

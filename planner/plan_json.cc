@@ -320,11 +320,12 @@ ContentPiece ReadPiece(const json& j, const Path& p, const Reader& r) {
 
 PlanSummary ReadSummary(const json& j, const Path& p, const Reader& r) {
   r.Object(j, p,
-           {"segment_bytes", "offload_fraction", "memory_policy", "bytes_moved", "lower_bound_s", "predicted_time_s",
-            "predicted_peak_bytes"});
+           {"segment_bytes", "direct_min_bytes", "offload_fraction", "memory_policy", "bytes_moved", "lower_bound_s",
+            "predicted_time_s", "predicted_peak_bytes"});
   constexpr double kInf = std::numeric_limits<double>::infinity();
   PlanSummary s;
   s.segment_bytes = r.Int(j, p, "segment_bytes", 0, 0, kI64Max);
+  s.direct_min_bytes = r.Int(j, p, "direct_min_bytes", 0, 0, kI64Max);
   s.offload_fraction = r.Double(j, p, "offload_fraction", 0, 0, 1);
   s.memory_policy = r.String(j, p, "memory_policy", "");
   if (const json* m = Reader::Find(j, "bytes_moved")) {
@@ -390,14 +391,15 @@ Plan ReadPlanObject(const json& j, const Reader& r, Streamed* streamed) {
   Path root;
   if (!j.is_object()) r.Fail(root, "expected a JSON object (a plan) at the top level, got " + Preview(j));
   r.Object(j, root,
-           {"format_version", "name", "cluster", "cluster_fingerprint", "stream_names", "summary", "tensors", "buffers",
-            "ops", "sources", "destinations"});
+           {"format_version", "name", "cluster", "cluster_fingerprint", "scenario_fingerprint", "stream_names", "summary",
+            "tensors", "buffers", "ops", "sources", "destinations"});
   CheckVersion(j, r);
   Plan p;
   p.format_version = static_cast<int32_t>(kFormatVersion);
   p.name = r.String(j, root, "name", "");
   p.cluster = ReadCluster(r.Required(j, root, "cluster"), r);
   p.cluster_fingerprint = r.String(j, root, "cluster_fingerprint", "");
+  p.scenario_fingerprint = r.String(j, root, "scenario_fingerprint", "");
   if (const json* s = Reader::Find(j, "stream_names")) {
     Path sp = root / "stream_names";
     r.Array(*s, sp);
@@ -654,6 +656,7 @@ template <class J>
 J SummaryToJson(const PlanSummary& s) {
   J j;
   j["segment_bytes"] = s.segment_bytes;
+  j["direct_min_bytes"] = s.direct_min_bytes;
   j["offload_fraction"] = s.offload_fraction;
   j["memory_policy"] = s.memory_policy;
   J m;
@@ -682,6 +685,7 @@ nlohmann::json PlanToJson(const Plan& p) {
   j["format_version"] = p.format_version;
   j["name"] = p.name;
   j["cluster_fingerprint"] = p.cluster_fingerprint;
+  if (!p.scenario_fingerprint.empty()) j["scenario_fingerprint"] = p.scenario_fingerprint;
   j["stream_names"] = p.stream_names;
   j["summary"] = SummaryToJson<json>(p.summary);
   json c;
@@ -714,6 +718,7 @@ void WritePlan(const Plan& p, const std::string& path) {
   head["format_version"] = p.format_version;
   head["name"] = p.name;
   head["cluster_fingerprint"] = p.cluster_fingerprint;
+  if (!p.scenario_fingerprint.empty()) head["scenario_fingerprint"] = p.scenario_fingerprint;
   head["stream_names"] = p.stream_names;
   std::string h = Dump(head);
   out << h.substr(0, h.size() - 1) << ",\n";  // drop the closing brace

@@ -6,8 +6,9 @@
 //
 // The steps:
 //  1. Structure: ids equal indices; GPU, stream, buffer, peer, tensor ids in
-//     range; regions inside their buffers, on the op's GPU, in the right
-//     memory space; copies of equal byte counts.
+//     range; no buffer larger than the GPU's (host: the node's) memory;
+//     regions inside their buffers, on the op's GPU, in the right memory
+//     space; copies of equal byte counts.
 //  2. Send/recv pairs: mutual match ids, opposite kinds, swapped gpu/peer,
 //     equal bytes, one group. Per ordered GPU pair, the k-th send and the k-th
 //     recv (issue order = plan order) must be each other's match, as NCCL
@@ -201,6 +202,13 @@ class Verifier {
       if (buf.id != b) pr_.Add("{}: id is {}, expected {} (ids equal indices)", BufName(b), buf.id, b);
       if (!GpuOk(buf.gpu)) pr_.Add("{}: gpu {} does not exist (the cluster has {} GPUs)", BufName(b), buf.gpu, G_);
       if (buf.bytes < 0) pr_.Add("{}: negative size {} bytes", BufName(b), buf.bytes);
+      // One buffer larger than the memory it lives in cannot exist (an absurd
+      // or hand-edited size; the simulator would only report a huge peak).
+      const int64_t capacity =
+          buf.space == MemorySpace::kDevice ? p_.cluster.gpu_memory_bytes : p_.cluster.host_memory_bytes;
+      if (capacity > 0 && buf.bytes > capacity)
+        pr_.Add("{}: {} bytes is more than the {} memory it lives in ({} bytes)", BufName(b), buf.bytes,
+                buf.space == MemorySpace::kDevice ? "GPU's" : "node's host", capacity);
     }
   }
 
@@ -307,7 +315,9 @@ class Verifier {
     const OpKind opposite = is_send ? OpKind::kRecv : OpKind::kSend;
     const char* want = is_send ? "recv" : "send";
     CheckRegion(i, op.region, "region", std::nullopt);
-    if (!op.region.Contiguous())
+    // Contiguous() multiplies unchecked: only on a region whose size fits int64
+    // (an overflowing one is already reported by CheckRegion).
+    if (CheckedBytes(op.region) && !op.region.Contiguous())
       pr_.Add("{}: region is not contiguous (a send or recv moves one run of bytes)", OpName(i));
     if (!GpuOk(op.peer)) pr_.Add("{}: peer gpu {} does not exist", OpName(i), op.peer);
     if (!OpOk(op.match)) {

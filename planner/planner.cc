@@ -257,6 +257,7 @@ void BuildBase(Base& b) {
 // Segments and rounds for one segment size.
 struct Schedule {
   int64_t segment_bytes = 0;
+  int64_t direct_min_bytes = 0;     // pieces below this are packed, never in place
   std::vector<Part> parts;
   std::vector<Seg> segs;            // sorted by (round, src_gpu, dst_gpu)
   std::vector<LocalBatch> locals;   // sorted by (gpu, priority, src_slot)
@@ -272,14 +273,50 @@ int32_t Priority(const Base& b, int32_t src_rank, int32_t slot) {
 
 bool Contiguous(const Region& r) { return r.Contiguous(); }
 
-Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
+// One side of a piece of a remote pair, when it is contiguous there: where it
+// sits (rank's plan buffer `slot`, byte offset) and the run it belongs to.
+struct SideRun {
+  int32_t rank = -1, slot = -1;  // rank < 0: not contiguous on this side
+  int64_t offset_bytes = 0, bytes = 0;
+  int64_t run_bytes = 0;         // bytes of the run of back-to-back pieces it is in
+  bool run_start = true;         // first piece of its run (by address)
+};
+
+// Fills run_bytes / run_start: pieces of one (rank, slot) that follow each
+// other without a gap form a run. O(n log n) by sorting on the address.
+void MeasureRuns(std::vector<SideRun>& v, std::vector<size_t>& order) {
+  order.clear();
+  for (size_t k = 0; k < v.size(); ++k)
+    if (v[k].rank >= 0) order.push_back(k);
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return std::tie(v[x].rank, v[x].slot, v[x].offset_bytes, x) < std::tie(v[y].rank, v[y].slot, v[y].offset_bytes, y);
+  });
+  for (size_t a = 0; a < order.size();) {
+    size_t e = a + 1;
+    int64_t total = v[order[a]].bytes;
+    while (e < order.size()) {
+      const SideRun &p = v[order[e - 1]], &q = v[order[e]];
+      if (q.rank != p.rank || q.slot != p.slot || q.offset_bytes != p.offset_bytes + p.bytes) break;
+      total += q.bytes;
+      v[order[e]].run_start = false;
+      ++e;
+    }
+    for (size_t k = a; k < e; ++k) v[order[k]].run_bytes = total;
+    a = e;
+  }
+}
+
+Schedule MakeSchedule(const Base& b, int64_t seg_bytes, int64_t direct_min_bytes) {
   Schedule sc;
   sc.segment_bytes = seg_bytes;
+  sc.direct_min_bytes = direct_min_bytes;
   const Cluster& c = b.s.cluster;
   const int64_t eb = b.eb;
   const int64_t max_elems = std::max<int64_t>(1, seg_bytes / eb);
   sc.parts.reserve(b.items.size() + b.items.size() / 8);
   std::vector<uint8_t> cls;  // per item of the pair: transfer class
+  std::vector<SideRun> side[2];  // per item of the pair: its send / receive side, if contiguous
+  std::vector<size_t> run_order, fill_order;
   for (size_t i = 0; i < b.items.size();) {
     size_t j = i;
     while (j < b.items.size() && b.items[j].src_gpu == b.items[i].src_gpu && b.items[j].dst_gpu == b.items[i].dst_gpu) ++j;
@@ -315,33 +352,50 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
       std::vector<Seg> segs;
       Seg cur{};
       int64_t used = 0, elems = 0, seg_elems = 0;
+      int64_t ops = 1;  // p2p ops of the current segment (in-place classes: runs started)
     };
     Filler fill[4];  // index: send_direct | recv_direct << 1
-    cls.assign(j - i, 0);
+    // A side goes in place when the piece is contiguous there and belongs to
+    // a run (pieces of this pair back to back in one plan buffer, which the
+    // emitter sends as one op) of at least direct_min_bytes.
+    const size_t n = j - i;
+    cls.assign(n, 0);
+    side[0].assign(n, SideRun{});
+    side[1].assign(n, SideRun{});
     for (size_t k = i; k < j; ++k) {
       const Item& it = b.items[k];
       const Fragment& f = b.Frag(it.dst_rank, it.frag);
       const Piece& sp = b.src.ShardOf(it.src_rank).pieces[it.src_piece];
       const Piece& dp = b.dst.ShardOf(it.dst_rank).pieces[f.dst_piece];
-      const auto sr = BoxRegion(0, sp.offset, sp.stride, sp.box, f.box, eb);
-      const auto dr = BoxRegion(0, dp.offset, dp.stride, dp.box, f.box, eb);
-      uint8_t cl = 0;
-      if (sr && dr) cl = static_cast<uint8_t>((Contiguous(*sr) ? 1 : 0) | (Contiguous(*dr) ? 2 : 0));
-      cls[k - i] = cl;
-      fill[cl].elems += f.elems;
-      ++fill[cl].used;  // items per class, for the count below
+      const int32_t ss = b.src.rank_shard[it.src_rank], ds = b.dst.rank_shard[it.dst_rank];
+      const auto sr = BoxRegion(0, b.sb.base_of[ss][sp.buffer] + sp.offset, sp.stride, sp.box, f.box, eb);
+      const auto dr = BoxRegion(0, b.db.base_of[ds][dp.buffer] + dp.offset, dp.stride, dp.box, f.box, eb);
+      if (!sr || !dr) continue;
+      if (Contiguous(*sr))
+        side[0][k - i] = SideRun{it.src_rank, b.sb.slot_of[ss][sp.buffer], sr->offset_bytes, sr->Bytes(), 0};
+      if (Contiguous(*dr))
+        side[1][k - i] = SideRun{it.dst_rank, b.db.slot_of[ds][dp.buffer], dr->offset_bytes, dr->Bytes(), 0};
+    }
+    for (int s = 0; s < 2; ++s) MeasureRuns(side[s], run_order);
+    for (size_t k = 0; k < n; ++k) {
+      const bool sd = side[0][k].rank >= 0 && side[0][k].run_bytes >= direct_min_bytes;
+      const bool rd = side[1][k].rank >= 0 && side[1][k].run_bytes >= direct_min_bytes;
+      const uint8_t cl = static_cast<uint8_t>((sd ? 1 : 0) | (rd ? 2 : 0));
+      cls[k] = cl;
+      fill[cl].elems += b.Frag(b.items[i + k].dst_rank, b.items[i + k].frag).elems;
+      fill[cl].used += cl == 0 || side[cl == 2 ? 1 : 0][k].run_start ? 1 : 0;  // ops per class, for the count below
     }
     // Splitting by class may add at most a quarter more segments (each is a
     // slot in a round; many small pairs, as in MoE plans, would double their
     // rounds): beyond that the pair is staged as one stream, only pieces
-    // contiguous on both sides and at least half a segment going direct.
+    // whose in-place run is at least half a segment keeping their class.
     {
       int64_t pair_elems = 0, split = 0;
       for (int cl = 0; cl < 4; ++cl) {
         pair_elems += fill[cl].elems;
-        int64_t n = (fill[cl].elems + max_elems - 1) / max_elems;
-        if (cl != 0) n = std::max(n, (fill[cl].used + kMaxP2pPerSegment - 1) / kMaxP2pPerSegment);
-        split += n;
+        int64_t segs = (fill[cl].elems + max_elems - 1) / max_elems;
+        if (cl != 0) segs = std::max(segs, (fill[cl].used + kMaxP2pPerSegment - 1) / kMaxP2pPerSegment);
+        split += segs;
         fill[cl].used = 0;
       }
       const int64_t nseg = (pair_elems + max_elems - 1) / max_elems;
@@ -350,7 +404,8 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
         for (Filler& F : fill) F.elems = 0;
         for (size_t k = i; k < j; ++k) {
           const int64_t elems = b.Frag(b.items[k].dst_rank, b.items[k].frag).elems;
-          if (cls[k - i] != 3 || 2 * elems < seg_elems) cls[k - i] = 0;
+          const SideRun& run = side[cls[k - i] == 2 ? 1 : 0][k - i];
+          if (cls[k - i] != 0 && 2 * run.run_bytes < seg_elems * eb) cls[k - i] = 0;
           fill[cls[k - i]].elems += elems;
         }
       }
@@ -370,18 +425,31 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes) {
       F.cur.first_part = static_cast<int64_t>(F.parts.size());
       F.cur.num_parts = 0;
       F.used = 0;
+      F.ops = 1;
     };
     auto add = [&](Filler& F, const Item& it, const Box& box) {
       if (F.cur.num_parts == 0) F.cur.priority = Priority(b, it.src_rank, it.src_slot);
       F.parts.push_back(Part{box, it.dst_rank, it.frag, it.src_rank, it.src_piece});
       ++F.cur.num_parts;
       F.used += Volume(box);
-      if (F.cur.PerPart() && F.cur.num_parts >= kMaxP2pPerSegment) close(F);
+      if (F.cur.PerPart() && F.ops >= kMaxP2pPerSegment) close(F);
     };
-    for (size_t k = i; k < j; ++k) {
+    // Fill order: per class; the in-place classes by their run side's address
+    // (send side for 1 and 3, receive side for 2), so runs stay together.
+    fill_order.resize(n);
+    std::iota(fill_order.begin(), fill_order.end(), size_t{0});
+    std::stable_sort(fill_order.begin(), fill_order.end(), [&](size_t x, size_t y) {
+      if (cls[x] != cls[y]) return cls[x] < cls[y];
+      if (cls[x] == 0) return false;
+      const SideRun &a = side[cls[x] == 2 ? 1 : 0][x], &c2 = side[cls[x] == 2 ? 1 : 0][y];
+      return std::tie(a.rank, a.slot, a.offset_bytes) < std::tie(c2.rank, c2.slot, c2.offset_bytes);
+    });
+    for (size_t q : fill_order) {
+      const size_t k = i + q;
       const Item& it = b.items[k];
       const Fragment& f = b.Frag(it.dst_rank, it.frag);
       Filler& F = fill[cls[k - i]];
+      if (F.cur.PerPart() && F.cur.num_parts > 0 && side[cls[q] == 2 ? 1 : 0][q].run_start) ++F.ops;
       const int64_t seg_elems = F.seg_elems;
       // Fill the current segment, splitting along the outermost dimension
       // (row-major sub-boxes of a contiguous run stay contiguous).
@@ -928,7 +996,10 @@ class Emitter {
       dst_alloc_.resize(out_.plan.buffers.size(), -1);
       readers_.resize(out_.plan.buffers.size(), 0);
       last_read_.resize(out_.plan.buffers.size());
-      dst_alloc_[slot[k]] = Alloc(gpu, slot[k], kStreamCompute);
+      // A receive slot is allocated on the comm stream, just before its first
+      // transfer: on the compute stream it would wait behind the local copies
+      // emitted meanwhile and hold the transfer back.
+      dst_alloc_[slot[k]] = Alloc(gpu, slot[k], send ? kStreamCompute : kStreamComm);
     }
     return slot[k];
   }
@@ -1005,31 +1076,54 @@ class Emitter {
     }
     std::vector<std::pair<int32_t, int32_t>> reads;  // (source buffer, send op) read in place
     int64_t off = 0;
+    // Parts back to back on every in-place side (staged sides always are)
+    // travel as one op: a layer's whole shard is one send, not one per tensor.
+    Op send, recv;
+    int32_t sbuf = -1, ops = 0;
+    auto flush = [&] {
+      if (send.region.buffer < 0) return;
+      send.label = fmt::format("send s{}.{}", i, ops);
+      recv.label = fmt::format("recv s{}.{}", i, ops);
+      ++ops;
+      EmitPair(i, std::move(send), std::move(recv));
+      if (sg.send_direct) reads.emplace_back(sbuf, send_op_[i].back());
+      send.region.buffer = -1;
+    };
+    send.region.buffer = -1;
     for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k) {
       const Home& h = homes_[k];
       RESHARD_CHECK(h.simple && (!sg.send_direct || h.sr.Contiguous()) && (!sg.recv_direct || h.dr.Contiguous()),
                     "an in-place transfer needs a contiguous region on that side");
       const int64_t bytes = h.sr.Bytes();
-      Op send = send0, recv = recv0;
+      auto follows = [](const Region& run, const Region& next) {
+        return run.buffer == next.buffer && run.offset_bytes + run.Bytes() == next.offset_bytes;
+      };
+      if (send.region.buffer >= 0 && (!sg.send_direct || follows(send.region, h.sr)) &&
+          (!sg.recv_direct || follows(recv.region, h.dr))) {
+        send.region = ContiguousRegion(send.region.buffer, send.region.offset_bytes, send.region.Bytes() + bytes);
+        recv.region = ContiguousRegion(recv.region.buffer, recv.region.offset_bytes, recv.region.Bytes() + bytes);
+        off += bytes;  // an in-place receive side stays in the same (allocated) buffer
+        continue;
+      }
+      flush();
+      send = send0, recv = recv0;
+      sbuf = h.sbuf;
       if (sg.send_direct) {
-        send.region = h.sr;
+        send.region = ContiguousRegion(h.sr.buffer, h.sr.offset_bytes, bytes);
       } else {
         send.region = ContiguousRegion(sslot, off, bytes);
         send.deps.push_back(pack_op_[i]);
       }
       if (sg.recv_direct) {
-        recv.region = h.dr;
+        recv.region = ContiguousRegion(h.dr.buffer, h.dr.offset_bytes, bytes);
         EnsureDest(h.dbuf, recv.deps);
       } else {
         recv.region = ContiguousRegion(rslot, off, bytes);
         recv.deps = rdeps;
       }
       off += bytes;
-      send.label = fmt::format("send s{}.{}", i, k - sg.first_part);
-      recv.label = fmt::format("recv s{}.{}", i, k - sg.first_part);
-      EmitPair(i, std::move(send), std::move(recv));
-      if (sg.send_direct) reads.emplace_back(h.sbuf, send_op_[i].back());
     }
+    flush();
     if (!pol_.source_to_host || reads.empty()) return;
     // Each source buffer read in place is done after its last send here.
     std::stable_sort(reads.begin(), reads.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
@@ -1071,8 +1165,14 @@ class Emitter {
         pack_upto(g, r + send_slots_[g] - 1);
         locals_upto(g, prio);
       }
-      // Groups: connected components of this round's transfers.
       const int32_t b0 = round_begin[r], b1 = round_begin[r + 1];
+      // Receive slots first used in this round: allocated on the comm stream
+      // before the round's group (inside it, an alloc would split the group).
+      for (int32_t i = b0; i < b1; ++i) {
+        const Seg& sg = sc_.segs[i];
+        if (!sg.recv_direct) StagingSlot(sg.dst_gpu, false, recv_index_[i] % recv_slots_[sg.dst_gpu]);
+      }
+      // Groups: connected components of this round's transfers.
       for (int32_t i = b0; i < b1; ++i) parent[sc_.segs[i].src_gpu] = sc_.segs[i].src_gpu, parent[sc_.segs[i].dst_gpu] = sc_.segs[i].dst_gpu;
       auto find = [&](int32_t x) {
         while (parent[x] != x) x = parent[x] = parent[parent[x]];
@@ -1244,6 +1344,7 @@ double QuickEstimate(const Base& b, int64_t seg_bytes) {
 }  // namespace
 
 constexpr double kSizeTolerance = 1.15;
+constexpr int64_t kDefaultDirectMinBytes = int64_t{64} << 20;
 
 PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   if (s.destination_dtype != s.dtype)
@@ -1297,6 +1398,17 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
     if (smallest != first) order.push_back(smallest);
   }
   const std::vector<Policy> policies = Policies(s, options);
+  // In-place thresholds tried (see PlanOptions::direct_min_bytes). Ties keep
+  // the first: 64 MiB (an op of that size reaches ~85 % of NVLink), then
+  // everything packed, then everything contiguous in place.
+  std::vector<int64_t> directs;
+  const int64_t direct = options.direct_min_bytes >= 0 ? options.direct_min_bytes : s.plan.direct_min_bytes;
+  if (direct >= 0) {
+    directs = {direct};
+  } else {
+    directs = {kDefaultDirectMinBytes};
+    if (small) directs.insert(directs.end(), {std::numeric_limits<int64_t>::max(), int64_t{0}});
+  }
 
   struct Candidate {
     std::shared_ptr<Schedule> schedule;
@@ -1309,7 +1421,8 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   Emitted frugal;  // the infeasible result with the least missing bytes
   bool have_frugal = false;
   for (size_t oi : order) {
-    auto sched = std::make_shared<Schedule>(MakeSchedule(base, sizes[oi]));
+   for (const int64_t dmin : directs) {
+    auto sched = std::make_shared<Schedule>(MakeSchedule(base, sizes[oi], dmin));
     for (size_t pi = 0; pi < policies.size(); ++pi) {
       const Policy& pol = policies[pi];
       Emitted e = Emitter(base, *sched, pol).Run();
@@ -1330,6 +1443,7 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
       // that fits; large plans keep the first (cheapest savings first).
       if (pi == 0 || !small) break;
     }
+   }
     if (best && !small) break;  // large plans: the first size that fits
   }
 
@@ -1348,6 +1462,7 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   Plan& plan = best->e.plan;
   PlanSummary& sum = plan.summary;
   sum.segment_bytes = sc.segment_bytes;
+  sum.direct_min_bytes = sc.direct_min_bytes;
   sum.offload_fraction = best->policy.offload_fraction;
   sum.memory_policy = best->policy.Name();
   sum.bytes_moved = CountBytesMoved(plan);

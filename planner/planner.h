@@ -64,6 +64,9 @@ struct PlannerOptions {
   // segment_candidates (by predicted time).
   int64_t segment_bytes = 0;
   std::vector<int64_t> segment_candidates;  // empty: powers of two 4 MiB .. 1 GiB
+  // -1: the scenario's plan.direct_min_bytes; when that is -1 too, small
+  // plans try 64 MiB, never and 0 (by predicted time), large ones 64 MiB.
+  int64_t direct_min_bytes = -1;
   // Forced policies (empty: from the scenario / searched).
   std::optional<double> offload_fraction;
   std::optional<bool> destination_per_layer;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages reshard builds and tests with. Idempotent:
 # packages already present are left alone, and apt-get runs only if any is missing.
-# Usage: scripts/install-deps.sh [--notebooks]   (--notebooks adds Jupyter for notebooks/)
+# Usage: scripts/install-deps.sh [--notebooks]   (--notebooks adds Jupyter for notebooks/:
+# `jupyter nbconvert` and the Python packages the notebooks import)
 set -euo pipefail
 
 pkgs=(
@@ -12,7 +13,7 @@ pkgs=(
   openmpi-bin libopenmpi-dev
 )
 if [[ "${1:-}" == "--notebooks" ]]; then
-  pkgs+=(python3-nbconvert python3-nbformat python3-ipykernel python3-matplotlib python3-pandas)
+  pkgs+=(jupyter-nbconvert python3-nbconvert python3-nbformat python3-ipykernel python3-matplotlib python3-pandas)
 fi
 
 missing=()

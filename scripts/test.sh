@@ -4,7 +4,7 @@
 # ASan + UBSan. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --notebooks   # Jupyter too: the notebooks/ are executed as tests
 jobs=$(nproc)
 cmake -G Ninja -B build -S . -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C build -j"$jobs"

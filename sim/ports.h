@@ -46,7 +46,7 @@ std::string_view PortKindName(PortKind k);  // "nvlink_out", "nvlink_in", "pcie_
 struct Route {
   LinkClass link_class = LinkClass::kLocal;
   int32_t num_ports = 0;
-  std::array<int32_t, 2> ports{-1, -1};
+  std::array<int32_t, 4> ports{-1, -1, -1, -1};  // the simulator adds the GPUs' copy ports to transfers
   bool pageable = false;
   friend bool operator==(const Route&, const Route&) = default;
 };

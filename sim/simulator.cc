@@ -151,7 +151,7 @@ struct Simulator::State {
     int64_t finish_ns = -1;
     uint32_t stamp = 0;         // component / frozen marks
     uint32_t frozen = 0;
-    std::array<int32_t, 2> pos{-1, -1};  // index in each port's flow list
+    std::array<int32_t, 4> pos{-1, -1, -1, -1};  // index in each port's flow list
     bool active = false, done = false;
   };
   struct PortState {
@@ -207,6 +207,14 @@ struct Simulator::State {
   // (32 MiB), a hash set beyond.
   std::vector<uint64_t> peer_bits;
   std::unordered_set<int64_t> peer_set;
+  // Per ordered GPU pair (src * gpus + dst): transfers waiting for the one in flight.
+  struct Channel {
+    std::vector<int32_t> pending;  // send op ids, FIFO from `head`
+    size_t head = 0;
+    bool busy = false;
+    int32_t flow = -1;             // the transfer in flight
+  };
+  std::unordered_map<int64_t, Channel> channels;  // lookup only, never iterated
   std::array<Activity, kKinds> kind_use{};
   std::array<Activity, kClasses> class_use{};
 
@@ -468,16 +476,89 @@ struct Simulator::State {
         case OpKind::kSend:
         case OpKind::kRecv:
           ConnectPeer(op.gpu, op.peer, t);
-          if (op_issued[op.match]) {
-            const int32_t send = op.kind == OpKind::kSend ? i : op.match;
-            NewFlow(send, info[send].match, ports.Transfer(info[send].gpu, info[send].peer), t);
-          }
+          if (op_issued[op.match]) Rendezvous(op.kind == OpKind::kSend ? i : op.match, t);
           break;
       }
     }
   }
 
-  void NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t) {
+  // A send and its recv are both issued. The ops of one ordered GPU pair run
+  // one at a time in issue order (NCCL works through a connection's ops in
+  // order: 8 grouped sends of 256 MiB take 8x one; bench/results/
+  // 2026-11-30-h200x2-nccl-group-probe.md), so the flow starts when the pair's
+  // previous transfer ends.
+  void Rendezvous(int32_t send, int64_t t) {
+    Channel& ch = channels[static_cast<int64_t>(info[send].gpu) * gpus + info[send].peer];
+    if (ch.busy) {
+      ch.pending.push_back(send);
+      return;
+    }
+    ch.busy = true;
+    ch.flow = NewFlow(send, info[send].match, TransferRoute(send), t);
+    BothWays(info[send].gpu, info[send].peer);
+  }
+
+  // While a pair's two directions both carry a transfer, each runs at the
+  // link's both-ways rate and ramp (DuplexEfficiency: NCCL's both-ways curve
+  // is lower than one way's at the same size); alone, at the one-way cap.
+  // Called whenever a transfer of the pair starts or ends.
+  void BothWays(int32_t a, int32_t b) {
+    if (a == b) return;
+    const auto fwd = channels.find(static_cast<int64_t>(a) * gpus + b);
+    const auto rev = channels.find(static_cast<int64_t>(b) * gpus + a);
+    const int32_t forth = fwd == channels.end() ? -1 : fwd->second.flow;
+    const int32_t back = rev == channels.end() ? -1 : rev->second.flow;
+    const bool both = forth >= 0 && back >= 0;
+    for (const int32_t id : {forth, back}) {
+      if (id < 0) continue;
+      Flow& f = flows[id];
+      if (f.done || f.bytes <= 0) continue;
+      double cap = ports.FlowCapBytesPerS(f.route, f.bytes) / kNsPerS;
+      if (both) {
+        const LinkProfile& prof = ports.Profile(f.route);
+        const double duplex = prof.duplex_bytes_per_s > 0 ? prof.duplex_bytes_per_s : prof.bytes_per_s;
+        cap = duplex * prof.DuplexEfficiency(f.bytes) / kNsPerS;
+      }
+      if (!(cap > 0) || cap == f.cap) continue;
+      f.cap = cap;
+      if (f.active)
+        for (int32_t k = 0; k < f.route.num_ports; ++k) dirty.push_back(f.route.ports[k]);
+    }
+  }
+
+  // A transfer over a link that shares_copy_port also draws on both GPUs'
+  // copy ports: NCCL's kernels share SMs and HBM with copy kernels. Measured on 2x H200
+  // (bench/results/2026-11-30-h200x2-nccl-group-probe.md): a 2 GiB device copy
+  // under 2 GiB both-ways NVLink ran at 1.33-1.51 TB/s (alone 1.95-2.12)
+  // while NVLink kept 335-342 GB/s (alone 364): copy + NVLink in + out stayed
+  // within the copy port's rate.
+  Route TransferRoute(int32_t send) const {
+    const int32_t a = info[send].gpu, b = info[send].peer;
+    Route r = ports.Transfer(a, b);
+    if (r.link_class == LinkClass::kLocal || !ports.Profile(r).shares_copy_port) return r;
+    for (const int32_t g : {a, b}) {
+      const int32_t q = ports.DeviceCopy(g).ports[0];
+      if (port[q].peak > 0) r.ports[r.num_ports++] = q;
+    }
+    return r;
+  }
+
+  void NextOnChannel(int32_t send, int64_t t) {
+    Channel& ch = channels[static_cast<int64_t>(info[send].gpu) * gpus + info[send].peer];
+    if (ch.head == ch.pending.size()) {
+      ch.busy = false;
+      ch.flow = -1;
+      ch.pending.clear();
+      ch.head = 0;
+      BothWays(info[send].gpu, info[send].peer);
+      return;
+    }
+    const int32_t next = ch.pending[ch.head++];
+    ch.flow = NewFlow(next, info[next].match, TransferRoute(next), t);
+    BothWays(info[next].gpu, info[next].peer);
+  }
+
+  int32_t NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t) {
     Flow f;
     f.op = op;
     f.op2 = op2;
@@ -501,6 +582,7 @@ struct Simulator::State {
     const int32_t id = static_cast<int32_t>(flows.size());
     flows.push_back(f);
     Push(t + std::max<int64_t>(prof.latency_ns, 0), Event::kFlowStart, id);
+    return id;
   }
 
   void StartFlow(int32_t id, int64_t t) {
@@ -534,7 +616,8 @@ struct Simulator::State {
         p.flows.pop_back();
         if (moved_flow != id) {
           Flow& m = flows[moved_flow];
-          m.pos[m.route.ports[0] == pid ? 0 : 1] = pos;
+          for (int32_t q = 0; q < m.route.num_ports; ++q)
+            if (m.route.ports[q] == pid) m.pos[q] = pos;
         }
         if (p.flows.empty()) p.busy_ns += t - p.busy_since;
         dirty.push_back(pid);
@@ -550,7 +633,10 @@ struct Simulator::State {
     a.sum_ns += t - f.created_ns;
     a.Stop(t);
     EndOp(f.op, t);
-    if (f.op2 >= 0) EndOp(f.op2, t);
+    if (f.op2 >= 0) {
+      EndOp(f.op2, t);
+      NextOnChannel(f.op, t);
+    }
   }
 
   void EndOp(int32_t i, int64_t t) {

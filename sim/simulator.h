@@ -12,6 +12,9 @@
 //    ends, i.e. when all its ops on that GPU have ended.
 //  * Ops. A send and its matching recv rendezvous: when both are issued, both
 //    pay the link class's latency_ns at once, then one flow carries the bytes.
+//    Transfers of one ordered GPU pair run one at a time, in rendezvous order
+//    (NCCL works through a connection's ops in order, also inside a group), so
+//    many small ops to one peer pay latency and small-op efficiency each.
 //    kCopy / kOffload / kReload pay latency_ns, then flow over the device-copy
 //    port / PCIe d2h / PCIe h2d. kAlloc / kFree take no time.
 //  * Bandwidth. Concurrent flows share port capacity max-min fairly

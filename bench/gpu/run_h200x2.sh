@@ -18,7 +18,7 @@ mkdir -p "$OUT"
 rc=0
 for s in ${SCENARIOS:-llama3-8b-tp2-to-tp1x2 llama3-8b-disaggregated qwen3-30b-a3b-ep2-to-tp2 llama3-8b-tp2-to-tp1x2-offload}; do
   echo "== validate $s"
-  "$BIN/reshard" validate "bench/gpu/scenarios/$s.yaml" --backend nccl --repeat ${REPEAT:-5} --json \
+  timeout "${RUN_TIMEOUT:-240}" "$BIN/reshard" validate "bench/gpu/scenarios/$s.yaml" --backend nccl --repeat ${REPEAT:-5} --json \
     > "$OUT/validate-$s.json" 2> "$OUT/validate-$s.log" || { echo "  exit $?"; rc=1; }
   tail -n 3 "$OUT/validate-$s.log"
   python3 - "$OUT/validate-$s.json" <<'PY' || true

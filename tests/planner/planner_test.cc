@@ -633,8 +633,9 @@ bool ContiguousIn(const ContentPiece& p, const Box& b) {
 
 TEST(Planner, CopiesOnlyWhatNeedsRearranging) {
   // TP2 -> TP1 x2 colocated: each GPU keeps its own half in place (a local
-  // placement copy) and receives the other half; only pieces strided on a
-  // side may pass through staging.
+  // placement copy) and receives the other half. Megatron's shards are
+  // contiguous, so the sender sends in place, whole runs of a layer at once;
+  // every remote byte is copied at most once (unpacked by the receiver).
   const Scenario s = BuiltinScenario("llama3-8b-tp2-to-tp1x2");
   const PlanResult r = MakePlan(s);
   ASSERT_TRUE(r.ok()) << r.message;
@@ -673,14 +674,24 @@ TEST(Planner, CopiesOnlyWhatNeedsRearranging) {
   ASSERT_GT(rearrange_bytes, 0);
   ASSERT_LT(rearrange_bytes, remote_bytes);
   int64_t placement = 0, staging_copies = 0, sent = 0;
+  std::vector<int64_t> sends(p.Gpus(), 0), packs(p.Gpus(), 0), source_buffers(p.Gpus(), 0);
+  std::vector<std::set<int32_t>> segments(p.Gpus());
   for (const Op& op : p.ops) {
     if (op.kind == OpKind::kCopy) (op.segment < 0 ? placement : staging_copies) += op.Bytes();
-    if (op.kind == OpKind::kSend) sent += op.region.Bytes();
+    if (op.kind == OpKind::kCopy && op.segment >= 0 && op.label.rfind("pack", 0) == 0) ++packs[op.gpu];
+    if (op.kind == OpKind::kSend) sent += op.region.Bytes(), ++sends[op.gpu], segments[op.gpu].insert(op.segment);
   }
+  for (const PlanBuffer& b : p.buffers)
+    if (b.preexisting && b.role == BufferRole::kSourceWeights) ++source_buffers[b.gpu];
   EXPECT_EQ(sent, remote_bytes);
   EXPECT_EQ(placement, local_bytes);
-  // Staged bytes are copied once (pack or unpack; the source side is contiguous here).
-  EXPECT_LE(staging_copies, rearrange_bytes);
+  EXPECT_LE(staging_copies, remote_bytes);
+  for (int32_t g = 0; g < p.Gpus(); ++g) {
+    EXPECT_EQ(packs[g], 0) << "GPU " << g << ": contiguous shards are sent in place";
+    // Back-to-back pieces of one source buffer go as one op: a send breaks
+    // only at a buffer or a segment boundary.
+    EXPECT_LE(sends[g], source_buffers[g] + static_cast<int64_t>(segments[g].size())) << "GPU " << g;
+  }
   // Extra memory beyond the destination weights: at most two segments per GPU.
   std::vector<int64_t> staging(p.Gpus(), 0);
   for (const PlanBuffer& b : p.buffers)

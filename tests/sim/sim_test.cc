@@ -442,6 +442,46 @@ TEST(Simulate, GroupIssuesTogetherAndEndsTogether) {
   (void)s2r;
 }
 
+TEST(Simulate, OpsOfOnePairRunOneAtATime) {
+  // Group 3: GPU0 sends 1000 B then 3000 B to GPU1; GPU3 sends 2000 B to GPU2
+  // (other ports); link latency 100 ns, 1 B/ns. The pair 0->1 runs its ops in
+  // order: the first pays latency, then moves 1000 B: [0, 1100]; the second
+  // pays its latency from 1100 and moves 3000 B: ends at 4200 (in parallel,
+  // sharing GPU0's port, both would end by 100 + 4000 = 4100). 3->2: 100 +
+  // 2000 = 2100.
+  Cluster c = TestCluster();
+  c.nvlink.latency_ns = 100;
+  PlanBuilder b(c);
+  auto [s1, r1] = b.Transfer(0, 1, 1000, {kStreamComm, 3}, {kStreamComm, 3});
+  auto [s2, r2] = b.Transfer(0, 1, 3000, {kStreamComm, 3}, {kStreamComm, 3});
+  auto [s3, r3] = b.Transfer(3, 2, 2000, {kStreamComm, 3}, {kStreamComm, 3});
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_end_ns[s1], 1100);
+  EXPECT_EQ(p.op_end_ns[r1], 1100);
+  EXPECT_EQ(p.op_end_ns[s2], 4200);
+  EXPECT_EQ(p.op_end_ns[r2], 4200);
+  EXPECT_EQ(p.op_end_ns[s3], 2100);
+  EXPECT_EQ(p.op_end_ns[r3], 2100);
+  EXPECT_EQ(p.time_ns, 4200);
+}
+
+TEST(Simulate, BothWaysUsesTheDuplexRamp) {
+  // NVLink 1 byte/ns one way; both ways each direction reaches 0.5 of it at
+  // any size (duplex_efficiency flat 0.5). 0->1 1000 B and 1->0 3000 B at
+  // once: both at 0.5 B/ns until 0->1 ends at 1000 / 0.5 = 2000 ns; 1->0 then
+  // runs alone at 1 B/ns for its last 2000 bytes: ends at 4000 ns.
+  Cluster c = TestCluster();
+  c.nvlink.duplex_efficiency = {{1, 0.5}};
+  PlanBuilder b(c);
+  const Opts g{kStreamComm, 0};
+  auto [s1, r1] = b.Transfer(0, 1, 1000, g, g);
+  auto [s2, r2] = b.Transfer(1, 0, 3000, g, g);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_end_ns[s1], 2000);
+  EXPECT_EQ(p.op_end_ns[s2], 4000);
+  (void)r1, (void)r2;
+}
+
 TEST(Simulate, SelfSendIsADeviceCopy) {
   // An ungrouped send/recv to self is one launch and one flow on gpu2.copy
   // (2 B/ns): 4000 B take 2000 ns; bytes count as local.

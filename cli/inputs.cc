@@ -1,0 +1,115 @@
+#include "cli/inputs.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "model/error.h"
+#include "model/scenario.h"
+
+namespace reshard::cli {
+
+namespace {
+
+constexpr size_t kSniffBytes = 64 << 10;
+constexpr size_t kProblemsShown = 5;
+
+std::string Joined(const std::vector<std::string>& problems) {
+  const size_t n = std::min(problems.size(), kProblemsShown);
+  std::string s = fmt::format("{}", fmt::join(problems.begin(), problems.begin() + static_cast<std::ptrdiff_t>(n), "; "));
+  if (problems.size() > n) s += fmt::format("; ... and {} more", problems.size() - n);
+  return s;
+}
+
+}  // namespace
+
+bool LooksLikePlanFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  std::string head(kSniffBytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  const size_t first = head.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || head[first] != '{') return false;
+  // A key only a plan has (a scenario's are name, model, dtype, cluster,
+  // source, destination, memory, plan). Any of them, since a plan written by
+  // another tool may sort its keys and start with a long "buffers" array.
+  for (const char* key : {"\"format_version\"", "\"ops\"", "\"buffers\"", "\"tensors\"", "\"sources\"",
+                          "\"destinations\"", "\"cluster_fingerprint\"", "\"stream_names\""}) {
+    for (size_t at = head.find(key); at != std::string::npos; at = head.find(key, at + 1)) {
+      const size_t next = head.find_first_not_of(" \t\r\n", at + std::strlen(key));
+      if (next != std::string::npos && head[next] == ':') return true;
+    }
+  }
+  return false;
+}
+
+Plan LoadPlanFile(const std::string& path, const std::string& scenario) {
+  Plan p = ReadPlan(path);
+  std::optional<Scenario> s;
+  if (!scenario.empty()) {
+    s = LoadScenarioArg(scenario);
+    const std::vector<std::string> problems = PlanScenarioProblems(p, *s);
+    if (!problems.empty()) {
+      // The field names what differs first: the cluster, the tensors, or the rest.
+      const std::string& first = problems.front();
+      const char* field = first.rfind("made for cluster", 0) == 0                                  ? "cluster_fingerprint"
+                          : first.rfind("tensors", 0) == 0 || first.rfind("the plan has", 0) == 0 ? "tensors"
+                                                                                                  : "scenario_fingerprint";
+      throw InputError(path, field,
+                       fmt::format("not a plan for scenario '{}' ({}), refused before any work: {}", s->name, s->path,
+                                   Joined(problems)));
+    }
+  }
+  const VerifyResult v = Verify(p, s ? &s->cluster : nullptr);
+  if (!v.ok())
+    throw InputError(path, "", fmt::format("the plan fails Verify ({} problem{}): {}", v.problems.size(),
+                                           v.problems.size() == 1 ? "" : "s", Joined(v.problems)));
+  return p;
+}
+
+void RecordScenario(Plan& plan, const Scenario& s) { plan.scenario_fingerprint = ScenarioFingerprint(s); }
+
+int64_t SegmentBytesFlag(const std::string& text) {
+  if (text.empty() || text == "auto") return 0;
+  const int64_t bytes = ParseBytes(text, "<cli>", "--segment-bytes");
+  if (bytes <= 0) throw InputError("<cli>", "--segment-bytes", fmt::format("must be > 0 (or 'auto'), got '{}'", text));
+  return bytes;
+}
+
+void CheckOutputPath(const std::string& path, const std::string& flag) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec))
+    throw InputError("<cli>", flag, fmt::format("'{}' is a directory; give a file path", path));
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec))
+    throw InputError("<cli>", flag, fmt::format("cannot write '{}': directory '{}' does not exist", path, dir.string()));
+}
+
+CLI::Validator PositiveFiniteNumber() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v <= 0)
+          return fmt::format("must be a finite number > 0, got '{}'", text);
+        return {};
+      },
+      "SECONDS>0");
+}
+
+}  // namespace reshard::cli

@@ -1,0 +1,564 @@
+#include "planner/baseline_plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+#include "planner/transfer_set.h"
+#include "sim/ports.h"
+#include "sim/simulator.h"
+
+namespace reshard {
+
+namespace {
+
+constexpr int32_t kStreamSide = 3;  // local copies, beside the NCCL group (Megatron-Core's side stream)
+constexpr int32_t kGroup = 0;       // the one NCCL group
+
+// ---- Helpers copied from planner/planner.cc (file-local there) --------------------
+// Keep in step with it: the baseline must lay out buffers and regions exactly as
+// reshard's plan does, so the two plans differ only in the choices compared.
+
+// Where each local buffer of a shard sits inside the per-(GPU, layer) plan
+// buffers ("slots", layers ascending).
+struct SideBuffers {
+  std::vector<std::vector<int32_t>> slot_of;     // [shard][local buffer]
+  std::vector<std::vector<int64_t>> base_of;     // [shard][local buffer] elems into the slot
+  std::vector<std::vector<int32_t>> slot_layer;  // [shard][slot]
+  std::vector<std::vector<int64_t>> slot_elems;  // [shard][slot]
+};
+
+SideBuffers LayoutBuffers(const Layout& l) {
+  SideBuffers sb;
+  const size_t n = l.shards.size();
+  sb.slot_of.resize(n), sb.base_of.resize(n), sb.slot_layer.resize(n), sb.slot_elems.resize(n);
+  for (size_t s = 0; s < n; ++s) {
+    const auto& bufs = l.shards[s].buffers;
+    auto& layers = sb.slot_layer[s];
+    for (const auto& b : bufs) layers.push_back(b.layer);
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+    sb.slot_elems[s].assign(layers.size(), 0);
+    for (const auto& b : bufs) {
+      const int32_t slot = static_cast<int32_t>(std::lower_bound(layers.begin(), layers.end(), b.layer) - layers.begin());
+      sb.slot_of[s].push_back(slot);
+      sb.base_of[s].push_back(sb.slot_elems[s][slot]);
+      sb.slot_elems[s][slot] += b.elems;
+    }
+  }
+  return sb;
+}
+
+// Region of box `b` of a piece stored at `off` (elements, box.lo of `pbox`)
+// with `stride`; nullopt when it needs more than three levels.
+std::optional<Region> BoxRegion(int32_t buffer, int64_t off, const Extents& stride, const Box& pbox, const Box& b,
+                                int64_t eb) {
+  struct Level {
+    int64_t ext, st;
+  };
+  Level lv[kMaxDims];
+  int n = 0;
+  for (int d = 0; d < b.ndim; ++d) {
+    off += (b.lo[d] - pbox.lo[d]) * stride[d];
+    const int64_t ext = b.hi[d] - b.lo[d];
+    if (ext > 1) lv[n++] = {ext, stride[d]};
+  }
+  // Coalesce from the inside: an outer level whose stride is the inner span merges.
+  for (int i = n - 1; i > 0; --i) {
+    if (lv[i - 1].st == lv[i].ext * lv[i].st) {
+      lv[i - 1] = {lv[i - 1].ext * lv[i].ext, lv[i].st};
+      for (int j = i; j + 1 < n; ++j) lv[j] = lv[j + 1];
+      --n;
+    }
+  }
+  Region r;
+  r.buffer = buffer;
+  r.offset_bytes = off * eb;
+  r.row_bytes = eb;
+  if (n > 0 && lv[n - 1].st == 1) {
+    r.row_bytes = lv[n - 1].ext * eb;
+    --n;
+  }
+  if (n > 2) return std::nullopt;
+  if (n >= 1) r.rows = lv[n - 1].ext, r.row_stride_bytes = lv[n - 1].st * eb;
+  if (n == 2) r.planes = lv[0].ext, r.plane_stride_bytes = lv[0].st * eb;
+  if (r.rows == 1) r.row_stride_bytes = r.row_bytes;
+  if (r.planes == 1) r.plane_stride_bytes = r.row_bytes * r.rows;
+  return r;
+}
+
+int OutermostSplitDim(const Box& b) {
+  for (int d = 0; d < b.ndim; ++d)
+    if (b.hi[d] - b.lo[d] > 1) return d;
+  return -1;
+}
+
+// ---- The baseline --------------------------------------------------------------------
+
+// One side of a fragment: the piece's plan buffer, where the piece's box.lo
+// sits in it (elements), its strides and box.
+struct Home {
+  int32_t buffer = -1;
+  int64_t off = 0;
+  const Piece* piece = nullptr;
+  std::optional<Region> Of(const Box& b, int64_t eb) const {
+    return BoxRegion(buffer, off, piece->stride, piece->box, b, eb);
+  }
+};
+
+// Copy pairs moving box `box` from `src` to `dst`; a null side is a staging
+// buffer `stage` read / written contiguously from *stage_off (row-major order
+// of the box, the wire order of a send). Boxes whose region needs more than
+// three levels on a side are split along their outermost dimension, in order.
+void AppendCopies(const Home* src, const Home* dst, int32_t stage, int64_t* stage_off, const Box& box, int64_t eb,
+                  std::vector<CopyPair>& out) {
+  std::vector<Box> todo{box};
+  while (!todo.empty()) {
+    const Box x = todo.back();
+    todo.pop_back();
+    std::optional<Region> sr, dr;
+    if (src != nullptr) sr = src->Of(x, eb);
+    if (dst != nullptr) dr = dst->Of(x, eb);
+    if ((src == nullptr || sr) && (dst == nullptr || dr)) {
+      Region st;
+      if (src == nullptr || dst == nullptr) {
+        const int64_t bytes = Volume(x) * eb;
+        st = ContiguousRegion(stage, *stage_off, bytes);
+        *stage_off += bytes;
+      }
+      out.push_back(CopyPair{src != nullptr ? *sr : st, dst != nullptr ? *dr : st});
+      continue;
+    }
+    const int d = OutermostSplitDim(x);
+    RESHARD_CHECK(d >= 0, "a single element always has a region");
+    for (int64_t u = x.hi[d] - 1; u >= x.lo[d]; --u) {
+      Box sub = x;
+      sub.lo[d] = u, sub.hi[d] = u + 1;
+      todo.push_back(sub);
+    }
+  }
+}
+
+// The optimizer offload fractions to try, in order (the first that fits is
+// kept): NeMo-RL's switch is all or nothing, so "auto" tries none, then all.
+std::vector<double> OffloadFractions(const Scenario& s, const BaselineOptions& o) {
+  if (o.offload_fraction) return {std::clamp(*o.offload_fraction, 0.0, 1.0)};
+  switch (s.memory.optimizer.offload) {
+    case OffloadMode::kAll: return {1};
+    case OffloadMode::kFraction: return {s.memory.optimizer.fraction};
+    case OffloadMode::kNone: return {0};
+    case OffloadMode::kAuto: return {0, 1};
+  }
+  return {0};
+}
+
+class MegatronBuilder {
+ public:
+  MegatronBuilder(const Scenario& s, double offload) : s_(s), c_(s.cluster), offload_(offload) {}
+
+  PlanResult Run() {
+    src_ = MakeSourceLayout(s_.model, s_.source, s_.dtype, s_.path);
+    dst_ = MakeDestinationLayout(s_.model, s_.destination, s_.destination_dtype, s_.path);
+    eb_ = DTypeBytes(s_.dtype);
+    ts_ = BuildTransferSet(s_.model, src_, dst_);
+    sb_ = LayoutBuffers(src_);
+    db_ = LayoutBuffers(dst_);
+    mem_ = MemoryAtStart(s_, src_);
+    const int32_t gpus = c_.Gpus();
+    src_ranks_on_gpu_.assign(gpus, {});
+    for (int32_t r = 0; r < src_.Ranks(); ++r) src_ranks_on_gpu_[s_.source_gpus[r]].push_back(r);
+    ranks_of_shard_.assign(src_.shards.size(), {});
+    for (int32_t r = 0; r < src_.Ranks(); ++r) ranks_of_shard_[src_.rank_shard[r]].push_back(r);
+
+    Plan& p = res_.plan;
+    p.name = s_.name;
+    p.cluster = c_;
+    p.cluster_fingerprint = c_.Fingerprint();
+    p.stream_names = {"compute", "comm", "host", "side"};
+    for (const auto& t : s_.model.tensors) p.tensors.push_back(PlanTensor{t.name, t.shape, s_.dtype});
+    MakeBuffers();
+    Offload(offload_);
+    AllocateDestinations();
+    ChooseAndPrepare();
+    EmitGroup();
+    EmitAfterGroup();
+    Finish(offload_);
+    return std::move(res_);
+  }
+
+ private:
+  // A remote fragment: its send/recv and the staging of strided sides.
+  struct Xfer {
+    int32_t dst_rank, frag, src_rank, src_piece;
+    int32_t src_gpu, dst_gpu;
+    int32_t send_stage = -1, recv_stage = -1;  // staging buffers (-1: in place)
+    int32_t pack = -1, recv_stage_alloc = -1;  // ops
+    int32_t send = -1, recv = -1;
+  };
+
+  int32_t AddBuffer(int32_t gpu, MemorySpace space, BufferRole role, int64_t bytes, int32_t layer, bool pre,
+                    std::string name) {
+    PlanBuffer pb;
+    pb.id = static_cast<int32_t>(res_.plan.buffers.size());
+    pb.gpu = gpu, pb.space = space, pb.role = role, pb.bytes = bytes, pb.layer = layer, pb.preexisting = pre;
+    pb.name = std::move(name);
+    res_.plan.buffers.push_back(std::move(pb));
+    return res_.plan.buffers.back().id;
+  }
+
+  int32_t Emit(Op op) {
+    op.id = static_cast<int32_t>(res_.plan.ops.size());
+    std::sort(op.deps.begin(), op.deps.end());
+    op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
+    res_.plan.ops.push_back(std::move(op));
+    return res_.plan.ops.back().id;
+  }
+
+  int32_t MemOp(OpKind kind, int32_t buffer, int32_t stream, std::vector<int32_t> deps) {
+    const PlanBuffer& b = res_.plan.buffers[buffer];
+    Op op;
+    op.kind = kind, op.gpu = b.gpu, op.stream = stream, op.buffer = buffer, op.deps = std::move(deps);
+    op.label = fmt::format("{} {}", kind == OpKind::kAlloc ? "alloc" : "free", b.name);
+    return Emit(std::move(op));
+  }
+
+  static std::string LayerName(int32_t layer) { return layer < 0 ? "emb" : fmt::format("L{}", layer); }
+
+  // Buffers and content as reshard's planner lays them out (per rank and layer).
+  void MakeBuffers() {
+    Plan& p = res_.plan;
+    src_buf0_.resize(src_.Ranks());
+    opt_buf0_.resize(src_.Ranks());
+    opt_slots_.assign(src_.Ranks(), 0);
+    std::vector<bool> opt_done(c_.Gpus(), false);
+    for (int32_t r = 0; r < src_.Ranks(); ++r) {
+      const int32_t g = s_.source_gpus[r], shard = src_.rank_shard[r];
+      const auto& layers = sb_.slot_layer[shard];
+      const auto& elems = sb_.slot_elems[shard];
+      src_buf0_[r] = static_cast<int32_t>(p.buffers.size());
+      for (size_t k = 0; k < layers.size(); ++k)
+        AddBuffer(g, MemorySpace::kDevice, BufferRole::kSourceWeights, elems[k] * eb_, layers[k], true,
+                  fmt::format("src r{} {}", r, LayerName(layers[k])));
+      // The GPU's optimizer state (MemoryAtStart sums it per GPU), split over
+      // this rank's layers in proportion to their elements.
+      opt_buf0_[r] = static_cast<int32_t>(p.buffers.size());
+      const int64_t opt = opt_done[g] ? 0 : mem_[g].optimizer;
+      if (opt > 0) {
+        const int64_t total = std::accumulate(elems.begin(), elems.end(), int64_t{0});
+        int64_t given = 0;
+        for (size_t k = 0; k < layers.size(); ++k) {
+          const int64_t bytes = k + 1 == layers.size()
+                                    ? opt - given
+                                    : static_cast<int64_t>(static_cast<long double>(opt) * elems[k] /
+                                                           std::max<int64_t>(1, total));
+          given += bytes;
+          AddBuffer(g, MemorySpace::kDevice, BufferRole::kOptimizer, bytes, layers[k], true,
+                    fmt::format("opt r{} {}", r, LayerName(layers[k])));
+        }
+        opt_slots_[r] = static_cast<int32_t>(layers.size());
+      }
+      if (!opt_done[g] && mem_[g].gradients > 0)
+        AddBuffer(g, MemorySpace::kDevice, BufferRole::kGradients, mem_[g].gradients, -1, true, fmt::format("grad r{}", r));
+      opt_done[g] = true;
+    }
+    std::vector<bool> kv_done(c_.Gpus(), false);
+    dst_buf0_.resize(dst_.Ranks());
+    for (int32_t r = 0; r < dst_.Ranks(); ++r) {
+      const int32_t g = s_.destination_gpus[r], shard = dst_.rank_shard[r];
+      if (!kv_done[g] && mem_[g].kv_cache > 0)
+        AddBuffer(g, MemorySpace::kDevice, BufferRole::kKvCache, mem_[g].kv_cache, -1, true, fmt::format("kv gpu{}", g));
+      kv_done[g] = true;
+      const auto& layers = db_.slot_layer[shard];
+      dst_buf0_[r] = static_cast<int32_t>(p.buffers.size());
+      for (size_t k = 0; k < layers.size(); ++k)
+        AddBuffer(g, MemorySpace::kDevice, BufferRole::kDestinationWeights, db_.slot_elems[shard][k] * eb_, layers[k],
+                  false, fmt::format("dst r{} {}", r, LayerName(layers[k])));
+    }
+    for (int32_t r = 0; r < src_.Ranks(); ++r) {
+      const int32_t shard = src_.rank_shard[r];
+      for (const Piece& pc : src_.shards[shard].pieces)
+        p.sources.push_back(ContentPiece{src_buf0_[r] + sb_.slot_of[shard][pc.buffer], pc.tensor, pc.box,
+                                         sb_.base_of[shard][pc.buffer] + pc.offset, pc.stride});
+    }
+    for (int32_t r = 0; r < dst_.Ranks(); ++r) {
+      const int32_t shard = dst_.rank_shard[r];
+      for (const Piece& pc : dst_.shards[shard].pieces)
+        p.destinations.push_back(ContentPiece{dst_buf0_[r] + db_.slot_of[shard][pc.buffer], pc.tensor, pc.box,
+                                              db_.base_of[shard][pc.buffer] + pc.offset, pc.stride});
+    }
+  }
+
+  // The first `fraction` of each GPU's optimizer bytes to host (layer order),
+  // on the host stream, before anything else happens on that GPU.
+  void Offload(double fraction) {
+    last_offload_free_.assign(c_.Gpus(), -1);
+    if (fraction <= 0) return;
+    for (int32_t r = 0; r < src_.Ranks(); ++r) {
+      const int32_t g = s_.source_gpus[r];
+      if (opt_slots_[r] == 0) continue;
+      const double goal = fraction * static_cast<double>(mem_[g].optimizer);
+      int64_t done = 0;
+      for (int32_t k = 0; k < opt_slots_[r] && done < goal - 0.5; ++k) {
+        const int32_t buf = opt_buf0_[r] + k;
+        const PlanBuffer pb = res_.plan.buffers[buf];
+        done += pb.bytes;
+        const int32_t host =
+            AddBuffer(g, MemorySpace::kHost, BufferRole::kHost, pb.bytes, pb.layer, false, "host " + pb.name);
+        const int32_t a = MemOp(OpKind::kAlloc, host, kStreamHost, {});
+        Op o;
+        o.kind = OpKind::kOffload, o.gpu = g, o.stream = kStreamHost, o.deps = {a};
+        o.copies.push_back(CopyPair{ContiguousRegion(buf, 0, pb.bytes), ContiguousRegion(host, 0, pb.bytes)});
+        o.label = "offload " + pb.name;
+        const int32_t oid = Emit(std::move(o));
+        last_offload_free_[g] = MemOp(OpKind::kFree, buf, kStreamHost, {oid});
+      }
+    }
+  }
+
+  // Every destination weight buffer at once (after the GPU's offload, if any).
+  void AllocateDestinations() {
+    dst_alloc_.assign(res_.plan.buffers.size(), -1);
+    for (int32_t r = 0; r < dst_.Ranks(); ++r) {
+      const int32_t g = s_.destination_gpus[r];
+      const int32_t n = static_cast<int32_t>(db_.slot_layer[dst_.rank_shard[r]].size());
+      std::vector<int32_t> deps;
+      if (last_offload_free_[g] >= 0) deps.push_back(last_offload_free_[g]);
+      for (int32_t k = 0; k < n; ++k) dst_alloc_[dst_buf0_[r] + k] = MemOp(OpKind::kAlloc, dst_buf0_[r] + k, kStreamCompute, deps);
+    }
+  }
+
+  // Megatron's source choice for fragment `f` of destination rank `r`:
+  // (source rank, index of its piece).
+  std::pair<int32_t, int32_t> Choose(int32_t r, const Fragment& f) {
+    const auto& hs = ts_.holder_sets[f.holder_set].holders;
+    auto piece_of = [&](int32_t q) -> int32_t {
+      auto it = std::lower_bound(hs.begin(), hs.end(), std::make_pair(src_.rank_shard[q], int32_t{-1}));
+      return it != hs.end() && it->first == src_.rank_shard[q] ? it->second : -1;
+    };
+    for (int32_t q : src_ranks_on_gpu_[s_.destination_gpus[r]])
+      if (const int32_t pi = piece_of(q); pi >= 0) return {q, pi};
+    // Round-robin by destination rank over the holders, sorted by rank.
+    auto& cand = candidates_[f.holder_set];
+    if (cand.empty()) {
+      for (const auto& h : hs) cand.insert(cand.end(), ranks_of_shard_[h.first].begin(), ranks_of_shard_[h.first].end());
+      std::sort(cand.begin(), cand.end());
+      cand.erase(std::unique(cand.begin(), cand.end()), cand.end());
+      RESHARD_CHECK(!cand.empty(), "a holder set without a source rank");
+    }
+    const int32_t q = cand[static_cast<size_t>(r) % cand.size()];
+    return {q, piece_of(q)};
+  }
+
+  Home SrcHome(int32_t q, int32_t pi) const {
+    const int32_t shard = src_.rank_shard[q];
+    const Piece& pc = src_.shards[shard].pieces[pi];
+    return Home{src_buf0_[q] + sb_.slot_of[shard][pc.buffer], sb_.base_of[shard][pc.buffer] + pc.offset, &pc};
+  }
+  Home DstHome(int32_t r, const Fragment& f) const {
+    const int32_t shard = dst_.rank_shard[r];
+    const Piece& pc = dst_.shards[shard].pieces[f.dst_piece];
+    return Home{dst_buf0_[r] + db_.slot_of[shard][pc.buffer], db_.base_of[shard][pc.buffer] + pc.offset, &pc};
+  }
+
+  // Source choice for every fragment; local copies on the side stream; for
+  // remote ones, staging and packs of strided sides (before the group).
+  void ChooseAndPrepare() {
+    candidates_.assign(ts_.holder_sets.size(), {});
+    for (int32_t r = 0; r < dst_.Ranks(); ++r) {
+      const auto& frags = ts_.shard_fragments[dst_.rank_shard[r]];
+      const int32_t dg = s_.destination_gpus[r];
+      for (size_t i = 0; i < frags.size(); ++i) {
+        const Fragment& f = frags[i];
+        ++res_.stats.fragments;
+        const auto [q, pi] = Choose(r, f);
+        RESHARD_CHECK(pi >= 0, "chosen source does not hold the fragment");
+        const int32_t sg = s_.source_gpus[q];
+        const Home sh = SrcHome(q, pi), dh = DstHome(r, f);
+        if (sg == dg) {
+          Op op;
+          op.kind = OpKind::kCopy, op.gpu = dg, op.stream = kStreamSide;
+          op.deps.push_back(dst_alloc_[dh.buffer]);
+          int64_t unused = 0;
+          AppendCopies(&sh, &dh, -1, &unused, f.box, eb_, op.copies);
+          op.label = fmt::format("local copy d{} f{}", r, i);
+          Emit(std::move(op));
+          ++res_.stats.local_copy_ops;
+          continue;
+        }
+        Xfer x{r, static_cast<int32_t>(i), q, pi, sg, dg};
+        const int64_t bytes = f.elems * eb_;
+        const auto sr = sh.Of(f.box, eb_);
+        if (!sr || !sr->Contiguous()) {  // pack into a staging buffer of its own
+          x.send_stage = AddBuffer(sg, MemorySpace::kDevice, BufferRole::kStaging, bytes, -1, false,
+                                   fmt::format("stage send d{} f{}", r, i));
+          const int32_t a = MemOp(OpKind::kAlloc, x.send_stage, kStreamCompute, {});
+          Op op;
+          op.kind = OpKind::kCopy, op.gpu = sg, op.stream = kStreamCompute, op.deps = {a};
+          int64_t off = 0;
+          AppendCopies(&sh, nullptr, x.send_stage, &off, f.box, eb_, op.copies);
+          op.label = fmt::format("pack d{} f{}", r, i);
+          x.pack = Emit(std::move(op));
+        }
+        const auto dr = dh.Of(f.box, eb_);
+        if (!dr || !dr->Contiguous()) {  // receive into a staging buffer of its own
+          x.recv_stage = AddBuffer(dg, MemorySpace::kDevice, BufferRole::kStaging, bytes, -1, false,
+                                   fmt::format("stage recv d{} f{}", r, i));
+          x.recv_stage_alloc = MemOp(OpKind::kAlloc, x.recv_stage, kStreamCompute, {});
+        }
+        xfers_.push_back(x);
+      }
+    }
+  }
+
+  // Every remote fragment's send/recv in one group, Megatron's order.
+  void EmitGroup() {
+    for (Xfer& x : xfers_) {
+      const Fragment& f = ts_.shard_fragments[dst_.rank_shard[x.dst_rank]][x.frag];
+      const int64_t bytes = f.elems * eb_;
+      Op send;
+      send.kind = OpKind::kSend, send.gpu = x.src_gpu, send.stream = kStreamComm, send.group = kGroup;
+      send.peer = x.dst_gpu;
+      if (x.send_stage >= 0) {
+        send.region = ContiguousRegion(x.send_stage, 0, bytes);
+        send.deps.push_back(x.pack);
+      } else {
+        send.region = *SrcHome(x.src_rank, x.src_piece).Of(f.box, eb_);
+      }
+      send.label = fmt::format("send d{} f{}", x.dst_rank, x.frag);
+      Op recv;
+      recv.kind = OpKind::kRecv, recv.gpu = x.dst_gpu, recv.stream = kStreamComm, recv.group = kGroup;
+      recv.peer = x.src_gpu;
+      if (x.recv_stage >= 0) {
+        recv.region = ContiguousRegion(x.recv_stage, 0, bytes);
+        recv.deps.push_back(x.recv_stage_alloc);
+      } else {
+        const Home dh = DstHome(x.dst_rank, f);
+        recv.region = *dh.Of(f.box, eb_);
+        recv.deps.push_back(dst_alloc_[dh.buffer]);
+      }
+      recv.label = fmt::format("recv d{} f{}", x.dst_rank, x.frag);
+      x.send = Emit(std::move(send));
+      x.recv = Emit(std::move(recv));
+      res_.plan.ops[x.send].match = x.recv;
+      res_.plan.ops[x.recv].match = x.send;
+      ++res_.stats.segments;
+      if (x.send_stage < 0 && x.recv_stage < 0) ++res_.stats.direct;
+    }
+  }
+
+  // Unpacks, then staging freed (Megatron-Core keeps it to the batch's end).
+  void EmitAfterGroup() {
+    for (const Xfer& x : xfers_) {
+      if (x.send_stage >= 0) MemOp(OpKind::kFree, x.send_stage, kStreamCompute, {x.send});
+      if (x.recv_stage < 0) continue;
+      const Fragment& f = ts_.shard_fragments[dst_.rank_shard[x.dst_rank]][x.frag];
+      const Home dh = DstHome(x.dst_rank, f);
+      Op op;
+      op.kind = OpKind::kCopy, op.gpu = x.dst_gpu, op.stream = kStreamCompute, op.deps = {x.recv};
+      int64_t off = 0;
+      AppendCopies(nullptr, &dh, x.recv_stage, &off, f.box, eb_, op.copies);
+      op.label = fmt::format("unpack d{} f{}", x.dst_rank, x.frag);
+      const int32_t u = Emit(std::move(op));
+      MemOp(OpKind::kFree, x.recv_stage, kStreamCompute, {u});
+    }
+  }
+
+  // Planned peak and summary. Replaying alloc / free in plan order is exact
+  // here: an allocation after a free in plan order also waits for it (the
+  // destination allocations depend on the offload frees; staging is freed
+  // after the group, after every allocation).
+  void Finish(double offload) {
+    Plan& p = res_.plan;
+    const int32_t gpus = c_.Gpus();
+    std::vector<int64_t> live(gpus, 0), peak(gpus, 0);
+    for (const PlanBuffer& b : p.buffers)
+      if (b.preexisting && b.space == MemorySpace::kDevice) live[b.gpu] += b.bytes;
+    peak = live;
+    std::vector<std::vector<int32_t>> peers(gpus);
+    for (const Op& op : p.ops) {
+      if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) peers[op.gpu].push_back(op.peer);
+      if (op.kind != OpKind::kAlloc && op.kind != OpKind::kFree) continue;
+      const PlanBuffer& b = p.buffers[op.buffer];
+      if (b.space != MemorySpace::kDevice) continue;
+      live[b.gpu] += op.kind == OpKind::kAlloc ? b.bytes : -b.bytes;
+      peak[b.gpu] = std::max(peak[b.gpu], live[b.gpu]);
+    }
+    res_.stats.planned_peak_bytes.assign(gpus, 0);
+    for (int32_t g = 0; g < gpus; ++g) {
+      auto& v = peers[g];
+      std::sort(v.begin(), v.end());
+      const int64_t npeers = std::unique(v.begin(), v.end()) - v.begin();
+      const int64_t overhead = mem_[g].overheads + npeers * c_.overheads.nccl_bytes_per_peer;
+      const int64_t planned = peak[g] + (peak[g] > 0 ? overhead : 0);
+      res_.stats.planned_peak_bytes[g] = planned;
+      const int64_t over = planned - (c_.gpu_memory_bytes - mem_[g].reserve);
+      if (over > res_.missing_bytes) res_.missing_bytes = over, res_.gpu = g;
+    }
+    if (res_.gpu >= 0)
+      res_.message = fmt::format("no memory bound: GPU {} peaks at {}, {} more than it has (capacity less reserve)",
+                                 res_.gpu, FormatBytes(res_.stats.planned_peak_bytes[res_.gpu]),
+                                 FormatBytes(res_.missing_bytes));
+
+    PlanSummary& sum = p.summary;
+    sum.segment_bytes = 0;  // no segments: every fragment is a message of its own
+    sum.offload_fraction = offload;
+    sum.memory_policy = "megatron: one NCCL group, destination all at once, no memory bound";
+    if (offload >= 1) sum.memory_policy += ", optimizer offloaded first";
+    else if (offload > 0) sum.memory_policy += fmt::format(", {:.2f} of the optimizer offloaded first", offload);
+    sum.bytes_moved = CountBytesMoved(p);
+    sum.lower_bound_s = LowerBound(p).time_s;
+    sum.predicted_time_s = 0;  // MakeMegatronPlan simulates the plan it keeps, when asked
+    sum.predicted_peak_bytes = res_.stats.planned_peak_bytes;
+    res_.stats.predicted_by = "not predicted";
+    res_.stats.groups = res_.stats.rounds = xfers_.empty() ? 0 : 1;
+    res_.stats.ops = static_cast<int64_t>(p.ops.size());
+  }
+
+  const Scenario& s_;
+  const Cluster& c_;
+  const double offload_;
+  Layout src_, dst_;
+  int64_t eb_ = 2;
+  TransferSet ts_;
+  SideBuffers sb_, db_;
+  std::vector<GpuMemoryAtStart> mem_;
+  std::vector<std::vector<int32_t>> src_ranks_on_gpu_, ranks_of_shard_, candidates_;
+  std::vector<int32_t> src_buf0_, opt_buf0_, opt_slots_, dst_buf0_, dst_alloc_, last_offload_free_;
+  std::vector<Xfer> xfers_;
+  PlanResult res_;
+};
+
+}  // namespace
+
+std::vector<std::string> BaselineNames() { return {"megatron"}; }
+
+PlanResult MakeMegatronPlan(const Scenario& s, const BaselineOptions& options) {
+  if (s.destination_dtype != s.dtype)
+    throw InputError(s.path, "destination.dtype",
+                     fmt::format("the megatron baseline moves {} weights as they are; converting to {} during the "
+                                 "refit is not supported",
+                                 DTypeName(s.dtype), DTypeName(s.destination_dtype)));
+  PlanResult r;
+  for (double f : OffloadFractions(s, options)) {
+    r = MegatronBuilder(s, f).Run();
+    if (r.gpu < 0) break;  // fits
+  }
+  if (options.simulate) {
+    const Prediction pred = Simulate(r.plan, SimOptions{nullptr, false});
+    r.plan.summary.predicted_time_s = pred.time_s;
+    r.plan.summary.predicted_peak_bytes = pred.peak_bytes;
+    r.stats.predicted_by = "simulator";
+  }
+  return r;
+}
+
+PlanResult MakeBaselinePlan(const Scenario& s, const std::string& name, const BaselineOptions& options) {
+  if (name == "megatron") return MakeMegatronPlan(s, options);
+  throw InputError("<cli>", "--baseline",
+                   fmt::format("unknown baseline '{}'; known: {}", name, fmt::join(BaselineNames(), ", ")));
+}
+
+}  // namespace reshard

@@ -1,0 +1,417 @@
+// Issue 8 through the built `reshard`: every input path refuses bad input with
+// exit code 2, one message naming the file, the field and the problem, and no
+// output file. Corpora (each file with its expected message in expected.txt):
+// tests/data/bad_plans (plan.json), tests/data/bad_profiles (calibration
+// profiles: in a scenario and `calibrate --refit`), tests/data/bad_hf (HF
+// config.json); bad flags are a table here. Then plans from elsewhere (a plan
+// run against another cluster, model or layout, or edited by hand) and faults
+// injected into a run (RESHARD_FAULT).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/common/run_binary.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using nlohmann::json;
+using Result = ::reshard::testing::RunResult;
+
+const std::string kData = RESHARD_TEST_DATA_DIR;
+const std::string kTiny = "tiny-llama-tp2-to-tp1x2";  // built-in scenario: plans in milliseconds
+const std::string kExchange = kData + "/plans/exchange.json";  // a valid 2-GPU plan; the bad plans edit it
+
+Result Reshard(const std::vector<std::string>& args) { return ::reshard::testing::RunBinary(RESHARD_BINARY, args); }
+
+// `env VAR=VALUE reshard ARGS...`
+Result ReshardWithEnv(const std::string& assignment, std::vector<std::string> args) {
+  args.insert(args.begin(), {assignment, RESHARD_BINARY});
+  return ::reshard::testing::RunBinary("/usr/bin/env", args);
+}
+
+// A scratch directory per test, removed afterwards.
+class Scratch {
+ public:
+  Scratch() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("reshard_bad_inputs_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  ~Scratch() { fs::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::ofstream(Path(name), std::ios::binary) << text;
+    return Path(name);
+  }
+
+ private:
+  fs::path dir_;
+};
+
+struct Case {
+  std::string file, how, fragment;
+};
+
+// expected.txt: file<TAB>fragment, or file<TAB>how<TAB>fragment; '#' comments.
+std::vector<Case> ReadCases(const std::string& dir, bool with_how) {
+  std::vector<Case> cases;
+  std::ifstream in(kData + "/" + dir + "/expected.txt");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t a = line.find('\t');
+    const size_t b = with_how ? line.find('\t', a + 1) : a;
+    if (a == std::string::npos || b == std::string::npos) {
+      ADD_FAILURE() << dir << "/expected.txt: malformed line: " << line;
+      continue;
+    }
+    cases.push_back(
+        {line.substr(0, a), with_how ? line.substr(a + 1, b - a - 1) : std::string(), line.substr(b + 1)});
+  }
+  return cases;
+}
+
+// Every file of a corpus directory is listed in its expected.txt and vice versa.
+void ExpectCorpusComplete(const std::string& dir, const std::vector<Case>& cases) {
+  std::vector<std::string> listed, present;
+  for (const Case& c : cases) listed.push_back(c.file);
+  for (const auto& e : fs::directory_iterator(kData + "/" + dir))
+    if (e.path().filename() != "expected.txt") present.push_back(e.path().filename().string());
+  std::sort(listed.begin(), listed.end());
+  std::sort(present.begin(), present.end());
+  EXPECT_EQ(listed, present) << dir;
+}
+
+// Exit 2, "error: FILE...FRAGMENT" on stderr, nothing on stdout, `output` not written.
+void ExpectRefused(const Result& r, const std::string& what, const std::string& fragment, const std::string& output) {
+  EXPECT_EQ(r.code, 2) << what << "\n" << r.err;
+  EXPECT_THAT(r.err, HasSubstr("error: ")) << what;
+  EXPECT_THAT(r.err, HasSubstr(fragment)) << what;
+  EXPECT_TRUE(r.out.empty()) << what << ": " << r.out;
+  EXPECT_FALSE(fs::exists(output)) << what << ": wrote " << output;
+}
+
+// ---- plan.json -----------------------------------------------------------------
+
+TEST(BadPlans, TheUneditedPlanRuns) {
+  const Scratch tmp;
+  const Result r = Reshard({"run", kExchange, "--save-plan", tmp.Path("out.json")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(tmp.Path("out.json")));  // so "not written" below means something
+}
+
+TEST(BadPlans, EveryFileIsRefusedByRunAndSimulateWithItsMessage) {
+  const Scratch tmp;
+  const std::vector<Case> cases = ReadCases("bad_plans", false);
+  EXPECT_GE(cases.size(), 40u);
+  ExpectCorpusComplete("bad_plans", cases);
+  for (const Case& c : cases) {
+    const std::string path = kData + "/bad_plans/" + c.file, out = tmp.Path("out.json");
+    Result r = Reshard({"run", path, "--save-plan", out});
+    ExpectRefused(r, "run " + c.file, c.fragment, out);
+    EXPECT_THAT(r.err, HasSubstr(c.file)) << "the message names the file";
+    r = Reshard({"simulate", path, "--trace", out});
+    ExpectRefused(r, "simulate " + c.file, c.fragment, out);
+  }
+}
+
+// ---- calibration profiles --------------------------------------------------------
+
+std::string ScenarioWithProfile(const Scratch& tmp, const std::string& profile) {
+  return tmp.Write("scenario.yaml", "model: tiny-llama\ncluster: {preset: h200-x2, calibration: " + profile +
+                                        "}\nsource: {tp: 2}\ndestination: {tp: 1, dp: 2}\n");
+}
+
+TEST(BadProfiles, ValidProfilesAreAccepted) {
+  const Scratch tmp;
+  Result r = Reshard({"inspect", ScenarioWithProfile(tmp, kData + "/scenarios/profile.json")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = Reshard({"calibrate", "--refit", kData + "/calib/refit-small.json", "-o", tmp.Path("b.json")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(tmp.Path("b.json")));
+}
+
+TEST(BadProfiles, EveryFileIsRefusedWithItsMessage) {
+  const Scratch tmp;
+  const std::vector<Case> cases = ReadCases("bad_profiles", true);
+  EXPECT_GE(cases.size(), 30u);
+  ExpectCorpusComplete("bad_profiles", cases);
+  for (const Case& c : cases) {
+    const std::string path = kData + "/bad_profiles/" + c.file, out = tmp.Path("out.json");
+    Result r;
+    if (c.how == "scenario") {
+      r = Reshard({"plan", ScenarioWithProfile(tmp, path), "-o", out});
+      EXPECT_THAT(r.err, HasSubstr("cluster.calibration")) << c.file;
+    } else {
+      ASSERT_EQ(c.how, "refit") << c.file;
+      r = Reshard({"calibrate", "--refit", path, "-o", out});
+    }
+    ExpectRefused(r, c.how + " " + c.file, c.fragment, out);
+    EXPECT_THAT(r.err, HasSubstr(c.file)) << "the message names the file";
+  }
+}
+
+// ---- Hugging Face config.json ------------------------------------------------------
+
+std::string ScenarioWithHf(const Scratch& tmp, const std::string& config) {
+  return tmp.Write("scenario.yaml", "model: {hf_config: " + config +
+                                        "}\ncluster: h200-x2\nsource: {tp: 1}\ndestination: {tp: 1}\n");
+}
+
+TEST(BadHfConfigs, EveryFileIsRefusedWithItsMessage) {
+  const Scratch tmp;
+  const std::vector<Case> cases = ReadCases("bad_hf", false);
+  EXPECT_GE(cases.size(), 15u);
+  ExpectCorpusComplete("bad_hf", cases);
+  // The corpus' base config (every bad file changes one thing) plans fine.
+  const std::string good = tmp.Write("good.json", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+      "vocab_size": 1024, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+      "num_attention_heads": 8, "num_key_value_heads": 4, "tie_word_embeddings": false})");
+  Result r = Reshard({"inspect", ScenarioWithHf(tmp, good)});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const Case& c : cases) {
+    const std::string path = kData + "/bad_hf/" + c.file, out = tmp.Path("out.json");
+    r = Reshard({"plan", ScenarioWithHf(tmp, path), "-o", out});
+    ExpectRefused(r, c.file, c.fragment, out);
+    EXPECT_THAT(r.err, HasSubstr("model.hf_config: ")) << "names the scenario field";
+    EXPECT_THAT(r.err, HasSubstr("bad_hf/" + c.file)) << "names the config file";
+  }
+}
+
+// A 10.7-trillion-parameter model: every count exact, nothing wraps; it does
+// not fit (exit 3), which is an answer, not an error.
+TEST(BadHfConfigs, TenTrillionParametersDoNotWrap) {
+  const Scratch tmp;
+  const std::string scenario =
+      tmp.Write("10t.yaml", "model: {hf_config: " + kData +
+                                "/hf/llama-10t/config.json}\ncluster: {preset: dgx-h200, nodes: 20}\n"
+                                "source: {tp: 8, pp: 20, gpus: all}\ndestination: {tp: 8, pp: 20, gpus: all}\n");
+  const Result r = Reshard({"inspect", scenario, "--json"});
+  ASSERT_EQ(r.code, 3) << r.err;
+  const json j = json::parse(r.out);
+  // Llama: 2·V·H (embedding, lm_head) + H (final norm) + L·(2H + 2H² + 2·H·kv_dim + 3·H·I).
+  const int64_t H = 32768, I = 131072, L = 700, V = 262144, kv_dim = 32 * 128;
+  const int64_t params = 2 * V * H + H + L * (2 * H + 2 * H * H + 2 * H * kv_dim + 3 * H * I);
+  ASSERT_GT(params, int64_t{10'000'000'000'000});
+  EXPECT_EQ(j.at("parameters").get<int64_t>(), params);
+  EXPECT_EQ(j.at("model_bytes").get<int64_t>(), 2 * params);
+  int64_t sum = 0;
+  for (const auto& b : j.at("source_bytes")) {
+    EXPECT_GT(b.get<int64_t>(), 0);
+    sum += b.get<int64_t>();
+  }
+  // TP x PP shards add up to the model, plus the norms every TP rank holds
+  // whole (two per layer and the final one, replicated tp - 1 more times).
+  const int64_t tp = 8;
+  EXPECT_EQ(sum, 2 * params + 2 * (tp - 1) * (2 * L * H + H));
+  EXPECT_GT(j.at("missing_bytes").get<int64_t>(), 0);
+}
+
+// ---- flags -----------------------------------------------------------------------
+
+TEST(BadFlags, EachIsRefusedWithItsMessageAndWritesNothing) {
+  const Scratch tmp;
+  const std::string out = tmp.Path("out.file");
+  const std::string missing_dir = tmp.Path("no/such/dir/out.json");
+  struct Flag {
+    std::vector<std::string> args;
+    std::string fragment;
+  };
+  const std::vector<Flag> table = {
+      // Unknown flags and verbs, with a suggestion.
+      {{"plan", kTiny, "--segmnet-bytes", "1MiB", "-o", out}, "did you mean '--segment-bytes'?"},
+      {{"run", kExchange, "--jsn", "--save-plan", out}, "did you mean '--json'?"},
+      {{"simulate", kExchange, "--tarce", out}, "did you mean '--trace'?"},
+      {{"inspekt", kTiny}, "did you mean 'inspect'?"},
+      {{"plan"}, "scenario is required"},
+      // Counts.
+      {{"run", kExchange, "--repeat", "-1", "--save-plan", out}, "--repeat: Value -1 not in range"},
+      {{"run", kExchange, "--repeat", "0", "--save-plan", out}, "--repeat: Value 0 not in range"},
+      {{"run", kExchange, "--repeat", "1001", "--save-plan", out}, "--repeat"},
+      {{"run", kExchange, "--repeat", "two", "--save-plan", out}, "--repeat"},
+      {{"run", kExchange, "--max-mismatches", "-3", "--save-plan", out}, "--max-mismatches"},
+      {{"sweep", kTiny, "--threads", "-1", "--csv", out}, "--threads: Value -1 not in range 0 to 4096"},
+      // Sizes.
+      {{"plan", kTiny, "--segment-bytes", "0", "-o", out}, "--segment-bytes: must be > 0 (or 'auto')"},
+      {{"run", kTiny, "--segment-bytes", "0", "--save-plan", out}, "--segment-bytes: must be > 0"},
+      {{"simulate", kTiny, "--segment-bytes", "0", "--trace", out}, "--segment-bytes: must be > 0"},
+      {{"plan", kTiny, "--segment-bytes", "1.5XiB", "-o", out}, "--segment-bytes: '1.5XiB' has an unknown unit 'XiB'"},
+      {{"plan", kTiny, "--segment-bytes", "-5MiB", "-o", out}, "--segment-bytes: size must not be negative"},
+      {{"plan", kTiny, "--segment-bytes", "nan", "-o", out}, "--segment-bytes: 'nan' is not a finite size"},
+      {{"plan", kTiny, "--segment-bytes", "inf", "-o", out}, "--segment-bytes"},
+      {{"plan", kTiny, "--segment-bytes", "99999999999PiB", "-o", out}, "is too large"},
+      {{"sweep", kTiny, "--segment-bytes", "0", "--csv", out}, "--segment-bytes"},
+      {{"calibrate", "-o", out, "--max-bytes", "1.5XiB"}, "--max-bytes: '1.5XiB' has an unknown unit"},
+      // Numbers.
+      {{"run", kExchange, "--timeout", "-1", "--save-plan", out}, "--timeout: must be a finite number > 0, got '-1'"},
+      {{"run", kExchange, "--timeout", "0", "--save-plan", out}, "--timeout: must be a finite number > 0"},
+      {{"run", kExchange, "--timeout", "nan", "--save-plan", out}, "--timeout: must be a finite number > 0"},
+      {{"validate", kExchange, "--timeout", "inf"}, "--timeout: must be a finite number > 0"},
+      {{"sweep", kTiny, "--margin", "2", "--csv", out}, "--margin"},
+      {{"sweep", kTiny, "--margin", "nan", "--csv", out}, "--margin"},
+      {{"sweep", kTiny, "--offload", "1.5", "--csv", out}, "--offload"},
+      {{"sweep", kTiny, "--domains", "0", "--csv", out}, "--domains"},
+      // Choices.
+      {{"run", kExchange, "--backend", "gloo", "--save-plan", out}, "--backend"},
+      {{"run", kTiny, "--scenario", kTiny, "--save-plan", out}, "--scenario: applies to a plan.json"},
+      // Files in and out.
+      {{"run", tmp.Path("nothere.json"), "--save-plan", out}, "no such scenario file or built-in scenario"},
+      {{"calibrate", "--refit", tmp.Path("nothere.json"), "-o", out}, "cannot open the profile to refit"},
+      {{"plan", kTiny, "-o", missing_dir}, "does not exist"},
+      {{"run", kExchange, "--save-plan", missing_dir}, "--save-plan: cannot write"},
+      {{"simulate", kExchange, "--trace", missing_dir}, "--trace: cannot write"},
+      {{"sweep", kTiny, "--csv", missing_dir}, "--csv: cannot write"},
+      {{"calibrate", "--refit", kData + "/calib/refit-small.json", "-o", missing_dir}, "does not exist"},
+      {{"plan", kTiny, "-o", kData}, "is a directory"},
+  };
+  EXPECT_GE(table.size(), 30u);
+  for (const Flag& f : table) {
+    std::string what;
+    for (const auto& a : f.args) what += a + " ";
+    const Result r = Reshard(f.args);
+    ExpectRefused(r, what, f.fragment, out);
+    EXPECT_FALSE(fs::exists(missing_dir)) << what;
+  }
+}
+
+// ---- plans from elsewhere (issue 8, item 5) -------------------------------------------
+
+json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+TEST(PlansFromElsewhere, APlanRecordsItsScenarioAndRunsOnIt) {
+  const Scratch tmp;
+  const std::string plan = tmp.Path("plan.json");
+  ASSERT_EQ(Reshard({"plan", kTiny, "--no-simulate", "-o", plan}).code, 0);
+  const json j = ReadJson(plan);
+  EXPECT_THAT(j.at("scenario_fingerprint").get<std::string>(), MatchesRegex("[0-9a-f]{16}"));
+  // Planning again records the same fingerprint (stable).
+  ASSERT_EQ(Reshard({"plan", kTiny, "--no-simulate", "-o", tmp.Path("again.json")}).code, 0);
+  EXPECT_EQ(ReadJson(tmp.Path("again.json")).at("scenario_fingerprint"), j.at("scenario_fingerprint"));
+  // inspect shows the same one, so a user can compare before running.
+  const Result inspect = Reshard({"inspect", kTiny, "--json"});
+  ASSERT_EQ(inspect.code, 0) << inspect.err;
+  EXPECT_EQ(json::parse(inspect.out).at("scenario_fingerprint"), j.at("scenario_fingerprint"));
+  const Result r = Reshard({"run", plan, "--scenario", kTiny, "--save-plan", tmp.Path("ran.json")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(tmp.Path("ran.json")));
+}
+
+TEST(PlansFromElsewhere, AnotherClusterModelOrLayoutIsRefusedBeforeAnyWork) {
+  const Scratch tmp;
+  const std::string plan = tmp.Path("plan.json"), out = tmp.Path("out.json");
+  ASSERT_EQ(Reshard({"plan", kTiny, "--no-simulate", "-o", plan}).code, 0);
+  // Another cluster (80 GiB GPUs): the field that differs is named.
+  Result r = Reshard({"run", plan, "--scenario", kData + "/scenarios/tiny-llama-80gib.yaml", "--save-plan", out});
+  ExpectRefused(r, "other cluster", "cluster_fingerprint: not a plan for scenario 'tiny-llama-80gib'", out);
+  EXPECT_THAT(r.err, HasSubstr("refused before any work"));
+  const int64_t memory = ReadJson(plan).at("cluster").at("gpu_memory_bytes").get<int64_t>();
+  EXPECT_THAT(r.err, HasSubstr("cluster.gpu_memory_bytes: " + std::to_string(memory) + " in the plan, 85899345920 here"));
+  // Same cluster and model, another destination layout.
+  r = Reshard({"simulate", plan, "--scenario", kData + "/scenarios/tiny-llama-tp2-to-tp2.yaml", "--trace", out});
+  ExpectRefused(r, "other layout", "scenario_fingerprint: not a plan for scenario 'tiny-llama-tp2-to-tp2'", out);
+  EXPECT_THAT(r.err, HasSubstr("the layouts, dtypes or GPU lists differ"));
+  // Another model.
+  r = Reshard({"validate", plan, "--scenario", "llama3-8b-tp2-to-tp1x2"});
+  ExpectRefused(r, "other model", "tensors: not a plan for scenario 'llama3-8b-tp2-to-tp1x2'", out);
+}
+
+TEST(PlansFromElsewhere, HandEditsAreRefused) {
+  const Scratch tmp;
+  const std::string plan = tmp.Path("plan.json"), out = tmp.Path("out.json");
+  ASSERT_EQ(Reshard({"plan", kTiny, "--no-simulate", "-o", plan}).code, 0);
+  const json original = ReadJson(plan);
+  // Written back by nlohmann (keys sorted: "buffers" first), as another tool would.
+  auto edited = [&](const std::string& name, const std::function<void(json&)>& edit) {
+    json j = original;
+    edit(j);
+    return tmp.Write(name, j.dump());
+  };
+  // A tensor made larger, consistently: the plan itself still verifies, but it
+  // no longer matches the model it claims (--scenario).
+  const std::string shape = edited("shape.json", [](json& j) { j["tensors"][0]["shape"][0] = 4096; });
+  Result r = Reshard({"run", shape, "--scenario", kTiny, "--save-plan", out});
+  ExpectRefused(r, "edited shape", "tensors: not a plan for scenario", out);
+  EXPECT_THAT(r.err, HasSubstr("tensors[0] '" + original["tensors"][0]["name"].get<std::string>() + "' has shape [4096"));
+  // A destination buffer made smaller: Verify fails, with or without a scenario.
+  size_t dst = 0;
+  while (original["buffers"][dst]["role"] != "destination_weights") ++dst;
+  const std::string size = edited("size.json", [&](json& j) { j["buffers"][dst]["bytes"] = 2; });
+  for (const char* verb : {"run", "validate"}) {
+    r = Reshard({verb, size, "--save-plan", out});
+    ExpectRefused(r, std::string(verb) + " edited size", "the plan fails Verify", out);
+    EXPECT_THAT(r.err, HasSubstr("buffer " + std::to_string(dst)));
+  }
+  r = Reshard({"simulate", size, "--trace", out});
+  ExpectRefused(r, "simulate edited size", "the plan fails Verify", out);
+  // An op edited: a send's size no longer matches its receive.
+  size_t send = 0;
+  while (original["ops"][send]["kind"] != "send") ++send;
+  const std::string op = edited("op.json", [&](json& j) {
+    json& region = j["ops"][send]["region"];
+    region["row_bytes"] = region["row_bytes"].get<int64_t>() - 2;
+  });
+  r = Reshard({"run", op, "--scenario", kTiny, "--save-plan", out});
+  ExpectRefused(r, "edited op", "the plan fails Verify", out);
+  EXPECT_THAT(r.err, HasSubstr("op " + std::to_string(send) + " (send"));
+  // An op removed.
+  const std::string removed = edited("removed.json", [&](json& j) { j["ops"].erase(send); });
+  r = Reshard({"simulate", removed, "--trace", out});
+  ExpectRefused(r, "removed op", "the plan fails Verify", out);
+}
+
+// ---- faults during a run (issue 8, item 4) -----------------------------------------------
+
+TEST(Faults, AFailingRankEndsTheRunNamingOpAndGpu) {
+  const Scratch tmp;
+  // exchange.json: op 6 is GPU 1's send to GPU 0, op 7 GPU 0's receive of it.
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = ReshardWithEnv("RESHARD_FAULT=gpu=1,op=6", {"run", kExchange, "--json", "--timeout", "300"});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.code, 1) << r.err;
+  // Every rank ended because the failure woke it, not because it waited out the 300 s timeout.
+  EXPECT_LT(seconds, 60);
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j.at("verified"), false);
+  EXPECT_EQ(j.at("failed_op"), 6);
+  EXPECT_EQ(j.at("failed_gpu"), 1);
+  EXPECT_THAT(j.at("error").get<std::string>(), HasSubstr("op 6 (send gpu 1->0) on GPU 1: injected fault"));
+  EXPECT_THAT(r.err, HasSubstr("NOT verified"));
+  // validate reports it the same way.
+  const Result v = ReshardWithEnv("RESHARD_FAULT=rank=0,op=1", {"validate", kExchange});
+  EXPECT_EQ(v.code, 1);
+  EXPECT_THAT(v.err, HasSubstr("op 1 (copy gpu 0) on GPU 0: injected fault"));
+}
+
+TEST(Faults, ABadFaultSpecIsBadInput) {
+  const Scratch tmp;
+  const std::string out = tmp.Path("out.json");
+  ExpectRefused(ReshardWithEnv("RESHARD_FAULT=gpu=1", {"run", kExchange, "--save-plan", out}), "no op",
+                "RESHARD_FAULT: 'gpu=1': the op is missing", out);
+  ExpectRefused(ReshardWithEnv("RESHARD_FAULT=gpu=1,opp=3", {"run", kExchange, "--save-plan", out}), "typo",
+                "unknown key 'opp' (did you mean 'op'?)", out);
+  ExpectRefused(ReshardWithEnv("RESHARD_FAULT=gpu=0,op=6", {"run", kExchange, "--save-plan", out}), "wrong GPU",
+                "RESHARD_FAULT: op 6 (send) runs on GPU 1, not GPU 0", out);
+  ExpectRefused(ReshardWithEnv("RESHARD_FAULT=gpu=1,op=99", {"run", kExchange, "--save-plan", out}), "no such op",
+                "op 99 does not exist", out);
+}
+
+}  // namespace

@@ -1,0 +1,149 @@
+// Issue 8, item 5: plans from elsewhere. ScenarioFingerprint is stable and
+// changes with exactly what a plan depends on; PlanScenarioProblems names the
+// cluster fields, tensors or layouts that differ; Verify refuses a buffer
+// larger than the memory it lives in.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "model/error.h"
+#include "model/scenario.h"
+#include "planner/plan.h"
+
+namespace reshard {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::MatchesRegex;
+
+const char* kBase = R"(name: fp
+model: tiny-llama
+dtype: bf16
+cluster: h200-x2
+source: {tp: 2, gpus: all}
+destination: {tp: 1, dp: 2, gpus: all}
+memory: {kv_cache: 64MiB}
+plan: {segment_bytes: 1MiB}
+)";
+
+Scenario Parse(const std::string& text) { return ParseScenario(text, "fp.yaml"); }
+
+std::string With(const std::string& from, const std::string& to) {
+  std::string s = kBase;
+  const size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return s.replace(at, from.size(), to);
+}
+
+// A plan that claims scenario `s`: its cluster, tensors and fingerprint (no ops needed here).
+Plan PlanFor(const Scenario& s) {
+  Plan p;
+  p.name = s.name;
+  p.cluster = s.cluster;
+  p.cluster_fingerprint = s.cluster.Fingerprint();
+  for (const TensorSpec& t : s.model.tensors) p.tensors.push_back({t.name, t.shape, s.dtype});
+  p.scenario_fingerprint = ScenarioFingerprint(s);
+  return p;
+}
+
+TEST(ScenarioFingerprint, StableAndHex) {
+  const std::string fp = ScenarioFingerprint(Parse(kBase));
+  EXPECT_THAT(fp, MatchesRegex("[0-9a-f]{16}"));
+  EXPECT_EQ(ScenarioFingerprint(Parse(kBase)), fp);
+  // Labels, memory state and planning options do not enter it.
+  EXPECT_EQ(ScenarioFingerprint(Parse(With("name: fp", "name: other"))), fp);
+  EXPECT_EQ(ScenarioFingerprint(Parse(With("kv_cache: 64MiB", "kv_cache: 1GiB"))), fp);
+  EXPECT_EQ(ScenarioFingerprint(Parse(With("segment_bytes: 1MiB", "segment_bytes: 4MiB"))), fp);
+}
+
+TEST(ScenarioFingerprint, ChangesWithClusterModelDtypeLayoutsAndGpus) {
+  const std::string fp = ScenarioFingerprint(Parse(kBase));
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"cluster: h200-x2", "cluster: {preset: h200-x2, gpu_memory: 80GiB}"},
+           {"model: tiny-llama", "model: tiny-moe"},
+           {"dtype: bf16", "dtype: fp16"},
+           {"destination: {tp: 1, dp: 2, gpus: all}", "destination: {tp: 2, dp: 1, gpus: all}"},
+           {"destination: {tp: 1, dp: 2, gpus: all}", "destination: {tp: 1, dp: 1, gpus: \"1\"}"},
+           {"destination: {tp: 1, dp: 2, gpus: all}", "destination: {tp: 1, dp: 2, gpus: all, dtype: fp8_e4m3}"},
+       }) {
+    Scenario s;
+    try {
+      s = Parse(With(from, to));
+    } catch (const InputError& e) {
+      ADD_FAILURE() << to << ": " << e.what();
+      continue;
+    }
+    EXPECT_NE(ScenarioFingerprint(s), fp) << to;
+  }
+}
+
+TEST(PlanScenarioProblems, NoneForItsOwnScenario) {
+  const Scenario s = Parse(kBase);
+  EXPECT_THAT(PlanScenarioProblems(PlanFor(s), s), IsEmpty());
+  // Older plans without a scenario fingerprint: cluster and tensors are still compared.
+  Plan old = PlanFor(s);
+  old.scenario_fingerprint.clear();
+  EXPECT_THAT(PlanScenarioProblems(old, s), IsEmpty());
+}
+
+TEST(PlanScenarioProblems, AnotherClusterNamesTheFieldsThatDiffer) {
+  const Scenario s = Parse(kBase);
+  const Scenario other = Parse(With("cluster: h200-x2", "cluster: {preset: h200-x2, gpu_memory: 80GiB}"));
+  const std::vector<std::string> problems = PlanScenarioProblems(PlanFor(s), other);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], HasSubstr("made for cluster 'h200-x2' (fingerprint " + s.cluster.Fingerprint()));
+  EXPECT_THAT(problems[0], HasSubstr("cluster.gpu_memory_bytes: " + std::to_string(s.cluster.gpu_memory_bytes) +
+                                     " in the plan, 85899345920 here"));
+}
+
+TEST(PlanScenarioProblems, EditedTensorsAreNamed) {
+  const Scenario s = Parse(kBase);
+  Plan p = PlanFor(s);
+  p.tensors[3].shape.dim[0] += 1;
+  std::vector<std::string> problems = PlanScenarioProblems(p, s);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], HasSubstr("tensors[3] '" + p.tensors[3].name + "' has shape ["));
+  p = PlanFor(s);
+  p.tensors[1].dtype = DType::kFP32;
+  p.tensors[0].name = "renamed";
+  EXPECT_THAT(PlanScenarioProblems(p, s),
+              ElementsAre(HasSubstr("tensors[0] 'renamed' is 'renamed' in the plan but"),
+                          HasSubstr("has dtype fp32 in the plan but the scenario trains in bf16")));
+  p = PlanFor(s);
+  p.tensors.pop_back();
+  EXPECT_THAT(PlanScenarioProblems(p, s), ElementsAre(HasSubstr("tensors but the scenario's model")));
+  p = PlanFor(s);
+  for (auto& t : p.tensors) t.shape.dim[0] += 1;  // every tensor: a few listed, the rest counted
+  problems = PlanScenarioProblems(p, s);
+  EXPECT_EQ(problems.size(), 6u);
+  EXPECT_THAT(problems.back(), HasSubstr("more tensors differ"));
+}
+
+TEST(PlanScenarioProblems, AnotherLayoutShowsInTheFingerprint) {
+  const Scenario s = Parse(kBase);
+  const Scenario tp2 = Parse(With("destination: {tp: 1, dp: 2, gpus: all}", "destination: {tp: 2, dp: 1, gpus: all}"));
+  EXPECT_THAT(PlanScenarioProblems(PlanFor(s), tp2),
+              ElementsAre(HasSubstr("the layouts, dtypes or GPU lists differ")));
+}
+
+TEST(PlanVerify, BufferLargerThanItsMemoryIsRefused) {
+  const Scenario s = Parse(kBase);
+  Plan p = PlanFor(s);
+  PlanBuffer b;
+  b.id = 0;
+  b.gpu = 0;
+  b.bytes = s.cluster.gpu_memory_bytes + 1;
+  b.preexisting = true;
+  p.buffers.push_back(b);
+  EXPECT_THAT(Verify(p).problems, ElementsAre(HasSubstr("bytes is more than the GPU's memory it lives in")));
+  p.buffers[0].bytes = s.cluster.gpu_memory_bytes;
+  EXPECT_TRUE(Verify(p).ok());
+  p.buffers[0].space = MemorySpace::kHost;
+  p.buffers[0].role = BufferRole::kHost;
+  p.buffers[0].bytes = s.cluster.host_memory_bytes + 1;
+  EXPECT_THAT(Verify(p).problems, ElementsAre(HasSubstr("more than the node's host memory")));
+}
+
+}  // namespace
+}  // namespace reshard
