@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <string>
 #include <cstring>
 #include <mutex>
 #include <numeric>
@@ -193,9 +194,21 @@ class NcclBackend final : public Backend {
       RESHARD_GPU(cudaSetDevice(g->device));
       // Streams live as long as the backend: fewer streams created, fewer
       // chances of two sharing a hardware queue.
+      // The comm stream gets the highest priority: when an unpack and the next
+      // NCCL group become ready together, NCCL's blocks are placed first instead
+      // of waiting for SMs a copy kernel holds (NVLink lost 17-23 % beside a copy
+      // launched first, 6-8 % beside one launched after it:
+      // bench/results/2026-11-30-h200x2-nccl-group-probe.md).
+      // RESHARD_COMM_STREAM_PRIORITY=0 turns this off.
+      int least = 0, greatest = 0;
+      RESHARD_GPU(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      const char* prio_env = std::getenv("RESHARD_COMM_STREAM_PRIORITY");
+      const bool prioritise = prio_env == nullptr || std::string(prio_env) != "0";
       while (g->streams.size() < streams) {
+        const size_t i = g->streams.size();
+        const bool comm = i < plan.stream_names.size() && plan.stream_names[i] == "comm";
         cudaStream_t s = nullptr;
-        RESHARD_GPU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        RESHARD_GPU(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, comm && prioritise ? greatest : least));
         g->streams.push_back(s);
       }
       RESHARD_GPU(nccl_detail::WarmKernels(g->streams[0]));  // modules loaded before any timing
@@ -394,7 +407,8 @@ class NcclBackend final : public Backend {
     if (descs.empty()) return;
     const int32_t count = static_cast<int32_t>(descs.size());
     int32_t max_blocks = g.sms * std::max(opt_.copy_blocks_per_sm, 1);
-    if (opt_.copy_max_blocks > 0) max_blocks = std::min(max_blocks, opt_.copy_max_blocks);
+    const int32_t cap = opt_.copy_max_blocks < 0 ? std::max(g.sms / 2, 1) : opt_.copy_max_blocks;
+    if (cap > 0) max_blocks = std::min(max_blocks, cap);
     if (count <= nccl_detail::kCopyDescsByValue) {
       RESHARD_GPU(nccl_detail::LaunchCopy(descs.data(), count, chunks, false, s, max_blocks));
       return;

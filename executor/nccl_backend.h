@@ -93,9 +93,12 @@ struct NcclBackendOptions {
   // Thread blocks per SM of the copy kernel: few enough that NCCL's kernels
   // find room on every SM while copies and transfers overlap.
   int32_t copy_blocks_per_sm = 2;
-  // Upper bound on the copy kernel's blocks over the whole GPU (0: none), so
-  // pack/unpack leave most SMs to NCCL while they overlap transfers.
-  int32_t copy_max_blocks = 0;
+  // Upper bound on the copy kernel's blocks over the whole GPU (0: none; -1:
+  // half the SMs), so pack/unpack leave SMs to NCCL while they overlap
+  // transfers. llama3-8b TP2 -> TP1x2 on 2x H200: 28.6 ms uncapped, 27.7 at
+  // 32 blocks, 25.5 at 66 (half of 132 SMs), 26.1 at 100
+  // (bench/results/2026-11-30-h200x2-refit-session2.md).
+  int32_t copy_max_blocks = -1;
   // Host <-> device pairs (offload / reload) through the copy kernel (SM
   // loads and stores over PCIe via UVA) instead of cudaMemcpy*Async on a copy
   // engine. For experiments: copy engines queue work in order, so a large

@@ -402,34 +402,54 @@ SourceChoice ChooseSources(const Scenario& s, const Layout& source, const Layout
     return v;
   };
 
-  // Candidate sets ("eff" sets) by tier, interned by their GPU list.
+  // Candidate sets ("eff" sets) by tier, interned by their GPU list; ids in
+  // order of first use.
   struct Eff {
     std::vector<int32_t> gpus;
     bool network = false;
   };
   std::vector<Eff> effs;
   std::map<std::pair<bool, std::vector<int32_t>>, int32_t> eff_id;
-  std::map<std::pair<int32_t, int32_t>, int32_t> eff_of;  // (holder set, domain) -> eff
+  auto intern = [&](bool network, std::vector<int32_t> list) {
+    auto key = std::make_pair(network, std::move(list));
+    auto [it, added] = eff_id.try_emplace(std::move(key), static_cast<int32_t>(effs.size()));
+    if (added) effs.push_back(Eff{it->first.second, network});
+    return it->second;
+  };
+  // The eff set of holder set h for a destination on GPU g: its GPUs in g's
+  // NVLink domain, else (none there) all its GPUs. DomainOf is non-decreasing
+  // in the GPU id, so a domain's GPUs are one run of the sorted holder list,
+  // found by binary search: O(log n) per (holder set, domain) instead of a
+  // scan of all n holder GPUs (O(sets x domains x replicas) at 8k GPUs).
+  // Memos: per holder set its network eff, and per position of its GPU list
+  // the eff of the domain whose run starts there (O(holder GPUs) memory).
+  std::vector<int32_t> network_eff(ts.holder_sets.size(), -1);
+  std::vector<std::vector<int32_t>> domain_eff(ts.holder_sets.size());
   // Consecutive destination ranks mostly share a domain: remember the last
-  // (domain, eff) of each holder set before asking the map.
+  // (domain, eff) of each holder set.
   std::vector<std::pair<int32_t, int32_t>> last_eff(ts.holder_sets.size(), {-1, -1});
   auto eff_for = [&](int32_t h, int32_t g) {
     const int32_t dom = c.DomainOf(g);
     if (last_eff[h].first == dom) return last_eff[h].second;
-    auto [it, fresh] = eff_of.try_emplace({h, dom}, -1);
-    if (fresh) {
-      const auto& all = holder_gpus(h);
-      std::vector<int32_t> near;
-      for (int32_t x : all)
-        if (c.DomainOf(x) == dom) near.push_back(x);
-      const bool network = near.empty();
-      auto key = std::make_pair(network, network ? all : near);
-      auto [jt, added] = eff_id.try_emplace(key, static_cast<int32_t>(effs.size()));
-      if (added) effs.push_back(Eff{key.second, network});
-      it->second = jt->second;
+    const auto& all = holder_gpus(h);
+    const auto lo =
+        std::lower_bound(all.begin(), all.end(), dom, [&](int32_t x, int32_t d) { return c.DomainOf(x) < d; });
+    int32_t e;
+    if (lo == all.end() || c.DomainOf(*lo) != dom) {
+      if (network_eff[h] < 0) network_eff[h] = intern(true, all);
+      e = network_eff[h];
+    } else {
+      auto& memo = domain_eff[h];
+      if (memo.empty()) memo.assign(all.size(), -1);
+      int32_t& m = memo[static_cast<size_t>(lo - all.begin())];
+      if (m < 0) {
+        const auto hi = std::upper_bound(lo, all.end(), dom, [&](int32_t d, int32_t x) { return d < c.DomainOf(x); });
+        m = intern(false, std::vector<int32_t>(lo, hi));
+      }
+      e = m;
     }
-    last_eff[h] = {dom, it->second};
-    return it->second;
+    last_eff[h] = {dom, e};
+    return e;
   };
 
   // Pass 1: local fragments are decided; the others record their eff set.

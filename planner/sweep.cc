@@ -37,7 +37,7 @@ bool ValidDomain(const Cluster& c, int32_t d) {
   return true;
 }
 
-// One grid point, planned with every choice forced and simulated once.
+// One grid point, planned with its choices forced.
 SweepPoint Evaluate(const Scenario& base, SweepPoint p) {
   Scenario s = base;
   s.cluster.nvlink_domain_nodes = p.nvlink_domain_nodes;
@@ -46,7 +46,8 @@ SweepPoint Evaluate(const Scenario& base, SweepPoint p) {
   o.offload_fraction = p.offload_fraction;
   o.destination_per_layer = p.policy.destination_per_layer;
   o.source_to_host = p.policy.source_to_host;
-  o.simulate_max_fragments = 0;  // one candidate: simulate the final plan only
+  // Small plans still simulate the in-place thresholds (plan.direct_min_bytes
+  // auto) and keep the fastest, as `reshard plan` does; large ones take the default.
   try {
     const PlanResult r = MakePlan(s, o);
     const std::vector<int64_t>& peaks = r.ok() ? r.plan.summary.predicted_peak_bytes : r.stats.planned_peak_bytes;

@@ -38,15 +38,23 @@ class Builder {
   TransferSet Run() {
     IndexSources();
     out_.shard_fragments.resize(dst_.shards.size());
+    std::vector<const std::vector<Piecewise>*> parts_of;  // per piece of the shard (cache entries stay put)
     for (size_t s = 0; s < dst_.shards.size(); ++s) {
       const Shard& sh = dst_.shards[s];
       auto& frags = out_.shard_fragments[s];
-      frags.reserve(sh.pieces.size());
+      // Exact reservation: fragments outnumber pieces several times, and
+      // growing the vector would copy them (and touch fresh pages) twice more.
+      parts_of.clear();
+      size_t n = 0;
+      for (const Piece& p : sh.pieces) {
+        parts_of.push_back(&Fragments(p.tensor, p.box));
+        n += parts_of.back()->size();
+      }
+      frags.reserve(n);
       for (size_t pi = 0; pi < sh.pieces.size(); ++pi) {
-        const Piece& p = sh.pieces[pi];
-        const std::vector<Piecewise>& parts = Fragments(p.tensor, p.box);
-        for (const Piecewise& pw : parts)
-          frags.push_back(Fragment{pw.box, p.tensor, static_cast<int32_t>(pi), pw.set, Volume(pw.box)});
+        const int32_t t = sh.pieces[pi].tensor;
+        for (const Piecewise& pw : *parts_of[pi])
+          frags.push_back(Fragment{pw.box, t, static_cast<int32_t>(pi), pw.set, Volume(pw.box)});
       }
     }
     return std::move(out_);
