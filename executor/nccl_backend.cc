@@ -318,10 +318,20 @@ class NcclBackend final : public Backend {
       // The pool reuses a block freed on another stream only once that free
       // has run (no hidden cross-stream dependencies): wait for this GPU's
       // issued work, then retry. Costs time only where the run would fail.
+      // First only the ops this allocation depends on (the frees the plan
+      // made room with): waiting for every stream would also wait for a long
+      // offload on the host stream and serialise the rest of the run.
       (void)cudaGetLastError();
-      RESHARD_GPU(cudaDeviceSynchronize());
       ++g.alloc_retries;
+      WaitDeps(current_op_, "waiting for the frees an allocation depends on");  // bounded
+      RESHARD_GPU(cudaSetDevice(g.device));
       e = cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s);
+      if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        WaitStreams(fmt::format("waiting for GPU {} to drain before retrying an allocation", b.gpu));  // bounded
+        RESHARD_GPU(cudaSetDevice(g.device));
+        e = cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s);
+      }
     }
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
@@ -445,6 +455,7 @@ class NcclBackend final : public Backend {
   }
 
   void OpStart(int32_t op, int32_t gpu, int32_t stream) override {
+    current_op_ = op;
     if (opt_.fault.active() && opt_.fault.gpu == gpu && opt_.fault.op == op) failed_gpu_ = gpu;
     Gpu& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
@@ -932,6 +943,25 @@ class NcclBackend final : public Backend {
   }
 
   // Waits until every stream of every local GPU is idle.
+  // Host wait (bounded) for the end events of op `op`'s dependencies on local GPUs.
+  void WaitDeps(int32_t op, const std::string& what) {
+    if (plan_ == nullptr || op < 0) return;
+    const auto deadline = Deadline();
+    for (int32_t d : plan_->ops[op].deps) {
+      const Op& dep = plan_->ops[d];
+      if (!IsLocal(dep.gpu) || end_ev_[d] == nullptr) continue;
+      RESHARD_GPU(cudaSetDevice(State(dep.gpu).device));
+      for (auto pause = std::chrono::microseconds(1);; Pause(pause)) {
+        const cudaError_t e = cudaEventQuery(end_ev_[d]);
+        if (e == cudaSuccess) break;
+        if (e != cudaErrorNotReady) Fail(fmt::format("{}: op {} failed: {}", what, d, Describe(e)), d, dep.gpu);
+        CheckAsyncErrors(what, nullptr);
+        if (Clock::now() > deadline)
+          Fail(fmt::format("{}: op {} did not finish within {} s", what, d, opt_.timeout_s), d, dep.gpu);
+      }
+    }
+  }
+
   void WaitStreams(const std::string& what) {
     const auto deadline = Deadline();
     for (auto pause = std::chrono::microseconds(1);; Pause(pause)) {
@@ -1028,6 +1058,7 @@ class NcclBackend final : public Backend {
 
   NcclBackendOptions opt_;
   const Plan* plan_ = nullptr;
+  int32_t current_op_ = -1;  // the op being issued (OpStart)
   bool begun_ = false;
   int32_t gpu_count_ = 0;
   std::vector<int32_t> local_gpus_;

@@ -15,6 +15,7 @@
 #include "model/error.h"
 #include "planner/assign.h"
 #include "planner/rounds.h"
+#include "planner/scratch_vector.h"
 #include "planner/transfer_set.h"
 #include "sim/ports.h"
 #include "sim/simulator.h"
@@ -153,7 +154,7 @@ struct Base {
   SideBuffers sb, db;
   int64_t eb = 2;
   std::vector<GpuMemoryAtStart> mem;
-  std::vector<Item> items;              // sorted by (src_gpu, dst_gpu, src_slot, dst_rank, frag)
+  ScratchVector<Item> items;            // sorted by (src_gpu, dst_gpu, src_slot, dst_rank, frag)
   struct PairBytes {
     int32_t src_gpu, dst_gpu;
     int64_t bytes;
@@ -258,7 +259,7 @@ void BuildBase(Base& b) {
 struct Schedule {
   int64_t segment_bytes = 0;
   int64_t direct_min_bytes = 0;     // pieces below this are packed, never in place
-  std::vector<Part> parts;
+  ScratchVector<Part> parts;
   std::vector<Seg> segs;            // sorted by (round, src_gpu, dst_gpu)
   std::vector<LocalBatch> locals;   // sorted by (gpu, priority, src_slot)
   int32_t rounds = 0;
@@ -317,6 +318,27 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes, int64_t direct_min_bytes
   std::vector<uint8_t> cls;  // per item of the pair: transfer class
   std::vector<SideRun> side[2];  // per item of the pair: its send / receive side, if contiguous
   std::vector<size_t> run_order, fill_order;
+  // Per transfer class of the current pair (see below). Declared once and
+  // reset per pair: their vectors keep their capacity, which saves a dozen
+  // allocations per pair (tens of thousands of pairs at scale).
+  struct Filler {
+    std::vector<Part> parts;
+    std::vector<Seg> segs;
+    Seg cur{};
+    int64_t used = 0, elems = 0, seg_elems = 0;
+    int64_t ops = 1;  // p2p ops of the current segment (in-place classes: runs started)
+    void Reset() {
+      parts.clear();
+      segs.clear();
+      cur = Seg{};
+      used = elems = seg_elems = 0;
+      ops = 1;
+    }
+  };
+  Filler fill[4];  // index: send_direct | recv_direct << 1
+  std::vector<Box> todo;  // sub-boxes of a fragment still to place
+  std::vector<const Fragment*> frag_of;  // per item of the pair: its fragment
+  std::vector<const Piece*> dpiece_of;   // per item of the pair: its destination piece
   for (size_t i = 0; i < b.items.size();) {
     size_t j = i;
     while (j < b.items.size() && b.items[j].src_gpu == b.items[i].src_gpu && b.items[j].dst_gpu == b.items[i].dst_gpu) ++j;
@@ -347,14 +369,7 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes, int64_t direct_min_bytes
     // the send, unpack after the recv). Each class's bytes are split into
     // segments of equal size (its bytes over the fewest segments that respect
     // the limit), so rounds carry similar amounts.
-    struct Filler {
-      std::vector<Part> parts;
-      std::vector<Seg> segs;
-      Seg cur{};
-      int64_t used = 0, elems = 0, seg_elems = 0;
-      int64_t ops = 1;  // p2p ops of the current segment (in-place classes: runs started)
-    };
-    Filler fill[4];  // index: send_direct | recv_direct << 1
+    for (Filler& F : fill) F.Reset();
     // A side goes in place when the piece is contiguous there and belongs to
     // a run (pieces of this pair back to back in one plan buffer, which the
     // emitter sends as one op) of at least direct_min_bytes.
@@ -362,11 +377,19 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes, int64_t direct_min_bytes
     cls.assign(n, 0);
     side[0].assign(n, SideRun{});
     side[1].assign(n, SideRun{});
+    // The pair's fragments and destination pieces first, in two tight loops:
+    // they are scattered (items are in sender order), and these loops keep
+    // many of the cache misses in flight where the long loop below would
+    // take them one at a time (deepseek-v3: -40 % for this pass).
+    frag_of.resize(n);
+    dpiece_of.resize(n);
+    for (size_t k = 0; k < n; ++k) frag_of[k] = &b.Frag(b.items[i + k].dst_rank, b.items[i + k].frag);
+    for (size_t k = 0; k < n; ++k) dpiece_of[k] = &b.dst.ShardOf(b.items[i + k].dst_rank).pieces[frag_of[k]->dst_piece];
     for (size_t k = i; k < j; ++k) {
       const Item& it = b.items[k];
-      const Fragment& f = b.Frag(it.dst_rank, it.frag);
+      const Fragment& f = *frag_of[k - i];
       const Piece& sp = b.src.ShardOf(it.src_rank).pieces[it.src_piece];
-      const Piece& dp = b.dst.ShardOf(it.dst_rank).pieces[f.dst_piece];
+      const Piece& dp = *dpiece_of[k - i];
       const int32_t ss = b.src.rank_shard[it.src_rank], ds = b.dst.rank_shard[it.dst_rank];
       const auto sr = BoxRegion(0, b.sb.base_of[ss][sp.buffer] + sp.offset, sp.stride, sp.box, f.box, eb);
       const auto dr = BoxRegion(0, b.db.base_of[ds][dp.buffer] + dp.offset, dp.stride, dp.box, f.box, eb);
@@ -382,7 +405,7 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes, int64_t direct_min_bytes
       const bool rd = side[1][k].rank >= 0 && side[1][k].run_bytes >= direct_min_bytes;
       const uint8_t cl = static_cast<uint8_t>((sd ? 1 : 0) | (rd ? 2 : 0));
       cls[k] = cl;
-      fill[cl].elems += b.Frag(b.items[i + k].dst_rank, b.items[i + k].frag).elems;
+      fill[cl].elems += frag_of[k]->elems;
       fill[cl].used += cl == 0 || side[cl == 2 ? 1 : 0][k].run_start ? 1 : 0;  // ops per class, for the count below
     }
     // Splitting by class may add at most a quarter more segments (each is a
@@ -403,7 +426,7 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes, int64_t direct_min_bytes
         const int64_t seg_elems = (pair_elems + nseg - 1) / nseg;
         for (Filler& F : fill) F.elems = 0;
         for (size_t k = i; k < j; ++k) {
-          const int64_t elems = b.Frag(b.items[k].dst_rank, b.items[k].frag).elems;
+          const int64_t elems = frag_of[k - i]->elems;
           const SideRun& run = side[cls[k - i] == 2 ? 1 : 0][k - i];
           if (cls[k - i] != 0 && 2 * run.run_bytes < seg_elems * eb) cls[k - i] = 0;
           fill[cls[k - i]].elems += elems;
@@ -447,13 +470,13 @@ Schedule MakeSchedule(const Base& b, int64_t seg_bytes, int64_t direct_min_bytes
     for (size_t q : fill_order) {
       const size_t k = i + q;
       const Item& it = b.items[k];
-      const Fragment& f = b.Frag(it.dst_rank, it.frag);
+      const Fragment& f = *frag_of[q];
       Filler& F = fill[cls[k - i]];
       if (F.cur.PerPart() && F.cur.num_parts > 0 && side[cls[q] == 2 ? 1 : 0][q].run_start) ++F.ops;
       const int64_t seg_elems = F.seg_elems;
       // Fill the current segment, splitting along the outermost dimension
       // (row-major sub-boxes of a contiguous run stay contiguous).
-      std::vector<Box> todo{f.box};
+      todo.assign(1, f.box);
       while (!todo.empty()) {
         Box x = todo.back();
         todo.pop_back();
@@ -604,7 +627,19 @@ class Emitter {
     // plus local copies and about two memory ops per buffer.
     out_.plan.ops.reserve(4 * sc_.segs.size() + sc_.locals.size() + 3 * out_.plan.buffers.size() + 16);
     homes_.reserve(sc_.parts.size());
-    for (const Part& pt : sc_.parts) homes_.push_back(HomeOf(pt));
+    // In blocks: the parts' fragments and destination pieces are scattered
+    // (parts are in sender order); tight loops that load the fragments and
+    // prefetch the pieces keep many of these cache misses in flight, and
+    // HomeOf then finds them cached (deepseek-v3: -35 % for this pass).
+    constexpr size_t kBlock = 64;
+    const Fragment* frag[kBlock];
+    for (size_t k0 = 0; k0 < sc_.parts.size(); k0 += kBlock) {
+      const size_t k1 = std::min(sc_.parts.size(), k0 + kBlock);
+      for (size_t k = k0; k < k1; ++k) frag[k - k0] = &b_.Frag(sc_.parts[k].dst_rank, sc_.parts[k].frag);
+      for (size_t k = k0; k < k1; ++k)
+        __builtin_prefetch(&b_.dst.ShardOf(sc_.parts[k].dst_rank).pieces[frag[k - k0]->dst_piece]);
+      for (size_t k = k0; k < k1; ++k) homes_.push_back(HomeOf(sc_.parts[k]));
+    }
     CountReaders();
     Prologue();
     MainLoop();
@@ -1273,7 +1308,7 @@ class Emitter {
   const Cluster& c_;
   Emitted out_;
   std::vector<GpuState> gs_;
-  std::vector<Home> homes_;  // per part, computed once (the lookups are cache misses)
+  ScratchVector<Home> homes_;  // per part, computed once (the lookups are cache misses)
   std::vector<int32_t> src_buf0_, opt_buf0_, dst_buf0_;
   std::vector<int32_t> dst_alloc_;         // per buffer: its alloc op (destination weights, staging)
   std::vector<int32_t> readers_;           // per buffer: ops still to read it (source weights)
@@ -1420,9 +1455,23 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   std::optional<Candidate> best;
   Emitted frugal;  // the infeasible result with the least missing bytes
   bool have_frugal = false;
-  for (size_t oi : order) {
-   for (const int64_t dmin : directs) {
+  // Candidates: (size index, threshold). Small plans pick the segment size at
+  // the first threshold, then try the other thresholds at that size (2 more
+  // plans instead of 2 per size); if nothing fits, every pair.
+  std::vector<std::vector<std::vector<Seg>>> tried(sizes.size());  // per size: segment lists already planned
+  auto consider = [&](size_t oi, int64_t dmin) {
     auto sched = std::make_shared<Schedule>(MakeSchedule(base, sizes[oi], dmin));
+    // Thresholds that leave every piece in the same class give the same plan:
+    // plan it once (most MoE and small-piece plans).
+    const auto same = [&](const std::vector<Seg>& v) {
+      return v.size() == sched->segs.size() &&
+             std::equal(v.begin(), v.end(), sched->segs.begin(), [](const Seg& x, const Seg& y) {
+               return std::tie(x.src_gpu, x.dst_gpu, x.first_part, x.num_parts, x.bytes, x.send_direct, x.recv_direct) ==
+                      std::tie(y.src_gpu, y.dst_gpu, y.first_part, y.num_parts, y.bytes, y.send_direct, y.recv_direct);
+             });
+    };
+    if (std::any_of(tried[oi].begin(), tried[oi].end(), same)) return;
+    if (directs.size() > 1) tried[oi].push_back(sched->segs);
     for (size_t pi = 0; pi < policies.size(); ++pi) {
       const Policy& pol = policies[pi];
       Emitted e = Emitter(base, *sched, pol).Run();
@@ -1443,8 +1492,20 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
       // that fits; large plans keep the first (cheapest savings first).
       if (pi == 0 || !small) break;
     }
-   }
+  };
+  for (size_t oi : order) {
+    consider(oi, directs.front());
     if (best && !small) break;  // large plans: the first size that fits
+  }
+  if (directs.size() > 1) {
+    if (best) {
+      const size_t at = static_cast<size_t>(
+          std::find(sizes.begin(), sizes.end(), best->schedule->segment_bytes) - sizes.begin());
+      for (size_t k = 1; k < directs.size(); ++k) consider(at, directs[k]);
+    } else {
+      for (size_t oi : order)
+        for (size_t k = 1; k < directs.size(); ++k) consider(oi, directs[k]);
+    }
   }
 
   PlanResult res;

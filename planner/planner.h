@@ -65,7 +65,8 @@ struct PlannerOptions {
   int64_t segment_bytes = 0;
   std::vector<int64_t> segment_candidates;  // empty: powers of two 4 MiB .. 1 GiB
   // -1: the scenario's plan.direct_min_bytes; when that is -1 too, small
-  // plans try 64 MiB, never and 0 (by predicted time), large ones 64 MiB.
+  // plans choose the segment size at 64 MiB, then try never and 0 at that
+  // size (by predicted time); large ones use 64 MiB.
   int64_t direct_min_bytes = -1;
   // Forced policies (empty: from the scenario / searched).
   std::optional<double> offload_fraction;
