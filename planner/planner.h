@@ -42,11 +42,12 @@
 //  7. Prediction: the simulator (sim/simulator.h); lower bound sim/ports.h.
 // Streams: 0 compute (pack, unpack, local copies, allocs), 1 comm (send/recv),
 // 2 host (optimizer offload), 3 release (training weights to host).
-// Complexity: O(F log F) for the F (destination rank, fragment) pairs (one
-// sort of packed keys), O(F + S) to cut S segments and emit them, O(S·Δ) for
-// the colouring (Δ rounds), O(pairs) per candidate segment size; the output
-// itself is O(F) copy pairs, so F bounds time and memory (deepseek-v3 on
-// 512 GPUs: F = 0.93 M).
+// Complexity: O(F) for the F (destination rank, fragment) pairs (made in
+// destination order, then a radix sort on the sender bits of their packed
+// keys: 2-3 passes; O(F log F) when a key exceeds 64 bits), O(F + S) to cut S
+// segments and emit them, O(S·Δ) for the colouring (Δ rounds), O(pairs) per
+// candidate segment size; the output itself is O(F) copy pairs, so F bounds
+// time and memory (deepseek-v3 on 512 GPUs: F = 0.93 M).
 #pragma once
 
 #include <cstdint>

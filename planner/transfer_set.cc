@@ -37,6 +37,9 @@ class Builder {
 
   TransferSet Run() {
     IndexSources();
+    size_t pieces = 0;
+    for (const Shard& sh : dst_.shards) pieces += sh.pieces.size();
+    cache_.reserve(pieces);  // at most one entry per piece: no rehashing
     out_.shard_fragments.resize(dst_.shards.size());
     std::vector<const std::vector<Piecewise>*> parts_of;  // per piece of the shard (cache entries stay put)
     for (size_t s = 0; s < dst_.shards.size(); ++s) {
@@ -125,8 +128,9 @@ class Builder {
 
   // Fragments of destination box `D` of tensor `t` (cached per distinct box).
   const std::vector<Piecewise>& Fragments(int32_t t, const Box& D) {
-    auto key = std::make_pair(t, D);
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    // One hash and probe per query: the entry is made here and filled below.
+    auto [entry, fresh] = cache_.try_emplace(std::make_pair(t, D));
+    if (!fresh) return entry->second;
     const TensorIndex& ix = index_[t];
     const int d = ix.dim;
     std::vector<Piecewise> hits;
@@ -150,7 +154,8 @@ class Builder {
     } else {
       out = Refine(t, D, hits);
     }
-    return cache_.emplace(key, std::move(out)).first->second;
+    entry->second = std::move(out);
+    return entry->second;
   }
 
   // Overlapping holder boxes: cut D at every boundary and give each cell the
