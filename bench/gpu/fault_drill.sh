@@ -6,10 +6,7 @@
 # memory in use after each (nvidia-smi).   bash bench/gpu/fault_drill.sh OUT
 set -u -o pipefail
 OUT=${1:?output dir}
-BIN=${BIN:-.carry/lib}
-NCCL_LIB=${NCCL_LIB:-$(python3 -c "import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],'lib'))")}
-export LD_LIBRARY_PATH=$BIN:$NCCL_LIB:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
+. "$(dirname "$0")/gpu_env.sh"  # BIN, NCCL_LIB, LD_LIBRARY_PATH, NCCL_NVLS_ENABLE=0
 mkdir -p "$OUT"
 S=${SCENARIO:-tiny-llama-tp2-to-tp1x2}
 "$BIN/reshard" plan "$S" -o "$OUT/plan.json" > /dev/null

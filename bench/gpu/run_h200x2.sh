@@ -9,10 +9,7 @@
 #   device run (carry .carry): bash bench/gpu/run_h200x2.sh $OUT
 set -u -o pipefail
 OUT=${1:?output dir}
-BIN=${BIN:-.carry/lib}
-NCCL_LIB=${NCCL_LIB:-$(python3 -c "import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],'lib'))")}
-export LD_LIBRARY_PATH=$BIN:$NCCL_LIB:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
+. "$(dirname "$0")/gpu_env.sh"  # BIN, NCCL_LIB, LD_LIBRARY_PATH, NCCL_NVLS_ENABLE=0
 mkdir -p "$OUT"
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; } > "$OUT/environment.txt" 2>&1
 rc=0

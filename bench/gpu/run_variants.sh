@@ -6,10 +6,7 @@
 set -u -o pipefail
 OUT=${1:?output dir}
 SCEN=${2:-llama3-8b-tp2-to-tp1x2}
-BIN=${BIN:-.carry/lib}
-NCCL_LIB=${NCCL_LIB:-$(python3 -c "import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],'lib'))")}
-export LD_LIBRARY_PATH=$BIN:$NCCL_LIB:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
+. "$(dirname "$0")/gpu_env.sh"  # BIN, NCCL_LIB, LD_LIBRARY_PATH, NCCL_NVLS_ENABLE=0
 mkdir -p "$OUT"
 src=bench/gpu/scenarios/$SCEN.yaml
 for seg in ${SEGMENTS:-auto}; do
