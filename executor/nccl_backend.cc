@@ -5,15 +5,17 @@
 #include "executor/nccl_backend.h"
 
 #include <algorithm>
-#include <iostream>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <string>
 #include <cstring>
+#include <iostream>
+#include <map>
 #include <mutex>
 #include <numeric>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -149,6 +151,9 @@ class NcclBackend final : public Backend {
     ptr_.assign(plan.buffers.size(), nullptr);
     start_ev_.assign(plan.ops.size(), nullptr);
     end_ev_.assign(plan.ops.size(), nullptr);
+    issue_seq_.assign(plan.ops.size(), -1);
+    next_seq_ = 0;
+    waited_.clear();
     checks_.clear();
     const int32_t gpus = plan.Gpus();
     const int32_t procs = opt_.mpi != nullptr ? opt_.mpi->size() : 1;
@@ -293,11 +298,17 @@ class NcclBackend final : public Backend {
   }
 
   void End() override {
-    for (const auto& g : gpus_state_)
-      if (g->alloc_retries > 0)
-        std::cerr << fmt::format("warning: GPU {}: {} allocation(s) fit only after waiting for the GPU to drain (the "
+    for (const auto& g : gpus_state_) {
+      if (g->alloc_retries > g->alloc_drains)
+        std::cerr << fmt::format("note: GPU {}: {} allocation(s) fit only once the frees they follow had run (the "
                                  "pool reuses memory freed on another stream once that free has run)\n",
-                                 g->gpu, g->alloc_retries);
+                                 g->gpu, g->alloc_retries - g->alloc_drains);
+      if (g->alloc_drains > 0)
+        std::cerr << fmt::format("warning: GPU {}: {} allocation(s) fit only after waiting for the whole GPU to drain "
+                                 "(allocator fragmentation: the run was serialised there)\n",
+                                 g->gpu, g->alloc_drains);
+      g->alloc_retries = g->alloc_drains = 0;
+    }
     FirstError errors;
     Release(errors);
     if (!errors.message.empty()) throw GpuError(errors.message);
@@ -318,16 +329,18 @@ class NcclBackend final : public Backend {
       // The pool reuses a block freed on another stream only once that free
       // has run (no hidden cross-stream dependencies): wait for this GPU's
       // issued work, then retry. Costs time only where the run would fail.
-      // First only the ops this allocation depends on (the frees the plan
-      // made room with): waiting for every stream would also wait for a long
+      // First only the ops this allocation happens after on other streams
+      // (the frees the plan made room with, direct or through earlier ops of
+      // this stream): waiting for every stream would also wait for a long
       // offload on the host stream and serialise the rest of the run.
       (void)cudaGetLastError();
       ++g.alloc_retries;
-      WaitDeps(current_op_, "waiting for the frees an allocation depends on");  // bounded
+      WaitHappensBefore(b.gpu, stream, "waiting for the frees an allocation depends on");  // bounded
       RESHARD_GPU(cudaSetDevice(g.device));
       e = cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s);
       if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
+        ++g.alloc_drains;
         WaitStreams(fmt::format("waiting for GPU {} to drain before retrying an allocation", b.gpu));  // bounded
         RESHARD_GPU(cudaSetDevice(g.device));
         e = cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s);
@@ -395,8 +408,12 @@ class NcclBackend final : public Backend {
       d.src = src;
       d.dst = dst;
       d.run = std::gcd(a.run_limit, b.run_limit);
+      d.runs = bytes / d.run;
       d.chunk = std::min(d.run, nccl_detail::kCopyChunkBytes);
       d.chunks_per_run = (d.run + d.chunk - 1) / d.chunk;
+      if (d.run < nccl_detail::kShortRunBytes && d.runs > 1)
+        d.runs_per_chunk = static_cast<int32_t>(
+            std::min<int64_t>({32, d.runs, std::max<int64_t>(1, nccl_detail::kShortRunChunkBytes / d.run)}));
       d.src_row = a.row;
       d.src_plane = a.plane;
       d.src_row_stride = a.row_stride;
@@ -410,7 +427,7 @@ class NcclBackend final : public Backend {
                                                   b.row_stride | b.plane_stride);
       d.vec = VecBytes(bits);
       d.chunk_begin = chunks;
-      chunks += (bytes / d.run) * d.chunks_per_run;
+      chunks += d.runs_per_chunk > 1 ? (d.runs + d.runs_per_chunk - 1) / d.runs_per_chunk : d.runs * d.chunks_per_run;
       d.chunk_end = chunks;
       descs.push_back(d);
     }
@@ -455,7 +472,7 @@ class NcclBackend final : public Backend {
   }
 
   void OpStart(int32_t op, int32_t gpu, int32_t stream) override {
-    current_op_ = op;
+    issue_seq_[op] = next_seq_++;
     if (opt_.fault.active() && opt_.fault.gpu == gpu && opt_.fault.op == op) failed_gpu_ = gpu;
     Gpu& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
@@ -470,6 +487,11 @@ class NcclBackend final : public Backend {
     Gpu& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
     RESHARD_GPU(cudaStreamWaitEvent(g.streams[stream], end_ev_[op], 0));
+    // The latest op of each other queue that this queue now waits for: what
+    // an allocation on it may rely on (WaitHappensBefore).
+    const Op& dep = plan_->ops[op];
+    auto [it, fresh] = waited_[{gpu, stream}].try_emplace({dep.gpu, dep.stream}, op);
+    if (!fresh && issue_seq_[op] > issue_seq_[it->second]) it->second = op;
   }
 
   void StartClock() override {
@@ -626,7 +648,8 @@ class NcclBackend final : public Backend {
     int64_t start_used = 0, start_reserved = 0, reserved_high = 0, used_high = 0;
     std::atomic<int64_t> sampled_peak{0};
     int64_t host_bytes = 0, host_peak = 0;
-    int64_t alloc_retries = 0;  // allocations that fit only after the GPU drained
+    int64_t alloc_retries = 0;  // allocations the pool refused at first (this run)
+    int64_t alloc_drains = 0;   // of those, the ones that fit only after the GPU drained
     CopyDesc* arena_device = nullptr;
     CopyDesc* arena_host = nullptr;
     int64_t arena_capacity = 0, arena_cursor = 0;
@@ -942,12 +965,15 @@ class NcclBackend final : public Backend {
     }
   }
 
-  // Waits until every stream of every local GPU is idle.
-  // Host wait (bounded) for the end events of op `op`'s dependencies on local GPUs.
-  void WaitDeps(int32_t op, const std::string& what) {
-    if (plan_ == nullptr || op < 0) return;
+  // Host wait (bounded) for the end events of the latest op of every other
+  // queue that queue (gpu, stream) has waited for. Those ops ran before
+  // anything issued next on the queue, transitively: a queue they waited for
+  // is covered by their own end event.
+  void WaitHappensBefore(int32_t gpu, int32_t stream, const std::string& what) {
+    const auto it = waited_.find({gpu, stream});
+    if (it == waited_.end()) return;
     const auto deadline = Deadline();
-    for (int32_t d : plan_->ops[op].deps) {
+    for (const auto& [queue, d] : it->second) {
       const Op& dep = plan_->ops[d];
       if (!IsLocal(dep.gpu) || end_ev_[d] == nullptr) continue;
       RESHARD_GPU(cudaSetDevice(State(dep.gpu).device));
@@ -962,6 +988,7 @@ class NcclBackend final : public Backend {
     }
   }
 
+  // Waits until every stream of every local GPU is idle.
   void WaitStreams(const std::string& what) {
     const auto deadline = Deadline();
     for (auto pause = std::chrono::microseconds(1);; Pause(pause)) {
@@ -1058,7 +1085,11 @@ class NcclBackend final : public Backend {
 
   NcclBackendOptions opt_;
   const Plan* plan_ = nullptr;
-  int32_t current_op_ = -1;  // the op being issued (OpStart)
+  // Issue order of the ops (OpStart) and, per queue (gpu, stream), the latest
+  // op of each other queue it waited for (WaitOp).
+  std::vector<int64_t> issue_seq_;
+  int64_t next_seq_ = 0;
+  std::map<std::pair<int32_t, int32_t>, std::map<std::pair<int32_t, int32_t>, int32_t>> waited_;
   bool begun_ = false;
   int32_t gpu_count_ = 0;
   std::vector<int32_t> local_gpus_;

@@ -43,8 +43,56 @@ __device__ __forceinline__ void WarpCopy(const unsigned char* s, unsigned char* 
   for (; i < count; i += 32) dst[i] = src[i];
 }
 
+// Runs [first, first + count) of a pair, count <= 32, one warp: lane j holds
+// run j's source and destination offsets; element i of the chunk belongs to
+// run i / e. Four loads in flight per lane, as WarpCopy.
+template <typename T>
+__device__ __forceinline__ void WarpCopyRuns(const CopyDesc& d, int64_t first, int32_t count, int lane) {
+  int64_t so = 0, to = 0;
+  if (lane < count) {
+    const int64_t k = (first + lane) * d.run;
+    so = SeqOffset(k, d.src_row, d.src_plane, d.src_row_stride, d.src_plane_stride);
+    to = SeqOffset(k, d.dst_row, d.dst_plane, d.dst_row_stride, d.dst_plane_stride);
+  }
+  const int32_t e = static_cast<int32_t>(d.run / static_cast<int64_t>(sizeof(T)));
+  const int32_t n = count * e;
+  for (int32_t base = 0; base < n; base += 128) {
+    T v[4];
+    int64_t at[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int32_t i = base + u * 32 + lane;
+      const int32_t r = min(i / e, count - 1);  // every lane shuffles, valid or not
+      const int64_t s_off = __shfl_sync(0xffffffffu, so, r);
+      const int64_t t_off = __shfl_sync(0xffffffffu, to, r);
+      const int64_t w = static_cast<int64_t>(i - r * e) * static_cast<int64_t>(sizeof(T));
+      at[u] = i < n ? t_off + w : -1;
+      if (i < n) v[u] = *reinterpret_cast<const T*>(d.src + s_off + w);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (at[u] >= 0) *reinterpret_cast<T*>(d.dst + at[u]) = v[u];
+  }
+}
+
+__device__ __forceinline__ void CopyShortRuns(const CopyDesc& d, int64_t c, int lane) {
+  const int64_t first = c * d.runs_per_chunk;
+  const int32_t count = static_cast<int32_t>(min(static_cast<int64_t>(d.runs_per_chunk), d.runs - first));
+  switch (d.vec) {
+    case 16: WarpCopyRuns<uint4>(d, first, count, lane); break;
+    case 8: WarpCopyRuns<unsigned long long>(d, first, count, lane); break;
+    case 4: WarpCopyRuns<unsigned int>(d, first, count, lane); break;
+    case 2: WarpCopyRuns<unsigned short>(d, first, count, lane); break;
+    default: WarpCopyRuns<unsigned char>(d, first, count, lane); break;
+  }
+}
+
 __device__ __forceinline__ void CopyChunk(const CopyDesc& d, int64_t global_chunk, int lane) {
   const int64_t c = global_chunk - d.chunk_begin;
+  if (d.runs_per_chunk > 1) {
+    CopyShortRuns(d, c, lane);
+    return;
+  }
   const int64_t r = c / d.chunks_per_run;
   const int64_t part = c - r * d.chunks_per_run;
   const int64_t k = r * d.run + part * d.chunk;

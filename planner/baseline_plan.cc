@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "model/offload.h"
 #include "planner/buffer_layout.h"
 #include "planner/transfer_set.h"
 #include "sim/ports.h"
@@ -63,19 +64,6 @@ void AppendCopies(const Home* src, const Home* dst, int32_t stage, int64_t* stag
       todo.push_back(sub);
     }
   }
-}
-
-// The optimizer offload fractions to try, in order (the first that fits is
-// kept): NeMo-RL's switch is all or nothing, so "auto" tries none, then all.
-std::vector<double> OffloadFractions(const Scenario& s, const BaselineOptions& o) {
-  if (o.offload_fraction) return {std::clamp(*o.offload_fraction, 0.0, 1.0)};
-  switch (s.memory.optimizer.offload) {
-    case OffloadMode::kAll: return {1};
-    case OffloadMode::kFraction: return {s.memory.optimizer.fraction};
-    case OffloadMode::kNone: return {0};
-    case OffloadMode::kAuto: return {0, 1};
-  }
-  return {0};
 }
 
 class MegatronBuilder {
@@ -465,7 +453,8 @@ PlanResult MakeMegatronPlan(const Scenario& s, const BaselineOptions& options) {
                                  "refit is not supported",
                                  DTypeName(s.dtype), DTypeName(s.destination_dtype)));
   PlanResult r;
-  for (double f : OffloadFractions(s, options)) {
+  // The offload fractions to try, in order; the first that fits is kept (model/offload.h).
+  for (double f : BaselineOffloadFractions(s.memory.optimizer, options.offload_fraction)) {
     r = MegatronBuilder(s, f).Run();
     if (r.gpu < 0) break;  // fits
   }

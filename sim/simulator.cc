@@ -143,6 +143,7 @@ struct Simulator::State {
     Route route;
     int64_t bytes = 0;
     int64_t created_ns = 0;     // rendezvous (both ops issued)
+    int64_t run_before = 0;     // bytes of earlier ops of its group run on its channel (Channel)
     double cap = 0;             // bytes/ns ceiling: peak × efficiency
     double remaining = 0;       // bytes
     double rate = 0;            // bytes/ns
@@ -213,6 +214,8 @@ struct Simulator::State {
     size_t head = 0;
     bool busy = false;
     int32_t flow = -1;             // the transfer in flight
+    int32_t group = -1;            // NCCL group of the current run of back-to-back ops
+    int64_t run_bytes = 0;         // bytes of that run so far, the transfer in flight included
   };
   std::unordered_map<int64_t, Channel> channels;  // lookup only, never iterated
   std::array<Activity, kKinds> kind_use{};
@@ -494,6 +497,8 @@ struct Simulator::State {
       return;
     }
     ch.busy = true;
+    ch.group = plan.ops[send].group;
+    ch.run_bytes = info[send].bytes;
     ch.flow = NewFlow(send, info[send].match, TransferRoute(send), t);
     BothWays(info[send].gpu, info[send].peer);
   }
@@ -513,12 +518,7 @@ struct Simulator::State {
       if (id < 0) continue;
       Flow& f = flows[id];
       if (f.done || f.bytes <= 0) continue;
-      double cap = ports.FlowCapBytesPerS(f.route, f.bytes) / kNsPerS;
-      if (both) {
-        const LinkProfile& prof = ports.Profile(f.route);
-        const double duplex = prof.duplex_bytes_per_s > 0 ? prof.duplex_bytes_per_s : prof.bytes_per_s;
-        cap = duplex * prof.DuplexEfficiency(f.bytes) / kNsPerS;
-      }
+      const double cap = TransferCap(f, both);
       if (!(cap > 0) || cap == f.cap) continue;
       f.cap = cap;
       if (f.active)
@@ -554,17 +554,54 @@ struct Simulator::State {
       return;
     }
     const int32_t next = ch.pending[ch.head++];
-    ch.flow = NewFlow(next, info[next].match, TransferRoute(next), t);
+    // The next op of the same group continues the run (Flow::run_before).
+    int64_t before = 0;
+    if (plan.ops[next].group == ch.group) {
+      before = ch.run_bytes;
+      ch.run_bytes += info[next].bytes;
+    } else {
+      ch.group = plan.ops[next].group;
+      ch.run_bytes = info[next].bytes;
+    }
+    ch.flow = NewFlow(next, info[next].match, TransferRoute(next), t, before);
     BothWays(info[next].gpu, info[next].peer);
   }
 
-  int32_t NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t) {
+  // A transfer that continues a run of its group's ops on one channel
+  // (`before` bytes already sent back to back) pays the link latency (per-op
+  // cost) but not the efficiency ramp again: its bandwidth phase lasts
+  // T(before + bytes) - T(before), T(S) = S / (rate x efficiency(S)), and at
+  // least bytes / rate. NCCL pipelines the grouped ops to one peer: 8 grouped
+  // 256 MiB sends took 7.7x one (bench/results/2026-11-30-h200x2-nccl-group-
+  // probe.md) where T(2 GiB) / T(256 MiB) = 7.75 and 8 isolated ops 8x.
+  static double RunCap(double rate, int64_t before, int64_t bytes, double eff_run, double eff_before) {
+    const double t1 = static_cast<double>(before + bytes) / (rate * eff_run);
+    const double t0 = static_cast<double>(before) / (rate * eff_before);
+    const double dt = std::max(t1 - t0, static_cast<double>(bytes) / rate);
+    return static_cast<double>(bytes) / dt;
+  }
+
+  double TransferCap(const Flow& f, bool both) const {
+    const LinkProfile& prof = ports.Profile(f.route);
+    if (both) {
+      const double duplex = (prof.duplex_bytes_per_s > 0 ? prof.duplex_bytes_per_s : prof.bytes_per_s) / kNsPerS;
+      if (f.run_before <= 0) return duplex * prof.DuplexEfficiency(f.bytes);
+      return RunCap(duplex, f.run_before, f.bytes, prof.DuplexEfficiency(f.run_before + f.bytes),
+                    prof.DuplexEfficiency(f.run_before));
+    }
+    if (f.run_before <= 0) return ports.FlowCapBytesPerS(f.route, f.bytes) / kNsPerS;
+    return RunCap(prof.bytes_per_s / kNsPerS, f.run_before, f.bytes,
+                  prof.Efficiency(f.run_before + f.bytes), prof.Efficiency(f.run_before));
+  }
+
+  int32_t NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t, int64_t run_before = 0) {
     Flow f;
     f.op = op;
     f.op2 = op2;
     f.route = r;
     f.bytes = info[op].bytes;
     f.created_ns = t;
+    f.run_before = run_before;
     const LinkProfile& prof = ports.Profile(r);
     if (f.bytes > 0) {
       for (int32_t k = 0; k < r.num_ports; ++k) {
@@ -572,7 +609,7 @@ struct Simulator::State {
           Bad(op, fmt::format("moves {} bytes over {}, which has no bandwidth", f.bytes, ports.Name(r.ports[k])));
         }
       }
-      f.cap = ports.FlowCapBytesPerS(r, f.bytes) / kNsPerS;
+      f.cap = op2 >= 0 ? TransferCap(f, false) : ports.FlowCapBytesPerS(r, f.bytes) / kNsPerS;
       if (!(f.cap > 0)) Bad(op, fmt::format("{} link efficiency at {} bytes is not positive", LinkClassName(r.link_class), f.bytes));
     }
     Activity& a = class_use[static_cast<int>(r.link_class)];

@@ -28,7 +28,12 @@ __device__ __forceinline__ void WarpCopy(const unsigned char* s, unsigned char* 
   for (; i < count; i += 32) dst[i] = src[i];
 }
 
-__global__ void __launch_bounds__(kThreads) CopyKernel(const DeviceCopy* descs, int32_t count, int64_t total) {
+__global__ void __launch_bounds__(kThreads) CopyKernel(const DeviceCopy* descs, int32_t count, int64_t total,
+                                                       const ArenaBases params) {
+  // Indexed by arena: from shared memory (indexing the parameter would copy it to local memory).
+  __shared__ ArenaBases bases;
+  if (threadIdx.x == 0) bases = params;
+  __syncthreads();
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5); c < total; c += warps) {
@@ -42,7 +47,7 @@ __global__ void __launch_bounds__(kThreads) CopyKernel(const DeviceCopy* descs, 
     const unsigned char* s = nullptr;
     unsigned char* t = nullptr;
     int64_t n = 0;
-    ChunkAt(d, c, &s, &t, &n);
+    ChunkAt(d, bases, c, &s, &t, &n);
     switch (d.vec) {
       case 16: WarpCopy<uint4>(s, t, n, lane); break;
       case 8: WarpCopy<unsigned long long>(s, t, n, lane); break;
@@ -94,15 +99,16 @@ int32_t Blocks(int64_t work, int32_t max_blocks) {
 
 }  // namespace
 
-cudaError_t LaunchCopies(const DeviceCopy* descs, int32_t count, int64_t total_chunks, int32_t max_blocks,
-                         cudaStream_t s) {
+cudaError_t LaunchCopies(const DeviceCopy* descs, int32_t count, int64_t total_chunks, const ArenaBases& bases,
+                         int32_t max_blocks, cudaStream_t s) {
   if (count == 0 || total_chunks == 0) return cudaSuccess;
-  CopyKernel<<<Blocks((total_chunks + kWarps - 1) / kWarps, max_blocks), kThreads, 0, s>>>(descs, count, total_chunks);
+  CopyKernel<<<Blocks((total_chunks + kWarps - 1) / kWarps, max_blocks), kThreads, 0, s>>>(descs, count, total_chunks,
+                                                                                          bases);
   return cudaGetLastError();
 }
 
 cudaError_t WarmCopyKernel(cudaStream_t s) {
-  CopyKernel<<<1, kThreads, 0, s>>>(nullptr, 0, 0);
+  CopyKernel<<<1, kThreads, 0, s>>>(nullptr, 0, 0, ArenaBases{});
   return cudaGetLastError();
 }
 

@@ -8,9 +8,13 @@
 // copy out of the gathered bucket into the destination buffer, with its
 // dimensions coalesced so that contiguous runs become single rows. A coverage
 // count per destination piece proves every element is written exactly once.
+// Memory: per GPU, the state at refit start from MemoryAtStart, then each
+// offload fraction the scenario allows (model/offload.h) until the planned
+// peak fits in capacity less reserve.
 #include "bench/gpu/allgather_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -19,6 +23,7 @@
 #include "bench/gpu/allgather_copy.h"
 #include "model/error.h"
 #include "model/layout.h"
+#include "model/offload.h"
 
 namespace reshard::baseline {
 
@@ -134,6 +139,64 @@ void CheckBounds(const RefitPlan& p) {
   }
 }
 
+static_assert(kArenas == kCopyArenas, "the copy kernel addresses every arena");
+
+// NCCL peers GPU g connects to: every peer of a flat exchange; the ring
+// neighbours of a collective (one with two GPUs, two from three on).
+int32_t NcclPeers(const RefitPlan& p, int32_t g) {
+  std::set<int32_t> peers;
+  bool collective = false;
+  for (const Step& st : p.steps) {
+    collective |= st.kind == StepKind::kAllGather || st.kind == StepKind::kBroadcast;
+    for (const FlatSend& f : st.sends) {
+      if (f.from == g) peers.insert(f.to);
+      if (f.to == g) peers.insert(f.from);
+    }
+  }
+  if (collective) return std::min(p.gpus - 1, 2);
+  return static_cast<int32_t>(peers.size());
+}
+
+// Per GPU: the start state, the planned peak for each offload fraction to try,
+// the first that fits kept (the last when none does), as planner/baseline_plan.cc.
+void PlanMemory(const Scenario& s, const Layout& src, const BaselineOptions& o, RefitPlan& p) {
+  const std::vector<GpuMemoryAtStart> at_start = MemoryAtStart(s, src);
+  RESHARD_CHECK(static_cast<int32_t>(at_start.size()) >= p.gpus, "memory at start misses a GPU");
+  p.memory_modelled = true;
+  p.capacity_bytes = s.cluster.gpu_memory_bytes;
+  p.memory.assign(static_cast<size_t>(p.gpus), {});
+  for (int32_t g = 0; g < p.gpus; ++g) {
+    const GpuMemoryAtStart& m = at_start[static_cast<size_t>(g)];
+    GpuMemoryPlan& gm = p.memory[static_cast<size_t>(g)];
+    gm.optimizer_bytes = m.optimizer;
+    gm.gradient_bytes = m.gradients;
+    gm.kv_cache_bytes = m.kv_cache;
+    gm.reserve_bytes = m.reserve;
+    int64_t copies = 0;
+    for (const Step& st : p.steps) copies += static_cast<int64_t>(st.pack[static_cast<size_t>(g)].size() +
+                                                                   st.unpack[static_cast<size_t>(g)].size());
+    gm.descriptor_bytes = std::max<int64_t>(1, copies) * static_cast<int64_t>(sizeof(DeviceCopy));
+    gm.nccl_peers = NcclPeers(p, g);
+    gm.overhead_bytes = m.overheads + gm.nccl_peers * s.cluster.overheads.nccl_bytes_per_peer;
+    gm.start_bytes = p.ArenaBytes(g, Arena::kSource) + gm.optimizer_bytes + gm.gradient_bytes + gm.kv_cache_bytes +
+                     gm.descriptor_bytes + gm.overhead_bytes;
+  }
+  for (double f : BaselineOffloadFractions(s.memory.optimizer, o.offload_fraction)) {
+    p.offload_fraction = f;
+    p.planned_fits = true;
+    p.missing_gpu = -1;
+    p.missing_bytes = 0;
+    for (int32_t g = 0; g < p.gpus; ++g) {
+      GpuMemoryPlan& gm = p.memory[static_cast<size_t>(g)];
+      gm.offload_bytes = std::llround(f * static_cast<double>(gm.optimizer_bytes));
+      gm.planned_peak_bytes = std::max(gm.start_bytes, gm.start_bytes - gm.offload_bytes + p.RefitBufferBytes(g));
+      const int64_t over = gm.planned_peak_bytes - (p.capacity_bytes - gm.reserve_bytes);
+      if (over > p.missing_bytes) p.planned_fits = false, p.missing_gpu = g, p.missing_bytes = over;
+    }
+    if (p.planned_fits) break;
+  }
+}
+
 }  // namespace
 
 std::string_view TransportName(Transport t) {
@@ -172,6 +235,11 @@ int64_t RefitPlan::CheckedElements(int32_t gpu) const {
   return n;
 }
 
+int64_t RefitPlan::RefitBufferBytes(int32_t gpu) const {
+  return ArenaBytes(gpu, Arena::kDestination) + ArenaBytes(gpu, Arena::kBucket) + ArenaBytes(gpu, Arena::kInput) +
+         ArenaBytes(gpu, Arena::kStaging);
+}
+
 int32_t RefitPlan::Collectives() const {
   int32_t n = 0;
   for (const Step& s : steps) n += s.kind != StepKind::kLocal;
@@ -190,6 +258,8 @@ RefitPlan PlanRefit(const Scenario& s, const BaselineOptions& o) {
     throw InputError(file, "destination.dtype", "the all-gather baseline does not quantise; use the training dtype");
   if (o.transport == Transport::kBucketed && o.bucket_bytes <= 0)
     throw InputError("<cli>", "bucket", "must be positive, got " + std::to_string(o.bucket_bytes));
+  if (o.offload_fraction && !(*o.offload_fraction >= 0 && *o.offload_fraction <= 1))
+    throw InputError("<cli>", "offload", "must be none, all or a fraction in [0, 1]");
 
   const Layout src = MakeSourceLayout(s.model, s.source, s.dtype, file);
   const Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, file);
@@ -480,6 +550,7 @@ RefitPlan PlanRefit(const Scenario& s, const BaselineOptions& o) {
   }
   p.steps = std::move(steps);
   CheckBounds(p);
+  if (o.memory) PlanMemory(s, src, o, p);
   return p;
 }
 
@@ -500,14 +571,22 @@ int64_t EmulateOnHost(const RefitPlan& p) {
         StoreElement(at(g, Arena::kSource, l * eb), eb, PatternValue(m.tensor, gi, eb));
       });
   // Copies go through the copy kernel's own descriptor and chunk arithmetic (allgather_copy.h).
+  std::vector<ArenaBases> bases(static_cast<size_t>(p.gpus));
+  for (int32_t g = 0; g < p.gpus; ++g)
+    for (int a = 0; a < kArenas; ++a) {
+      unsigned char* base = mem[static_cast<size_t>(g)][static_cast<size_t>(a)].data();
+      RESHARD_CHECK(reinterpret_cast<uintptr_t>(base) % kArenaBaseAlign == 0, "host arena is not aligned");
+      bases[static_cast<size_t>(g)].base[a] = base;
+    }
   auto run = [&](int32_t g, const ByteCopy& c) {
-    const DeviceCopy d = MakeDeviceCopy(at(g, c.src_arena, c.src_offset), at(g, c.dst_arena, c.dst_offset), c.n0, c.n1,
-                                        c.row_bytes, c.src_stride0, c.src_stride1, c.dst_stride0, c.dst_stride1, 0);
+    const DeviceCopy d = MakeDeviceCopy(static_cast<int32_t>(c.src_arena), c.src_offset, static_cast<int32_t>(c.dst_arena),
+                                        c.dst_offset, c.n0, c.n1, c.row_bytes, c.src_stride0, c.src_stride1,
+                                        c.dst_stride0, c.dst_stride1, 0);
     for (int64_t k = d.chunk_begin; k < d.chunk_end; ++k) {
       const unsigned char* s = nullptr;
       unsigned char* t = nullptr;
       int64_t n = 0;
-      ChunkAt(d, k, &s, &t, &n);
+      ChunkAt(d, bases[static_cast<size_t>(g)], k, &s, &t, &n);
       RESHARD_CHECK(n > 0 && n % d.vec == 0, "chunk length is not a multiple of the vector width");
       std::memmove(t, s, static_cast<size_t>(n));
     }

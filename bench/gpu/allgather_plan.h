@@ -25,10 +25,22 @@
 // straight into its own slot of the gathered buffer (in-place all-gather: the
 // leanest memory a careful stack gets); --out-of-place packs into a separate
 // input first (torch.cat + all_gather_into_tensor).
+//
+// Memory (BaselineOptions::memory, on by default): the scenario's state at
+// refit start is resident as reshard's planner counts it (model/scenario.h
+// MemoryAtStart: training weights, optimizer state, kept gradients, KV cache;
+// the reserve is never used), and each refit runs in the order of NeMo-RL /
+// verl: move `offload_fraction` of the GPU's optimizer state to pinned host
+// memory and free it, then allocate the refit's buffers (destination weights,
+// bucket, input, staging) and refit; both count in the refit time. The
+// fraction follows the scenario as planner/baseline_plan.h's does
+// (model/offload.h: none 0, all 1, a fraction itself, auto 0 when the planned
+// peak fits in capacity less reserve, else 1).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +63,12 @@ struct BaselineOptions {
   Transport transport = Transport::kBucketed;
   int64_t bucket_bytes = int64_t{256} << 20;  // gathered bytes per bucket (kBucketed)
   bool out_of_place = false;                  // kBucketed: pack into a separate input buffer
+  // Model the scenario's memory (optimizer state, offload, KV cache, reserve).
+  // false: weights and the refit's own buffers only (allgather_baseline --no-memory).
+  bool memory = true;
+  // Optimizer state moved to host before the refit (0..1). Unset: from the
+  // scenario (model/offload.h BaselineOffloadFractions).
+  std::optional<double> offload_fraction;
 };
 
 // Device memory of one GPU a plan addresses, by role. Offsets in copies are bytes into these.
@@ -110,6 +128,23 @@ struct SourceBuffer {
   bool moved = false;  // differs between GPUs (all-gather) or needed elsewhere (broadcast)
 };
 
+// Memory of one GPU around the refit (BaselineOptions::memory). Device bytes.
+struct GpuMemoryPlan {
+  int64_t optimizer_bytes = 0;   // the GPU's optimizer state (MemoryAtStart, as reshard's planner and baseline)
+  int64_t offload_bytes = 0;     // offload_fraction x optimizer_bytes, rounded: to pinned host, then freed
+  int64_t gradient_bytes = 0;    // gradients kept through the refit (memory.keep_gradients)
+  int64_t kv_cache_bytes = 0;    // destination GPUs: resident through the refit
+  int64_t reserve_bytes = 0;     // never used by the refit (the GPU run holds it, untouched)
+  int64_t descriptor_bytes = 0;  // the copy kernel's descriptors (allgather_copy.h DeviceCopy), resident
+  int32_t nccl_peers = 0;        // NCCL peers the run connects: ring neighbours, or every flat peer
+  int64_t overhead_bytes = 0;    // CUDA context + nccl_peers x NCCL buffers (cluster overheads): planned, not allocated
+  // In use when the refit starts (weights, optimizer, gradients, KV cache,
+  // descriptors, overheads; not the reserve), and at most during it:
+  // max(start, start - offload + destination + bucket + input + staging).
+  int64_t start_bytes = 0;
+  int64_t planned_peak_bytes = 0;
+};
+
 struct RefitPlan {
   std::string scenario;
   Collective collective = Collective::kAllGather;
@@ -126,9 +161,19 @@ struct RefitPlan {
   std::vector<std::vector<PieceMap>> fill;   // per GPU
   std::vector<std::vector<PieceMap>> check;  // per GPU
   std::vector<std::string> tensor_names;     // by tensor id
+  // Memory (BaselineOptions::memory; otherwise memory_modelled is false, the
+  // fraction 0 and `memory` empty).
+  bool memory_modelled = false;
+  double offload_fraction = 0;
+  int64_t capacity_bytes = 0;         // per GPU (the scenario's cluster)
+  std::vector<GpuMemoryPlan> memory;  // per GPU
+  bool planned_fits = true;           // planned peak <= capacity - reserve on every GPU
+  int32_t missing_gpu = -1;           // when not: the GPU missing the most (lowest id on ties)
+  int64_t missing_bytes = 0;
 
   int64_t ArenaBytes(int32_t gpu, Arena a) const { return arena_bytes[static_cast<size_t>(gpu)][static_cast<size_t>(a)]; }
   int64_t CheckedElements(int32_t gpu) const;
+  int64_t RefitBufferBytes(int32_t gpu) const;  // destination + bucket + input + staging arenas
   int32_t Collectives() const;  // steps with a collective
 };
 
@@ -136,7 +181,8 @@ struct RefitPlan {
 // destination rank -> all-gather; or one source rank whose GPU differs from the
 // destination GPUs -> broadcast). The GPUs are 0..N-1 of the union of both sides.
 // Throws InputError(s.path, field, ...) for scenarios this baseline does not model
-// (pipeline parallelism, several ranks on a GPU, a dtype change).
+// (pipeline parallelism, several ranks on a GPU, a dtype change). A planned peak
+// over capacity is a result (planned_fits), not an error.
 // Complexity: O(steps * pieces_per_buffer * destination_pieces_per_tensor) plus
 // O(pieces) per GPU; milliseconds for llama3-8b.
 RefitPlan PlanRefit(const Scenario& s, const BaselineOptions& o);
