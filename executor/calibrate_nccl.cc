@@ -412,27 +412,46 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
     d.series.push_back(std::move(s));
   }
 
-  // Pinned host <-> device on GPU 0: h2d into dst, d2h from src, on two streams.
+  // Pinned host <-> device on every GPU at once (a refit offloads from all
+  // of them together; on 2x H200 one GPU alone moved 55.4 GB/s, two at once
+  // 52-53 GB/s each): h2d into dst, d2h from src, on two streams per GPU.
+  // A sample is the slowest GPU's time, so the fitted rate is per GPU under
+  // that contention.
   {
-    PinnedBuffer host_src(max_bytes), host_dst(max_bytes);
-    TimedStream& h2d = *stream_a[0];
-    TimedStream& d2h = *stream_b[0];
+    std::vector<std::unique_ptr<PinnedBuffer>> host_src, host_dst;
+    std::vector<TimedStream*> h2d, d2h;
+    std::vector<int32_t> all;
+    for (int g = 0; g < n; ++g) {
+      RESHARD_CAL(cudaSetDevice(g));
+      host_src.push_back(std::make_unique<PinnedBuffer>(max_bytes));
+      host_dst.push_back(std::make_unique<PinnedBuffer>(max_bytes));
+      h2d.push_back(stream_a[g].get());
+      d2h.push_back(stream_b[g].get());
+      all.push_back(g);
+    }
     auto issue_h2d = [&](int64_t bytes) {
-      RESHARD_CAL(cudaMemcpyAsync(dst[0]->ptr, host_src.ptr, static_cast<size_t>(bytes), cudaMemcpyHostToDevice,
-                                  h2d.stream));
+      for (int g = 0; g < n; ++g) {
+        RESHARD_CAL(cudaSetDevice(g));
+        RESHARD_CAL(cudaMemcpyAsync(dst[g]->ptr, host_src[g]->ptr, static_cast<size_t>(bytes),
+                                    cudaMemcpyHostToDevice, h2d[g]->stream));
+      }
     };
     auto issue_d2h = [&](int64_t bytes) {
-      RESHARD_CAL(cudaMemcpyAsync(host_dst.ptr, src[0]->ptr, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost,
-                                  d2h.stream));
+      for (int g = 0; g < n; ++g) {
+        RESHARD_CAL(cudaSetDevice(g));
+        RESHARD_CAL(cudaMemcpyAsync(host_dst[g]->ptr, src[g]->ptr, static_cast<size_t>(bytes),
+                                    cudaMemcpyDeviceToHost, d2h[g]->stream));
+      }
     };
-    RESHARD_CAL(cudaSetDevice(0));
+    std::vector<TimedStream*> both = h2d;
+    both.insert(both.end(), d2h.begin(), d2h.end());
     for (const char* mode : {"h2d", "d2h", "both_ways"}) {
       const std::string m = mode;
-      MeasuredSeries s{"pcie", m, "cudaMemcpyAsync, pinned host memory", "cuda_events", {0}, {}};
-      if (m == "h2d") s.samples = TimeWithEvents({&h2d}, plan, o.quick, issue_h2d);
-      if (m == "d2h") s.samples = TimeWithEvents({&d2h}, plan, o.quick, issue_d2h);
+      MeasuredSeries s{"pcie", m, "cudaMemcpyAsync, pinned host memory, every GPU at once", "cuda_events", all, {}};
+      if (m == "h2d") s.samples = TimeWithEvents(h2d, plan, o.quick, issue_h2d);
+      if (m == "d2h") s.samples = TimeWithEvents(d2h, plan, o.quick, issue_d2h);
       if (m == "both_ways")
-        s.samples = TimeWithEvents({&h2d, &d2h}, plan, o.quick, [&](int64_t bytes) {
+        s.samples = TimeWithEvents(both, plan, o.quick, [&](int64_t bytes) {
           issue_h2d(bytes);
           issue_d2h(bytes);
         });

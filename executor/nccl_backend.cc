@@ -153,6 +153,7 @@ class NcclBackend final : public Backend {
     end_ev_.assign(plan.ops.size(), nullptr);
     issue_seq_.assign(plan.ops.size(), -1);
     next_seq_ = 0;
+    last_started_ = -1;
     waited_.clear();
     checks_.clear();
     const int32_t gpus = plan.Gpus();
@@ -185,8 +186,10 @@ class NcclBackend final : public Backend {
         // mid-run) and add no hidden cross-stream dependencies for reuse.
         uint64_t keep = UINT64_MAX;
         RESHARD_GPU(cudaMemPoolSetAttribute(g->pool, cudaMemPoolAttrReleaseThreshold, &keep));
-        int no = 0;
-        RESHARD_GPU(cudaMemPoolSetAttribute(g->pool, cudaMemPoolReuseAllowInternalDependencies, &no));
+        // RESHARD_POOL_INTERNAL_DEPS=1 lets the pool add them (experiment).
+        const char* internal = std::getenv("RESHARD_POOL_INTERNAL_DEPS");
+        int allow = internal != nullptr && std::string(internal) == "1" ? 1 : 0;
+        RESHARD_GPU(cudaMemPoolSetAttribute(g->pool, cudaMemPoolReuseAllowInternalDependencies, &allow));
         gpus_state_.push_back(std::move(g));
       }
       index_.assign(gpus, -1);
@@ -338,6 +341,21 @@ class NcclBackend final : public Backend {
       WaitHappensBefore(b.gpu, stream, "waiting for the frees an allocation depends on");  // bounded
       RESHARD_GPU(cudaSetDevice(g.device));
       e = cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s);
+      // Then this queue waits (on the GPU) for the frees issued on this GPU's
+      // other queues, oldest first, one more per retry: the pool places an
+      // allocation inside one freed block and reuses a block freed on another
+      // stream once the allocating stream waits for an event recorded after
+      // that free (cudaMemPoolReuseFollowEventDependencies). A host wait for
+      // the free alone did not make the block reusable (qwen3 on 2x H200:
+      // the allocation waited until the offload stream was idle, 400 ms).
+      for (size_t k = 0; e == cudaErrorMemoryAllocation && k < g.issued_frees.size(); ++k) {
+        const int32_t f = g.issued_frees[k];
+        if (plan_->ops[f].stream == stream) continue;  // stream order: the pool sees it already
+        (void)cudaGetLastError();
+        WaitOp(b.gpu, stream, f);
+        RESHARD_GPU(cudaSetDevice(g.device));
+        e = cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s);
+      }
       if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
         ++g.alloc_drains;
@@ -371,6 +389,7 @@ class NcclBackend final : public Backend {
     RESHARD_CHECK(ptr_[b.id] != nullptr, fmt::format("buffer {} freed while not allocated", b.id));
     RESHARD_GPU(cudaSetDevice(g.device));
     RESHARD_GPU(cudaFreeAsync(ptr_[b.id], g.streams[stream]));
+    if (last_started_ >= 0) g.issued_frees.push_back(last_started_);
     ptr_[b.id] = nullptr;
   }
 
@@ -473,6 +492,7 @@ class NcclBackend final : public Backend {
 
   void OpStart(int32_t op, int32_t gpu, int32_t stream) override {
     issue_seq_[op] = next_seq_++;
+    last_started_ = op;
     if (opt_.fault.active() && opt_.fault.gpu == gpu && opt_.fault.op == op) failed_gpu_ = gpu;
     Gpu& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
@@ -498,6 +518,7 @@ class NcclBackend final : public Backend {
     for (auto& g : gpus_state_) {
       RESHARD_GPU(cudaSetDevice(g->device));
       RESHARD_GPU(cudaDeviceSynchronize());  // fills, poisoning and preexisting allocations done
+      g->issued_frees.clear();
       g->start_used = UsedBytes();
       g->start_reserved = PoolReserved(*g);
       uint64_t zero = 0;  // resets the high-water marks to the current values
@@ -650,6 +671,7 @@ class NcclBackend final : public Backend {
     int64_t host_bytes = 0, host_peak = 0;
     int64_t alloc_retries = 0;  // allocations the pool refused at first (this run)
     int64_t alloc_drains = 0;   // of those, the ones that fit only after the GPU drained
+    std::vector<int32_t> issued_frees;  // free ops of device buffers issued this run, in order
     CopyDesc* arena_device = nullptr;
     CopyDesc* arena_host = nullptr;
     int64_t arena_capacity = 0, arena_cursor = 0;
@@ -972,19 +994,22 @@ class NcclBackend final : public Backend {
   void WaitHappensBefore(int32_t gpu, int32_t stream, const std::string& what) {
     const auto it = waited_.find({gpu, stream});
     if (it == waited_.end()) return;
+    for (const auto& [queue, d] : it->second) WaitEvent(d, what);
+  }
+
+  // Host wait (bounded) for the end event of op `d`, when a local GPU runs it.
+  void WaitEvent(int32_t d, const std::string& what) {
+    const Op& dep = plan_->ops[d];
+    if (!IsLocal(dep.gpu) || end_ev_[d] == nullptr) return;
     const auto deadline = Deadline();
-    for (const auto& [queue, d] : it->second) {
-      const Op& dep = plan_->ops[d];
-      if (!IsLocal(dep.gpu) || end_ev_[d] == nullptr) continue;
-      RESHARD_GPU(cudaSetDevice(State(dep.gpu).device));
-      for (auto pause = std::chrono::microseconds(1);; Pause(pause)) {
-        const cudaError_t e = cudaEventQuery(end_ev_[d]);
-        if (e == cudaSuccess) break;
-        if (e != cudaErrorNotReady) Fail(fmt::format("{}: op {} failed: {}", what, d, Describe(e)), d, dep.gpu);
-        CheckAsyncErrors(what, nullptr);
-        if (Clock::now() > deadline)
-          Fail(fmt::format("{}: op {} did not finish within {} s", what, d, opt_.timeout_s), d, dep.gpu);
-      }
+    RESHARD_GPU(cudaSetDevice(State(dep.gpu).device));
+    for (auto pause = std::chrono::microseconds(1);; Pause(pause)) {
+      const cudaError_t e = cudaEventQuery(end_ev_[d]);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) Fail(fmt::format("{}: op {} failed: {}", what, d, Describe(e)), d, dep.gpu);
+      CheckAsyncErrors(what, nullptr);
+      if (Clock::now() > deadline)
+        Fail(fmt::format("{}: op {} did not finish within {} s", what, d, opt_.timeout_s), d, dep.gpu);
     }
   }
 
@@ -1089,6 +1114,7 @@ class NcclBackend final : public Backend {
   // op of each other queue it waited for (WaitOp).
   std::vector<int64_t> issue_seq_;
   int64_t next_seq_ = 0;
+  int32_t last_started_ = -1;  // the op being issued (OpStart)
   std::map<std::pair<int32_t, int32_t>, std::map<std::pair<int32_t, int32_t>, int32_t>> waited_;
   bool begun_ = false;
   int32_t gpu_count_ = 0;

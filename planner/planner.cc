@@ -612,9 +612,10 @@ class Emitter {
 
  private:
   struct Release {
-    int32_t op;
+    int32_t op;        // the free; -1 while pending (Account emits it)
     int64_t bytes;
     int32_t stream;
+    int32_t buffer = -1, after = -1;  // pending: the buffer and the op it is freed after
   };
   struct GpuState {
     int64_t live = 0, peak = 0, budget = 0, overhead = 0, missing = 0;
@@ -806,17 +807,34 @@ class Emitter {
     for (const LocalBatch& l : sc_.locals) count_parts(l.first_part, l.num_parts);
   }
 
-  // A device allocation of `bytes` on `gpu`: waits for enough releases to fit.
-  void Account(int32_t gpu, int64_t bytes, std::vector<int32_t>& deps) {
+  // The free of a pending release, on `stream` (after the move it waits for).
+  int32_t EmitRelease(Release& r, int32_t stream) {
+    if (r.op >= 0) return r.op;
+    Op f;
+    f.kind = OpKind::kFree, f.gpu = out_.plan.buffers[r.buffer].gpu, f.stream = stream, f.buffer = r.buffer;
+    f.deps = {r.after};
+    f.label = "free " + out_.plan.buffers[r.buffer].name;
+    r.op = Emit(std::move(f));
+    r.stream = stream;
+    return r.op;
+  }
+
+  // A device allocation of `bytes` on `gpu` and `stream`: waits for enough
+  // releases to fit. A release moved to host is freed on the allocating
+  // stream, right before the allocation that needs its room: the executor's
+  // stream-ordered pool reuses a block freed on another stream only once
+  // that stream's queue is done (qwen3 on 2x H200: an allocation waited
+  // 400 ms for the whole optimizer offload queued on the host stream).
+  void Account(int32_t gpu, int64_t bytes, std::vector<int32_t>& deps, int32_t stream) {
     GpuState& st = gs_[gpu];
     int32_t last_other = -1, last_opt = -1;
     while (st.live + bytes > st.budget && st.frees_used < st.frees.size()) {
       st.live -= st.frees[st.frees_used].bytes;
-      last_other = st.frees[st.frees_used++].op;
+      last_other = EmitRelease(st.frees[st.frees_used++], stream);
     }
     while (st.live + bytes > st.budget && st.opt_used < st.opt_frees.size()) {
       st.live -= st.opt_frees[st.opt_used].bytes;
-      last_opt = st.opt_frees[st.opt_used++].op;
+      last_opt = EmitRelease(st.opt_frees[st.opt_used++], stream);
     }
     // Releases on one stream finish in order: depending on the last is enough.
     // Other-stream frees may be on two streams (release / compute).
@@ -839,7 +857,7 @@ class Emitter {
   int32_t Alloc(int32_t gpu, int32_t buffer, int32_t stream) {
     Op op;
     op.kind = OpKind::kAlloc, op.gpu = gpu, op.stream = stream, op.buffer = buffer;
-    Account(gpu, out_.plan.buffers[buffer].bytes, op.deps);
+    Account(gpu, out_.plan.buffers[buffer].bytes, op.deps, stream);
     op.label = "alloc " + out_.plan.buffers[buffer].name;
     return Emit(std::move(op));
   }
@@ -863,11 +881,10 @@ class Emitter {
     o.copies.push_back(CopyPair{ContiguousRegion(buffer, 0, pb.bytes), ContiguousRegion(host, 0, pb.bytes)});
     o.label = "offload " + pb.name;
     const int32_t oid = Emit(std::move(o));
-    Op f;
-    f.kind = OpKind::kFree, f.gpu = pb.gpu, f.stream = stream, f.buffer = buffer, f.deps = {oid};
-    f.label = "free " + pb.name;
-    const int32_t fid = Emit(std::move(f));
-    RecordFree(pb.gpu, fid, pb.bytes, optimizer);
+    // The free is emitted by the allocation that needs the room (Account),
+    // or at the end (Epilogue).
+    auto& v = optimizer ? gs_[pb.gpu].opt_frees : gs_[pb.gpu].frees;
+    v.push_back(Release{-1, pb.bytes, stream, buffer, oid});
     out_.pcie_bytes += pb.bytes;
     const LinkProfile& l = c_.pcie;
     if (l.bytes_per_s > 0) gs_[pb.gpu].host_s += l.latency_ns * 1e-9 + pb.bytes / (l.bytes_per_s * l.Efficiency(pb.bytes));
@@ -1259,6 +1276,11 @@ class Emitter {
           RecordFree(g, fid, out_.plan.buffers[slot].bytes, false);
         }
       }
+    }
+    // Releases no allocation needed: freed on their own stream.
+    for (GpuState& st : gs_) {
+      for (Release& r : st.frees) EmitRelease(r, r.stream);
+      for (Release& r : st.opt_frees) EmitRelease(r, r.stream);
     }
     out_.groups = next_group_;
   }
