@@ -10,12 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <map>
 #include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
-#include <utility>
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -151,10 +149,7 @@ class NcclBackend final : public Backend {
     ptr_.assign(plan.buffers.size(), nullptr);
     start_ev_.assign(plan.ops.size(), nullptr);
     end_ev_.assign(plan.ops.size(), nullptr);
-    issue_seq_.assign(plan.ops.size(), -1);
-    next_seq_ = 0;
     last_started_ = -1;
-    waited_.clear();
     checks_.clear();
     const int32_t gpus = plan.Gpus();
     const int32_t procs = opt_.mpi != nullptr ? opt_.mpi->size() : 1;
@@ -329,25 +324,16 @@ class NcclBackend final : public Backend {
     cudaStream_t s = g.streams[std::max(stream, 0)];
     cudaError_t e = cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s);
     if (e == cudaErrorMemoryAllocation && stream >= 0) {
-      // The pool reuses a block freed on another stream only once that free
-      // has run (no hidden cross-stream dependencies): wait for this GPU's
-      // issued work, then retry. Costs time only where the run would fail.
-      // First only the ops this allocation happens after on other streams
-      // (the frees the plan made room with, direct or through earlier ops of
-      // this stream): waiting for every stream would also wait for a long
-      // offload on the host stream and serialise the rest of the run.
+      // The pool places an allocation inside one freed block and reuses a
+      // block freed on another stream once the allocating stream waits for an
+      // event recorded after that free (cudaMemPoolReuseFollowEventDependencies):
+      // this queue waits (on the GPU) for the frees issued on this GPU's other
+      // queues, oldest first, one more per retry, and drains the GPU only
+      // last. (qwen3 on 2x H200: neither this nor a host wait made a block
+      // freed behind a long offload queue reusable before that queue was done;
+      // the planner frees such releases on the allocating stream instead.)
       (void)cudaGetLastError();
       ++g.alloc_retries;
-      WaitHappensBefore(b.gpu, stream, "waiting for the frees an allocation depends on");  // bounded
-      RESHARD_GPU(cudaSetDevice(g.device));
-      e = cudaMallocAsync(&ptr_[b.id], static_cast<size_t>(std::max<int64_t>(b.bytes, 1)), s);
-      // Then this queue waits (on the GPU) for the frees issued on this GPU's
-      // other queues, oldest first, one more per retry: the pool places an
-      // allocation inside one freed block and reuses a block freed on another
-      // stream once the allocating stream waits for an event recorded after
-      // that free (cudaMemPoolReuseFollowEventDependencies). A host wait for
-      // the free alone did not make the block reusable (qwen3 on 2x H200:
-      // the allocation waited until the offload stream was idle, 400 ms).
       for (size_t k = 0; e == cudaErrorMemoryAllocation && k < g.issued_frees.size(); ++k) {
         const int32_t f = g.issued_frees[k];
         if (plan_->ops[f].stream == stream) continue;  // stream order: the pool sees it already
@@ -491,7 +477,6 @@ class NcclBackend final : public Backend {
   }
 
   void OpStart(int32_t op, int32_t gpu, int32_t stream) override {
-    issue_seq_[op] = next_seq_++;
     last_started_ = op;
     if (opt_.fault.active() && opt_.fault.gpu == gpu && opt_.fault.op == op) failed_gpu_ = gpu;
     Gpu& g = State(gpu);
@@ -507,11 +492,6 @@ class NcclBackend final : public Backend {
     Gpu& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
     RESHARD_GPU(cudaStreamWaitEvent(g.streams[stream], end_ev_[op], 0));
-    // The latest op of each other queue that this queue now waits for: what
-    // an allocation on it may rely on (WaitHappensBefore).
-    const Op& dep = plan_->ops[op];
-    auto [it, fresh] = waited_[{gpu, stream}].try_emplace({dep.gpu, dep.stream}, op);
-    if (!fresh && issue_seq_[op] > issue_seq_[it->second]) it->second = op;
   }
 
   void StartClock() override {
@@ -987,32 +967,6 @@ class NcclBackend final : public Backend {
     }
   }
 
-  // Host wait (bounded) for the end events of the latest op of every other
-  // queue that queue (gpu, stream) has waited for. Those ops ran before
-  // anything issued next on the queue, transitively: a queue they waited for
-  // is covered by their own end event.
-  void WaitHappensBefore(int32_t gpu, int32_t stream, const std::string& what) {
-    const auto it = waited_.find({gpu, stream});
-    if (it == waited_.end()) return;
-    for (const auto& [queue, d] : it->second) WaitEvent(d, what);
-  }
-
-  // Host wait (bounded) for the end event of op `d`, when a local GPU runs it.
-  void WaitEvent(int32_t d, const std::string& what) {
-    const Op& dep = plan_->ops[d];
-    if (!IsLocal(dep.gpu) || end_ev_[d] == nullptr) return;
-    const auto deadline = Deadline();
-    RESHARD_GPU(cudaSetDevice(State(dep.gpu).device));
-    for (auto pause = std::chrono::microseconds(1);; Pause(pause)) {
-      const cudaError_t e = cudaEventQuery(end_ev_[d]);
-      if (e == cudaSuccess) return;
-      if (e != cudaErrorNotReady) Fail(fmt::format("{}: op {} failed: {}", what, d, Describe(e)), d, dep.gpu);
-      CheckAsyncErrors(what, nullptr);
-      if (Clock::now() > deadline)
-        Fail(fmt::format("{}: op {} did not finish within {} s", what, d, opt_.timeout_s), d, dep.gpu);
-    }
-  }
-
   // Waits until every stream of every local GPU is idle.
   void WaitStreams(const std::string& what) {
     const auto deadline = Deadline();
@@ -1110,12 +1064,7 @@ class NcclBackend final : public Backend {
 
   NcclBackendOptions opt_;
   const Plan* plan_ = nullptr;
-  // Issue order of the ops (OpStart) and, per queue (gpu, stream), the latest
-  // op of each other queue it waited for (WaitOp).
-  std::vector<int64_t> issue_seq_;
-  int64_t next_seq_ = 0;
   int32_t last_started_ = -1;  // the op being issued (OpStart)
-  std::map<std::pair<int32_t, int32_t>, std::map<std::pair<int32_t, int32_t>, int32_t>> waited_;
   bool begun_ = false;
   int32_t gpu_count_ = 0;
   std::vector<int32_t> local_gpus_;

@@ -113,20 +113,12 @@ class MegatronBuilder {
   int32_t AddBuffer(int32_t gpu, MemorySpace space, BufferRole role, int64_t bytes, int32_t layer, bool pre,
                     std::string name) {
     PlanBuffer pb;
-    pb.id = static_cast<int32_t>(res_.plan.buffers.size());
     pb.gpu = gpu, pb.space = space, pb.role = role, pb.bytes = bytes, pb.layer = layer, pb.preexisting = pre;
     pb.name = std::move(name);
-    res_.plan.buffers.push_back(std::move(pb));
-    return res_.plan.buffers.back().id;
+    return AppendBuffer(res_.plan, std::move(pb));
   }
 
-  int32_t Emit(Op op) {
-    op.id = static_cast<int32_t>(res_.plan.ops.size());
-    std::sort(op.deps.begin(), op.deps.end());
-    op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
-    res_.plan.ops.push_back(std::move(op));
-    return res_.plan.ops.back().id;
-  }
+  int32_t Emit(Op op) { return AppendOp(res_.plan, std::move(op)); }
 
   int32_t MemOp(OpKind kind, int32_t buffer, int32_t stream, std::vector<int32_t> deps) {
     const PlanBuffer& b = res_.plan.buffers[buffer];

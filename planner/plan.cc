@@ -1,6 +1,8 @@
 // Plan IR basics: enum names, region geometry, op sizes.
 #include "planner/plan.h"
 
+#include <algorithm>
+
 #include "model/error.h"
 
 namespace reshard {
@@ -61,6 +63,20 @@ Region ContiguousRegion(int32_t buffer, int64_t offset_bytes, int64_t bytes) {
   r.offset_bytes = offset_bytes;
   r.row_bytes = bytes;
   return r;  // rows = planes = 1; strides stay 0 (unused), so JSON omits them
+}
+
+int32_t AppendBuffer(Plan& p, PlanBuffer b) {
+  b.id = static_cast<int32_t>(p.buffers.size());
+  p.buffers.push_back(std::move(b));
+  return p.buffers.back().id;
+}
+
+int32_t AppendOp(Plan& p, Op op) {
+  op.id = static_cast<int32_t>(p.ops.size());
+  std::sort(op.deps.begin(), op.deps.end());
+  op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
+  p.ops.push_back(std::move(op));
+  return p.ops.back().id;
 }
 
 int64_t Op::Bytes() const {

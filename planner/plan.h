@@ -163,6 +163,11 @@ struct Plan {
   friend bool operator==(const Plan&, const Plan&) = default;
 };
 
+// Plan building (planners): append a buffer / an op, giving it the next id;
+// an op's deps are sorted and deduplicated. Return the id.
+int32_t AppendBuffer(Plan& p, PlanBuffer b);
+int32_t AppendOp(Plan& p, Op op);
+
 // Bytes the refit moves, by link class — the one definition behind every
 // `bytes_moved` that planner, simulator and executor report: sends by the
 // class between their two GPUs (a send to the same GPU is local), offloads

@@ -631,20 +631,12 @@ class Emitter {
   int32_t AddBuffer(int32_t gpu, MemorySpace space, BufferRole role, int64_t bytes, int32_t layer, bool pre,
                     std::string name) {
     PlanBuffer pb;
-    pb.id = static_cast<int32_t>(out_.plan.buffers.size());
     pb.gpu = gpu, pb.space = space, pb.role = role, pb.bytes = bytes, pb.layer = layer, pb.preexisting = pre;
     pb.name = std::move(name);
-    out_.plan.buffers.push_back(std::move(pb));
-    return out_.plan.buffers.back().id;
+    return AppendBuffer(out_.plan, std::move(pb));
   }
 
-  int32_t Emit(Op op) {
-    op.id = static_cast<int32_t>(out_.plan.ops.size());
-    std::sort(op.deps.begin(), op.deps.end());
-    op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
-    out_.plan.ops.push_back(std::move(op));
-    return out_.plan.ops.back().id;
-  }
+  int32_t Emit(Op op) { return AppendOp(out_.plan, std::move(op)); }
 
   static std::string LayerName(int32_t layer) { return layer < 0 ? "emb" : fmt::format("L{}", layer); }
 
