@@ -14,7 +14,7 @@
 
 #include "model/cluster.h"
 #include "model/scenario.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 #include "planner/planner.h"
 #include "sim/simulator.h"
 

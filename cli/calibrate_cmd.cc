@@ -1,6 +1,6 @@
 // `reshard calibrate -o profile.json [--max-bytes N] [--quick] [--json]`:
-// measure this host's GPU links (executor/calibrate_nccl.h), fit the
-// simulator's link model to them (executor/calib_fit.h) and write a
+// measure this host's GPU links (calib/measure_nccl.h), fit the
+// simulator's link model to them (calib/fit.h) and write a
 // calibration profile that scenarios load with `cluster.calibration`
 // (calib/README.md). The profile carries the raw measurements and the fit's
 // residuals under "measurements". Progress goes to stderr.
@@ -21,11 +21,11 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "executor/calib_profile.h"
+#include "calib/profile.h"
 #include "model/error.h"
 #include "model/scenario.h"
 #ifdef RESHARD_HAVE_NCCL
-#include "executor/calibrate_nccl.h"
+#include "calib/measure_nccl.h"
 #endif
 
 namespace reshard::cli {

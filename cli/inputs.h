@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace CLI {
 class Validator;

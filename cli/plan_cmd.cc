@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/inputs.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 #include "planner/planner.h"
 
 namespace reshard::cli {

@@ -21,7 +21,7 @@
 #include "model/error.h"
 #include "planner/planner.h"
 #ifdef RESHARD_HAVE_NCCL
-#include "executor/nccl_backend.h"
+#include "executor/nccl/backend.h"
 #endif
 
 namespace reshard::cli {

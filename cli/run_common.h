@@ -12,7 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "executor/executor.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace CLI {
 class App;

@@ -20,7 +20,7 @@
 #include "cli/common.h"
 #include "cli/inputs.h"
 #include "model/error.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 #include "planner/planner.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"

@@ -15,7 +15,7 @@
 //  * it calls Allocate(stream < 0) only before StartClock, for buffers the
 //    plan marks preexisting, and Fill / Check only outside the timed run.
 // Backends: HostBackend (host_backend.h: threads + memcpy, optionally MPI),
-// NcclBackend (nccl_backend.h: CUDA streams and events, NCCL).
+// NcclBackend (executor/nccl/backend.h: CUDA streams and events, NCCL).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "executor/pattern.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace reshard {
 
@@ -130,7 +130,7 @@ class Backend {
   virtual void Free(const PlanBuffer& b, int32_t stream) = 0;
 
   // One batch of strided copies on (gpu, stream): every pair's source byte
-  // sequence is written to its destination sequence (planner/plan.h Region).
+  // sequence is written to its destination sequence (plan/plan.h Region).
   virtual void Copy(int32_t gpu, int32_t stream, std::span<const CopyPair> pairs) = 0;
   virtual void GroupStart() = 0;
   virtual void Send(int32_t gpu, int32_t stream, const Region& r, int32_t peer) = 0;

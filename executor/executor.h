@@ -2,7 +2,7 @@
 // byte, and reports what it measured in the simulator's shape.
 //
 // Steps (CUTLASS-style: check, size, run):
-//  1. Verify(plan) (planner/plan.h) and the executor's own checks (sends and
+//  1. Verify(plan) (plan/plan.h) and the executor's own checks (sends and
 //     receives contiguous, copies on their GPU, groups without internal
 //     dependencies, content on buffers that exist when filled / checked);
 //     any problem refuses the plan (PlanRefused) before any work is done.
@@ -34,7 +34,7 @@
 #include "executor/backend.h"
 #include "model/cluster.h"
 #include "model/error.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace reshard {
 

@@ -1,4 +1,4 @@
-// Walking two strided byte regions of equal size in step (planner/plan.h
+// Walking two strided byte regions of equal size in step (plan/plan.h
 // Region: `planes` x `rows` x `row_bytes`, enumerated plane, row, byte).
 //
 // The byte sequences of both sides are cut into runs of L = gcd of the two
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <numeric>
 
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace reshard {
 

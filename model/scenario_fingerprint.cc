@@ -1,5 +1,5 @@
 // ScenarioFingerprint (model/scenario.h): a stable hash of what a plan is
-// made for. Plans record it (planner/plan.h, Plan::scenario_fingerprint) so a
+// made for. Plans record it (plan/plan.h, Plan::scenario_fingerprint) so a
 // plan carried to another cluster, model or layout is refused before any work.
 //
 // The hashed text is canonical: the cluster's own fingerprint (topology,

@@ -10,7 +10,7 @@
 
 #include "model/box.h"
 #include "model/layout.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace reshard {
 

@@ -56,7 +56,7 @@
 #include <vector>
 
 #include "model/scenario.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace reshard {
 

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "model/cluster.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace reshard {
 

@@ -51,7 +51,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "planner/plan.h"
+#include "plan/plan.h"
 #include "sim/ports.h"
 
 namespace reshard {

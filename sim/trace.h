@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/plan.h"
+#include "plan/plan.h"
 #include "sim/ports.h"
 #include "sim/simulator.h"
 

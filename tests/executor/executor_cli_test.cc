@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "planner/plan.h"
+#include "plan/plan.h"
 #include "tests/executor/test_plans.h"
 
 #include "tests/common/run_binary.h"

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "executor/executor.h"
-#include "executor/nccl_backend.h"
+#include "executor/nccl/backend.h"
 #include "executor/pattern.h"
 #include "tests/executor/test_plans.h"
 

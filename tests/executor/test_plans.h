@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace reshard::testplans {
 

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/plan.h"
+#include "plan/plan.h"
 #include "tests/fuzz/fuzz_common.h"
 
 namespace {

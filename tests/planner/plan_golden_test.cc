@@ -26,7 +26,7 @@
 #include "model/layout.h"
 #include "model/scenario.h"
 #include "planner/assign.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 #include "planner/planner.h"
 #include "planner/transfer_set.h"
 

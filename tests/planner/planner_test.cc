@@ -15,7 +15,7 @@
 #include "model/error.h"
 #include "model/scenario.h"
 #include "planner/assign.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 #include "planner/planner.h"
 #include "planner/rounds.h"
 #include "planner/transfer_set.h"

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 #include "sim/ports.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"

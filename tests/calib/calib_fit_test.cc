@@ -1,4 +1,4 @@
-// Tests of the calibration fit (executor/calib_fit.h, executor/calib_profile.h)
+// Tests of the calibration fit (calib/fit.h, calib/profile.h)
 // on synthetic measurements generated from known link profiles: exact
 // recovery without noise, bounded error with noise, degenerate inputs
 // rejected, the profile JSON read back by ApplyProfileJson, and a fitted
@@ -12,11 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "executor/calib_fit.h"
-#include "executor/calib_profile.h"
+#include "calib/fit.h"
+#include "calib/profile.h"
 #include "model/cluster.h"
 #include "model/error.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 #include "sim/simulator.h"
 
 namespace reshard {

@@ -17,8 +17,8 @@
 //  * memory: cudaMemGetInfo on each GPU right after its context is created
 //    (first cudaFree(0)), after the test buffers are allocated, after
 //    ncclCommInitAll, and after a first send/recv with every peer.
-// The result is raw data; executor/calib_profile.h fits it.
-// CUDA / NCCL failures throw GpuError (executor/nccl_backend.h) naming the
+// The result is raw data; calib/profile.h fits it.
+// CUDA / NCCL failures throw GpuError (executor/nccl/backend.h) naming the
 // call, file and line and the library's message.
 #pragma once
 
@@ -27,7 +27,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "executor/calib_profile.h"
+#include "calib/profile.h"
 
 namespace reshard {
 

@@ -1,8 +1,8 @@
-// Device kernels of the NCCL backend (executor/nccl_kernels.cu), behind plain
-// C++ launch functions so nccl_backend.cc compiles with the host compiler.
+// Device kernels of the NCCL backend (executor/nccl/kernels.cu), behind plain
+// C++ launch functions so backend.cc compiles with the host compiler.
 //
 //  * Batched strided copy: one launch copies a list of (src, dst) pairs of
-//    strided byte regions (planner/plan.h Region). Each pair is cut into runs
+//    strided byte regions (plan/plan.h Region). Each pair is cut into runs
 //    contiguous on both sides (length L = gcd of the row lengths, as
 //    executor/region_walk.h) and runs into chunks of at most 64 KiB; one warp
 //    copies one chunk with the widest vector (up to 16 B) every address of

@@ -5,7 +5,7 @@
 // class (calib_fit.h) and derives the memory overheads; CalibrationProfileJson
 // writes the profile in the format ApplyProfileJson reads (model/cluster.h,
 // calib/README.md) plus the raw data and the fit's residuals under
-// "measurements". No CUDA here: the GPU side is executor/calibrate_nccl.h.
+// "measurements". No CUDA here: the GPU side is calib/measure_nccl.h.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "executor/calib_fit.h"
+#include "calib/fit.h"
 #include "model/cluster.h"
 
 namespace reshard {

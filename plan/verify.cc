@@ -49,7 +49,7 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace reshard {
 namespace {

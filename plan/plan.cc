@@ -1,5 +1,5 @@
 // Plan IR basics: enum names, region geometry, op sizes.
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 #include <algorithm>
 

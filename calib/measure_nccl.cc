@@ -1,6 +1,6 @@
-// The GPU side of `reshard calibrate` (see calibrate_nccl.h): timed NCCL
+// The GPU side of `reshard calibrate` (see measure_nccl.h): timed NCCL
 // send/recv, host<->device and device copies, and memory probes.
-#include "executor/calibrate_nccl.h"
+#include "calib/measure_nccl.h"
 
 #include <unistd.h>
 
@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 #include <nccl.h>
 
-#include "executor/nccl_backend.h"  // GpuError
+#include "executor/nccl/backend.h"  // GpuError
 #include "model/error.h"
 
 namespace reshard {

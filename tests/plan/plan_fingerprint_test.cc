@@ -7,7 +7,7 @@
 
 #include "model/error.h"
 #include "model/scenario.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace reshard {
 namespace {

@@ -9,7 +9,7 @@
 //    is the event other streams wait for (cudaStreamWaitEvent);
 //  * a plan group is one ncclGroupStart / ncclGroupEnd; NCCL rank = plan GPU;
 //  * copies: device <-> device pairs run as one batched strided-copy kernel
-//    per op (executor/nccl_kernels.h); pairs touching pinned host memory
+//    per op (executor/nccl/kernels.h); pairs touching pinned host memory
 //    (offload / reload) use cudaMemcpy2DAsync per plane (copy engines);
 //  * device buffers come from the device's stream-ordered pool
 //    (cudaMallocAsync / cudaFreeAsync on the op's stream), preexisting ones
@@ -51,7 +51,7 @@
 // for all work queued on the device, which stalled a whole offload plan.
 //
 // CUDA / NCCL failures throw GpuError naming the call, file, line and the
-// library's message (one macro at the boundary, nccl_backend.cc).
+// library's message (one macro at the boundary, executor/nccl/backend.cc).
 //
 // Failures of other ranks (issue 8, item 4): communicators are non-blocking
 // (ncclConfig_t::blocking = 0; `nonblocking_comms`), so no NCCL call blocks

@@ -5,7 +5,7 @@
 //
 // eff a piecewise log-linear curve through (bytes, fraction) points, clamped at
 // its ends. `reshard calibrate` measures (bytes, seconds) samples on GPUs
-// (executor/calibrate_nccl.h); this file turns them into a LinkProfile and
+// (calib/measure_nccl.h); this file turns them into a LinkProfile and
 // says how well the profile reproduces them. Pure C++ (Eigen), tested in CI.
 //
 // The fit, in three steps (n samples, s distinct sizes):

@@ -2,7 +2,7 @@
 // Every CUDA / NCCL call goes through RESHARD_GPU (throws GpuError with file,
 // line and the library's message) or, during cleanup, RESHARD_GPU_CLEANUP
 // (keeps the first error, carries on releasing).
-#include "executor/nccl_backend.h"
+#include "executor/nccl/backend.h"
 
 #include <algorithm>
 #include <atomic>
@@ -21,7 +21,7 @@
 
 #include "executor/executor.h"
 #include "executor/mpi_session.h"
-#include "executor/nccl_kernels.h"
+#include "executor/nccl/kernels.h"
 #include "model/error.h"
 
 namespace reshard {

@@ -198,7 +198,7 @@ VerifyResult Verify(const Plan& p, const Cluster* expected = nullptr);
 // is). Compares the cluster (fingerprint, and which fields differ), the
 // tensors (names, shapes, dtypes: hand edits of sizes show here even when
 // Verify passes) and Plan::scenario_fingerprint with ScenarioFingerprint(s)
-// (layouts, GPU lists). O(tensors). planner/plan_fingerprint.cc.
+// (layouts, GPU lists). O(tensors). plan/fingerprint.cc.
 std::vector<std::string> PlanScenarioProblems(const Plan& p, const Scenario& s);
 
 std::string ToString(const Plan& p);  // readable listing: buffers, then ops per GPU and stream

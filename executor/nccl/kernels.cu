@@ -1,5 +1,5 @@
 // Kernels of the NCCL backend: batched strided copy, pattern fill and check.
-#include "executor/nccl_kernels.h"
+#include "executor/nccl/kernels.h"
 
 #include <algorithm>
 

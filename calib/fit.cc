@@ -1,5 +1,5 @@
 // Least-squares fit of calibration measurements to LinkProfiles (see calib_fit.h).
-#include "executor/calib_fit.h"
+#include "calib/fit.h"
 
 #include <algorithm>
 #include <cmath>

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace reshard {
 namespace {

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace reshard {
 namespace {

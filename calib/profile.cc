@@ -1,5 +1,5 @@
 // Calibration measurements -> fitted link profiles, overheads and profile JSON.
-#include "executor/calib_profile.h"
+#include "calib/profile.h"
 
 #include <algorithm>
 #include <array>

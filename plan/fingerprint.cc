@@ -1,4 +1,4 @@
-// PlanScenarioProblems (planner/plan.h): is this plan.json a plan for that
+// PlanScenarioProblems (plan/plan.h): is this plan.json a plan for that
 // scenario? Plans travel (made on a laptop, run on a GPU cluster), so before
 // any work the CLI compares the plan with the scenario the user says it runs
 // on: the cluster (fingerprint; the differing fields are named), the tensors
@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/scenario.h"
-#include "planner/plan.h"
+#include "plan/plan.h"
 
 namespace reshard {
 
