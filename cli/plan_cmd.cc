@@ -76,7 +76,7 @@ void Run(const PlanCmdOptions& o) {
   const Plan& p = r.plan;
   const PlanSummary& sum = p.summary;
   if (!o.output.empty()) WritePlan(p, o.output);
-  const double efficiency = sum.predicted_time_s > 0 ? sum.lower_bound_s / sum.predicted_time_s : 1.0;
+  const double efficiency = PlanEfficiency(sum.lower_bound_s, sum.predicted_time_s);
 
   if (o.json) {
     nlohmann::json j;
@@ -84,10 +84,7 @@ void Run(const PlanCmdOptions& o) {
     j["fits"] = true;
     j["time_s"] = sum.predicted_time_s;
     j["peak_bytes"] = sum.predicted_peak_bytes;
-    j["bytes_moved"] = {{"local", sum.bytes_moved.local},
-                        {"nvlink", sum.bytes_moved.nvlink},
-                        {"network", sum.bytes_moved.network},
-                        {"pcie", sum.bytes_moved.pcie}};
+    j["bytes_moved"] = sum.bytes_moved;
     j["lower_bound_s"] = sum.lower_bound_s;
     j["plan_efficiency"] = efficiency;
     j["segment_bytes"] = sum.segment_bytes;

@@ -47,7 +47,7 @@ void Print(const ExecuteArgs& a, const ExecuteOutcome& o) {
                              sum.predicted_time_s * 1e3, m.time_s * 1e3, (sum.predicted_time_s / m.time_s - 1) * 100);
   if (sum.lower_bound_s > 0 && m.time_s > 0)
     std::cout << fmt::format("lower bound {:.3f} ms: plan efficiency {:.1f} % measured\n", sum.lower_bound_s * 1e3,
-                             sum.lower_bound_s / m.time_s * 100);
+                             PlanEfficiency(sum.lower_bound_s, m.time_s) * 100);
 }
 
 }  // namespace

@@ -192,12 +192,9 @@ nlohmann::json PredictedJson(const Plan& plan) {
   j["plan"] = plan.name;
   j["time_s"] = s.predicted_time_s;
   j["peak_bytes"] = s.predicted_peak_bytes;
-  j["bytes_moved"] = {{"local", s.bytes_moved.local},
-                      {"nvlink", s.bytes_moved.nvlink},
-                      {"network", s.bytes_moved.network},
-                      {"pcie", s.bytes_moved.pcie}};
+  j["bytes_moved"] = s.bytes_moved;
   j["lower_bound_s"] = s.lower_bound_s;
-  j["plan_efficiency"] = s.predicted_time_s > 0 ? s.lower_bound_s / s.predicted_time_s : 0.0;
+  j["plan_efficiency"] = PlanEfficiency(s.lower_bound_s, s.predicted_time_s);
   j["segment_bytes"] = s.segment_bytes;
   j["offload_fraction"] = s.offload_fraction;
   return j;
@@ -208,7 +205,7 @@ nlohmann::json MeasuredJson(const ExecuteOutcome& o) {
   const PlanSummary& s = o.plan.summary;
   nlohmann::json j = m;
   j["lower_bound_s"] = s.lower_bound_s;
-  j["plan_efficiency"] = m.time_s > 0 ? s.lower_bound_s / m.time_s : 0.0;
+  j["plan_efficiency"] = PlanEfficiency(s.lower_bound_s, m.time_s);
   j["segment_bytes"] = s.segment_bytes;
   j["offload_fraction"] = s.offload_fraction;
   std::vector<double> times;

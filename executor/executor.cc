@@ -652,11 +652,7 @@ void to_json(nlohmann::json& j, const Measurement& m) {
            {"peak_bytes", m.peak_bytes},
            {"plan_peak_bytes", m.plan_peak_bytes},
            {"memory", memory},
-           {"bytes_moved",
-            {{"local", m.bytes_moved.local},
-             {"nvlink", m.bytes_moved.nvlink},
-             {"network", m.bytes_moved.network},
-             {"pcie", m.bytes_moved.pcie}}},
+           {"bytes_moved", m.bytes_moved},
            {"links", links},
            {"busbw_note", "point-to-point: busbw = algbw (nccl-tests)"},
            {"verified", m.verified},
@@ -681,9 +677,7 @@ Measurement MeasurementFromJson(const nlohmann::json& j) {
                         s.at("plan_peak_bytes").get<int64_t>(), s.at("host_peak_bytes").get<int64_t>(),
                         s.at("context_bytes").get<int64_t>(), s.at("comm_bytes").get<int64_t>()});
   }
-  const auto& b = j.at("bytes_moved");
-  m.bytes_moved = {b.at("local").get<int64_t>(), b.at("nvlink").get<int64_t>(), b.at("network").get<int64_t>(),
-                   b.at("pcie").get<int64_t>()};
+  m.bytes_moved = j.at("bytes_moved").get<BytesMoved>();
   for (const auto& r : j.at("links")) {
     LinkRate x;
     const std::string name = r.at("link").get<std::string>();

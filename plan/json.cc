@@ -659,12 +659,7 @@ J SummaryToJson(const PlanSummary& s) {
   j["direct_min_bytes"] = s.direct_min_bytes;
   j["offload_fraction"] = s.offload_fraction;
   j["memory_policy"] = s.memory_policy;
-  J m;
-  m["local"] = s.bytes_moved.local;
-  m["nvlink"] = s.bytes_moved.nvlink;
-  m["network"] = s.bytes_moved.network;
-  m["pcie"] = s.bytes_moved.pcie;
-  j["bytes_moved"] = std::move(m);
+  j["bytes_moved"] = s.bytes_moved;
   j["lower_bound_s"] = s.lower_bound_s;
   j["predicted_time_s"] = s.predicted_time_s;
   j["predicted_peak_bytes"] = s.predicted_peak_bytes;

@@ -130,6 +130,28 @@ struct BytesMoved {
   int64_t local = 0, nvlink = 0, network = 0, pcie = 0;
   friend bool operator==(const BytesMoved&, const BytesMoved&) = default;
 };
+// `bytes_moved` as every output writes it: {local, nvlink, network, pcie}.
+// A template so plan.json's ordered writer and the plain --json outputs share it
+// (found by nlohmann's ADL: `j["bytes_moved"] = m`).
+template <class Json>
+void to_json(Json& j, const BytesMoved& b) {
+  j = Json::object();
+  j["local"] = b.local;
+  j["nvlink"] = b.nvlink;
+  j["network"] = b.network;
+  j["pcie"] = b.pcie;
+}
+template <class Json>
+void from_json(const Json& j, BytesMoved& b) {
+  b = {j.at("local").template get<int64_t>(), j.at("nvlink").template get<int64_t>(),
+       j.at("network").template get<int64_t>(), j.at("pcie").template get<int64_t>()};
+}
+
+// How close a plan (or a run) comes to its lower bound: lower_bound_s / time_s,
+// 1 for an empty plan (time 0).
+inline double PlanEfficiency(double lower_bound_s, double time_s) {
+  return time_s > 0 ? lower_bound_s / time_s : 1.0;
+}
 
 
 // What the planner chose and predicted; consumers may ignore it.

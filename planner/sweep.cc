@@ -67,7 +67,7 @@ SweepPoint Evaluate(const Scenario& base, SweepPoint p) {
     p.missing_bytes = p.fits ? 0 : p.peak_bytes - cap;
     p.time_s = r.plan.summary.predicted_time_s;
     p.lower_bound_s = r.plan.summary.lower_bound_s;
-    p.plan_efficiency = p.time_s > 0 ? p.lower_bound_s / p.time_s : 1.0;
+    p.plan_efficiency = PlanEfficiency(p.lower_bound_s, p.time_s);
   } catch (const InputError& e) {
     p.fits = false;
     p.error = e.what();

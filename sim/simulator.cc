@@ -1001,7 +1001,7 @@ struct Simulator::State {
     const PortBound lb = LowerBoundOfLoads(ports, PortBytes(ports, plan));
     pr.lower_bound_s = lb.time_s;
     pr.lower_bound_port = lb.port_name;
-    pr.plan_efficiency = pr.time_s > 0 ? lb.time_s / pr.time_s : 1.0;
+    pr.plan_efficiency = PlanEfficiency(lb.time_s, pr.time_s);
     if (opt.record_op_times) {
       pr.op_start_ns = op_start;
       pr.op_end_ns = op_end;
@@ -1045,9 +1045,7 @@ void to_json(nlohmann::json& j, const Prediction& p) {
       {"time_ns", p.time_ns},
       {"peak_bytes", p.peak_bytes},
       {"peak_host_bytes", p.peak_host_bytes},
-      {"bytes_moved",
-       {{"local", p.bytes_moved.local}, {"nvlink", p.bytes_moved.nvlink}, {"network", p.bytes_moved.network},
-        {"pcie", p.bytes_moved.pcie}}},
+      {"bytes_moved", p.bytes_moved},
       {"lower_bound_s", p.lower_bound_s},
       {"lower_bound_port", p.lower_bound_port},
       {"plan_efficiency", p.plan_efficiency},
