@@ -1,4 +1,4 @@
-// Issue 7, item 3: reshard's plan against a Megatron-style plan (planner/
+// Reshard's plan against a Megatron-style plan (planner/
 // baseline_plan.h: round-robin source replicas, every piece its own send/recv
 // in one NCCL group, no ordering, no memory bound) on the published at-scale
 // refits, both predicted by the same simulator, with each plan's lower bound.

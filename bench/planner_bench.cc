@@ -1,4 +1,4 @@
-// Planner speed at scale (issue 3's targets): each of the published refits
+// Planner speed at scale. Targets: each of the published refits
 // plans in under 1 s on one core; 8192 GPUs in under 10 s. Planning time
 // excludes the final simulation (PlannerOptions::simulate = false: prediction
 // by the per-port estimate); BM_PlanAndSimulate adds it.
@@ -9,19 +9,21 @@
 // process, every page faulted in anew; peak_rss_MiB, the process's peak
 // resident set during the benchmark (VmHWM, reset before it).
 //   planner_bench [--benchmark_repetitions=N] [--benchmark_filter=...]
-#include <malloc.h>
-#include <time.h>
-
 #include <fstream>
 #include <string>
 
 #include <benchmark/benchmark.h>
 
+#include "bench/process_stats.h"
 #include "model/scenario.h"
 #include "planner/planner.h"
 
 namespace reshard {
 namespace {
+
+using bench::PeakRssBytes;
+using bench::ResetPeakRss;
+using bench::ThreadCpuSeconds;
 
 Scenario Load(const std::string& name) {
   Scenario s = LoadScenario(std::string(RESHARD_SOURCE_DIR) + "/scenarios/" + name + ".yaml");
@@ -60,31 +62,11 @@ memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 10, rese
                        "<bench>");
 }
 
-// Peak resident set since the last reset (VmHWM), in bytes.
-double PeakRssBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) * 1024.0;
-  return 0;
-}
-// Returns freed heap memory to the system and resets VmHWM to the current
-// resident set.
-void ResetMemory() {
-  malloc_trim(0);
-  std::ofstream("/proc/self/clear_refs") << "5";
-}
-double ThreadCpuSeconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 void Run(benchmark::State& state, const Scenario& s, bool simulate) {
   PlannerOptions o;
   o.simulate = simulate;
   PlanResult r;
-  ResetMemory();
+  ResetPeakRss();
   double cold_s = -1;
   for (auto _ : state) {
     state.PauseTiming();

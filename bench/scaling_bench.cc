@@ -1,4 +1,4 @@
-// Issue 7, item 1: planner and simulator time and memory against GPU count
+// Planner and simulator time and memory against GPU count
 // (8 ... 8192) and model size (8 B ... 1 T), on one core.
 //
 // Families (all colocated, dgx-h200 nodes, optimizer offload auto, 10 GiB KV
@@ -23,8 +23,6 @@
 //   scaling_bench [--max-gpus N] [--moe-max-gpus N] [google-benchmark flags]
 //   e.g. scaling_bench --benchmark_out=s.json --benchmark_out_format=json
 // bench/scaling_report.py turns the JSON into the CSV, the table and the fits.
-#include <malloc.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -35,12 +33,16 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include "bench/process_stats.h"
 #include "model/scenario.h"
 #include "planner/planner.h"
 #include "sim/simulator.h"
 
 namespace reshard {
 namespace {
+
+using bench::PeakRssBytes;
+using bench::ResetPeakRss;
 
 constexpr const char* kMemory =
     "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 10, reserve_gib: 2}\n";
@@ -75,19 +77,6 @@ const SizeCase kSizes[] = {
     {"deepseek-v3", "{tp: 1, pp: 16, ep: 16, dp: 16}", "{tp: 32, dp: 8}"},
     {"kimi-k2", "{tp: 1, pp: 16, ep: 16, dp: 16}", "{tp: 8, dp: 16, ep: 128, gpus: \"0-127\"}"},
 };
-
-// Peak resident set since the last reset (VmHWM), in bytes.
-double PeakRssBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) * 1024.0;
-  return 0;
-}
-void ResetPeakRss() {
-  malloc_trim(0);
-  std::ofstream("/proc/self/clear_refs") << "5";
-}
 
 int64_t Parameters(const Scenario& s) {
   int64_t n = 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Turn scaling_bench's Google Benchmark JSON into a CSV, a Markdown table and
-log-log least-squares fits of time against GPU count (issue 7, item 1).
+log-log least-squares fits of time against GPU count.
 
     scaling_report.py scaling.json --csv scaling.csv > table.md
 

@@ -11,7 +11,7 @@
 // or dependency that waits longer than `timeout_s` fails the run instead of
 // hanging it.
 //
-// Failures (issue 8, item 4): the first error on any worker (an injected
+// Failures: the first error on any worker (an injected
 // fault, a timeout, a size mismatch) is kept as a RunError naming the op and
 // the GPU, marks the run aborted and wakes every waiting worker, so all GPUs
 // stop at once instead of each waiting out its timeout; StopClock rethrows

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "model/hash.h"
 
 namespace reshard {
 
@@ -79,16 +80,6 @@ const LinkProfile& Cluster::Link(LinkClass c) const {
 }
 
 namespace {
-
-// FNV-1a, 64 bit: a stable hash (std::hash is not stable across builds).
-uint64_t Fnv1a(std::string_view s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 void AppendLink(std::string& out, std::string_view name, const LinkProfile& l) {
   // fmt's "{}" prints the shortest string that round-trips a double: canonical.

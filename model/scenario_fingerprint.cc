@@ -14,21 +14,12 @@
 
 #include <fmt/format.h>
 
+#include "model/hash.h"
 #include "model/scenario.h"
 
 namespace reshard {
 
 namespace {
-
-// FNV-1a, 64 bit: stable across builds and platforms (std::hash is not).
-uint64_t Fnv1a(std::string_view s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 std::string List(const std::vector<int32_t>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
 

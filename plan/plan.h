@@ -159,7 +159,7 @@ struct PlanSummary {
   int64_t segment_bytes = 0;
   int64_t direct_min_bytes = 0;       // pieces at least this large went in place where contiguous
   double offload_fraction = 0;
-  std::string memory_policy;          // e.g. "dest-per-layer+source-offload"
+  std::string memory_policy;          // e.g. "dest-per-layer+source-to-host+optimizer-offload-0.25"
   BytesMoved bytes_moved;
   double lower_bound_s = 0;
   double predicted_time_s = 0;

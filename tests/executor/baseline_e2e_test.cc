@@ -2,74 +2,24 @@
 // end on the host backend: every destination element verified, the bytes the
 // executor counts equal to the plan's; then `reshard plan|simulate|run
 // --baseline megatron` through the built binary.
-#include <cctype>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "executor/executor.h"
-#include "executor/host_backend.h"
 #include "model/scenario.h"
 #include "planner/baseline_plan.h"
 #include "tests/common/run_binary.h"
+#include "tests/executor/e2e_cases.h"
 
 namespace reshard {
 namespace {
 
-struct Case {
-  const char* name;
-  const char* yaml;
-};
+using testing::E2eCase;
 
-const Case kCases[] = {
-    {"tiny-llama colocated tp2 -> tp1x2", R"(
-name: base-llama
-model: tiny-llama
-cluster: h200-x2
-source: {tp: 2, gpus: all}
-destination: {tp: 1, dp: 2, gpus: all}
-)"},
-    {"tiny-llama disaggregated 0 -> 1", R"(
-name: base-llama-disagg
-model: tiny-llama
-cluster: h200-x2
-source: {tp: 1, gpus: "0"}
-destination: {tp: 1, gpus: "1"}
-)"},
-    {"tiny-qwen2 (tied, biases) optimizer offloaded first", R"(
-name: base-qwen2-offload
-model: tiny-qwen2
-cluster: h200-x2
-source: {tp: 2, gpus: all}
-destination: {tp: 1, dp: 2, gpus: all}
-memory: {optimizer: {bytes_per_param: 12, offload: all}}
-)"},
-    {"tiny-moe ep2 -> tp2", R"(
-name: base-moe
-model: tiny-moe
-cluster: h200-x2
-source: {tp: 1, ep: 2, dp: 2, gpus: all}
-destination: {tp: 2, gpus: all}
-)"},
-    {"tiny-mla tp2 -> tp1x2", R"(
-name: base-mla
-model: tiny-mla
-cluster: h200-x2
-source: {tp: 2, gpus: all}
-destination: {tp: 1, dp: 2, gpus: all}
-)"},
-    {"tiny-llama on 8 GPUs: tp2 pp2 dp2 -> tp2 dp4", R"(
-name: base-llama-8
-model: tiny-llama
-cluster: dgx-h200
-source: {tp: 2, pp: 2, dp: 2, gpus: all}
-destination: {tp: 2, dp: 4, gpus: all}
-)"},
-};
-
-class BaselineEndToEnd : public ::testing::TestWithParam<Case> {};
+// The baseline has no segments: the cases' scenarios without a plan section.
+class BaselineEndToEnd : public ::testing::TestWithParam<E2eCase> {};
 
 TEST_P(BaselineEndToEnd, HostRunVerifiesEveryElement) {
   const Scenario s = ParseScenario(GetParam().yaml, "<e2e>");
@@ -77,23 +27,11 @@ TEST_P(BaselineEndToEnd, HostRunVerifiesEveryElement) {
   o.simulate = false;
   const PlanResult r = MakeMegatronPlan(s, o);
   ASSERT_TRUE(r.ok());
-  auto backend = MakeHostBackend();
-  const Measurement m = Execute(r.plan, *backend);
-  EXPECT_TRUE(m.verified) << GetParam().name << "\n" << FormatMeasurement(m, r.plan);
-  int64_t want = 0;
-  for (const ContentPiece& c : r.plan.destinations) want += Volume(c.box);
-  EXPECT_GT(want, 0);
-  EXPECT_EQ(m.checked_elements, want);
-  EXPECT_EQ(m.op_times.size(), r.plan.ops.size());
-  EXPECT_EQ(m.bytes_moved, r.plan.summary.bytes_moved);
+  testing::ExpectHostRunVerifies(r.plan, GetParam().name);
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyPresets, BaselineEndToEnd, ::testing::ValuesIn(kCases), [](const auto& test) {
-  std::string n = test.param.name;
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(TinyPresets, BaselineEndToEnd, ::testing::ValuesIn(testing::kE2eCases),
+                         testing::E2eCaseName);
 
 testing::RunResult Reshard(const std::vector<std::string>& args) { return testing::RunBinary(RESHARD_BINARY, args); }
 

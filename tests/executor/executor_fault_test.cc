@@ -1,4 +1,4 @@
-// Issue 8, item 4 on the host backend: a GPU (rank) that fails mid-plan ends
+// Faults on the host backend: a GPU (rank) that fails mid-plan ends
 // every GPU's worker at once (no one waits out its timeout), the error names
 // the op and the GPU, nothing is reported verified, and the run's memory is
 // released — also over 100 failing runs (the backend's own accounting and the

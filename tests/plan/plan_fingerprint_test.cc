@@ -1,4 +1,4 @@
-// Issue 8, item 5: plans from elsewhere. ScenarioFingerprint is stable and
+// Plans from elsewhere: ScenarioFingerprint is stable and
 // changes with exactly what a plan depends on; PlanScenarioProblems names the
 // cluster fields, tensors or layouts that differ; Verify refuses a buffer
 // larger than the memory it lives in.
