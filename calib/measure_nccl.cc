@@ -19,33 +19,14 @@
 #include <fmt/format.h>
 #include <nccl.h>
 
-#include "executor/nccl/backend.h"  // GpuError
+#include "executor/nccl/backend.h"  // ApplyNcclEnvDefaults
+#include "executor/nccl/gpu_check.h"
+#include "executor/nccl/gpu_error.h"
 #include "model/error.h"
 
 namespace reshard {
 
 namespace {
-
-// ---- the one boundary for foreign errors ------------------------------------
-
-std::string Where(const char* file, int line) {
-  const char* slash = std::strrchr(file, '/');
-  return fmt::format("{}:{}", slash != nullptr ? slash + 1 : file, line);
-}
-std::string Describe(cudaError_t e) { return fmt::format("{} ({})", cudaGetErrorString(e), cudaGetErrorName(e)); }
-std::string Describe(ncclResult_t r) {
-  const char* last = ncclGetLastError(nullptr);
-  return fmt::format("{}{}{}", ncclGetErrorString(r), last != nullptr && *last != '\0' ? ": " : "",
-                     last != nullptr ? last : "");
-}
-bool Ok(cudaError_t e) { return e == cudaSuccess; }
-bool Ok(ncclResult_t r) { return r == ncclSuccess; }
-
-template <typename Status>
-void CheckStatus(Status s, const char* call, const char* file, int line) {
-  if (!Ok(s)) throw GpuError(fmt::format("{}: {} failed: {}", Where(file, line), call, Describe(s)));
-}
-#define RESHARD_CAL(call) CheckStatus((call), #call, __FILE__, __LINE__)
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
@@ -62,9 +43,9 @@ struct DeviceBuffer {
   int device = -1;
   void* ptr = nullptr;
   DeviceBuffer(int d, int64_t bytes) : device(d) {
-    RESHARD_CAL(cudaSetDevice(d));
-    RESHARD_CAL(cudaMalloc(&ptr, static_cast<size_t>(bytes)));
-    RESHARD_CAL(cudaMemset(ptr, 0x5a, static_cast<size_t>(bytes)));
+    RESHARD_GPU(cudaSetDevice(d));
+    RESHARD_GPU(cudaMalloc(&ptr, static_cast<size_t>(bytes)));
+    RESHARD_GPU(cudaMemset(ptr, 0x5a, static_cast<size_t>(bytes)));
   }
   ~DeviceBuffer() {
     if (ptr != nullptr && cudaSetDevice(device) == cudaSuccess) (void)cudaFree(ptr);
@@ -76,7 +57,7 @@ struct DeviceBuffer {
 struct PinnedBuffer {
   void* ptr = nullptr;
   explicit PinnedBuffer(int64_t bytes) {
-    RESHARD_CAL(cudaHostAlloc(&ptr, static_cast<size_t>(bytes), cudaHostAllocDefault));
+    RESHARD_GPU(cudaHostAlloc(&ptr, static_cast<size_t>(bytes), cudaHostAllocDefault));
     std::memset(ptr, 0x3c, static_cast<size_t>(bytes));
   }
   ~PinnedBuffer() {
@@ -92,10 +73,10 @@ struct TimedStream {
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, end = nullptr;
   explicit TimedStream(int d) : device(d) {
-    RESHARD_CAL(cudaSetDevice(d));
-    RESHARD_CAL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    RESHARD_CAL(cudaEventCreate(&start));
-    RESHARD_CAL(cudaEventCreate(&end));
+    RESHARD_GPU(cudaSetDevice(d));
+    RESHARD_GPU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    RESHARD_GPU(cudaEventCreate(&start));
+    RESHARD_GPU(cudaEventCreate(&end));
   }
   ~TimedStream() {
     if (cudaSetDevice(device) != cudaSuccess) return;
@@ -152,24 +133,24 @@ std::vector<LinkSample> TimeWithEvents(const std::vector<TimedStream*>& streams,
                                        const std::function<void(int64_t)>& issue) {
   return Sweep(plan, quick, [&](int64_t bytes) {
     for (TimedStream* s : streams) {
-      RESHARD_CAL(cudaSetDevice(s->device));
-      RESHARD_CAL(cudaStreamSynchronize(s->stream));
+      RESHARD_GPU(cudaSetDevice(s->device));
+      RESHARD_GPU(cudaStreamSynchronize(s->stream));
     }
     for (TimedStream* s : streams) {
-      RESHARD_CAL(cudaSetDevice(s->device));
-      RESHARD_CAL(cudaEventRecord(s->start, s->stream));
+      RESHARD_GPU(cudaSetDevice(s->device));
+      RESHARD_GPU(cudaEventRecord(s->start, s->stream));
     }
     issue(bytes);
     for (TimedStream* s : streams) {
-      RESHARD_CAL(cudaSetDevice(s->device));
-      RESHARD_CAL(cudaEventRecord(s->end, s->stream));
+      RESHARD_GPU(cudaSetDevice(s->device));
+      RESHARD_GPU(cudaEventRecord(s->end, s->stream));
     }
     float longest_ms = 0;
     for (TimedStream* s : streams) {
-      RESHARD_CAL(cudaSetDevice(s->device));
-      RESHARD_CAL(cudaEventSynchronize(s->end));
+      RESHARD_GPU(cudaSetDevice(s->device));
+      RESHARD_GPU(cudaEventSynchronize(s->end));
       float ms = 0;
-      RESHARD_CAL(cudaEventElapsedTime(&ms, s->start, s->end));
+      RESHARD_GPU(cudaEventElapsedTime(&ms, s->start, s->end));
       longest_ms = std::max(longest_ms, ms);
     }
     return RoundNs(static_cast<double>(longest_ms) * 1e-3);
@@ -224,9 +205,9 @@ struct MemInfo {
   int64_t free = 0, total = 0;
 };
 MemInfo GetMemInfo(int device) {
-  RESHARD_CAL(cudaSetDevice(device));
+  RESHARD_GPU(cudaSetDevice(device));
   size_t free_b = 0, total_b = 0;
-  RESHARD_CAL(cudaMemGetInfo(&free_b, &total_b));
+  RESHARD_GPU(cudaMemGetInfo(&free_b, &total_b));
   return {static_cast<int64_t>(free_b), static_cast<int64_t>(total_b)};
 }
 
@@ -266,16 +247,16 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
     throw CalibrationUnavailable(fmt::format(
         "no CUDA GPU to calibrate: cudaGetDeviceCount {}; run `reshard calibrate` on the GPU host (check the "
         "driver and CUDA_VISIBLE_DEVICES)",
-        count != cudaSuccess ? Describe(count) : "found 0 devices"));
+        count != cudaSuccess ? DescribeGpuStatus(count) : "found 0 devices"));
 
   CalibrationData d;
   // Memory probe, step 1: each device's context, before anything is allocated.
   for (int g = 0; g < n; ++g) {
-    RESHARD_CAL(cudaSetDevice(g));
-    RESHARD_CAL(cudaFree(nullptr));
+    RESHARD_GPU(cudaSetDevice(g));
+    RESHARD_GPU(cudaFree(nullptr));
     const MemInfo m = GetMemInfo(g);
     cudaDeviceProp prop{};
-    RESHARD_CAL(cudaGetDeviceProperties(&prop, g));
+    RESHARD_GPU(cudaGetDeviceProperties(&prop, g));
     DeviceMemoryProbe p;
     p.gpu = g;
     p.name = prop.name;
@@ -292,9 +273,9 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
   }
 
   int runtime = 0, driver = 0, nccl = 0;
-  RESHARD_CAL(cudaRuntimeGetVersion(&runtime));
-  RESHARD_CAL(cudaDriverGetVersion(&driver));
-  RESHARD_CAL(ncclGetVersion(&nccl));
+  RESHARD_GPU(cudaRuntimeGetVersion(&runtime));
+  RESHARD_GPU(cudaDriverGetVersion(&driver));
+  RESHARD_GPU(ncclGetVersion(&nccl));
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
   const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
@@ -317,7 +298,7 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
                    {"quick", o.quick ? "true" : "false"}};
   if (n >= 2) {
     int access = 0;
-    RESHARD_CAL(cudaDeviceCanAccessPeer(&access, 0, 1));
+    RESHARD_GPU(cudaDeviceCanAccessPeer(&access, 0, 1));
     d.environment.push_back({"p2p_access_0_1", access != 0 ? "true" : "false"});
   }
 
@@ -331,8 +312,8 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
     stream_b.push_back(std::make_unique<TimedStream>(g));
   }
   for (int g = 0; g < n; ++g) {
-    RESHARD_CAL(cudaSetDevice(g));
-    RESHARD_CAL(cudaDeviceSynchronize());
+    RESHARD_GPU(cudaSetDevice(g));
+    RESHARD_GPU(cudaDeviceSynchronize());
     d.memory[g].free_before_nccl_bytes = GetMemInfo(g).free;
   }
 
@@ -342,31 +323,31 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
     comms.comms.assign(n, nullptr);
     std::vector<int> devs(n);
     for (int g = 0; g < n; ++g) devs[g] = g;
-    RESHARD_CAL(ncclCommInitAll(comms.comms.data(), n, devs.data()));
+    RESHARD_GPU(ncclCommInitAll(comms.comms.data(), n, devs.data()));
     for (int g = 0; g < n; ++g) {
-      RESHARD_CAL(cudaSetDevice(g));
-      RESHARD_CAL(cudaDeviceSynchronize());
+      RESHARD_GPU(cudaSetDevice(g));
+      RESHARD_GPU(cudaDeviceSynchronize());
       d.memory[g].free_after_nccl_init_bytes = GetMemInfo(g).free;
     }
     // A first transfer each way with every peer connects all of them (NCCL
     // connects peers lazily); max_bytes so every p2p channel is set up.
     for (int a = 0; a < n; ++a) {
       for (int b = a + 1; b < n; ++b) {
-        RESHARD_CAL(ncclGroupStart());
-        RESHARD_CAL(ncclSend(src[a]->ptr, static_cast<size_t>(max_bytes), ncclUint8, b, comms.comms[a], stream_a[a]->stream));
-        RESHARD_CAL(ncclRecv(dst[b]->ptr, static_cast<size_t>(max_bytes), ncclUint8, a, comms.comms[b], stream_a[b]->stream));
-        RESHARD_CAL(ncclSend(src[b]->ptr, static_cast<size_t>(max_bytes), ncclUint8, a, comms.comms[b], stream_a[b]->stream));
-        RESHARD_CAL(ncclRecv(dst[a]->ptr, static_cast<size_t>(max_bytes), ncclUint8, b, comms.comms[a], stream_a[a]->stream));
-        RESHARD_CAL(ncclGroupEnd());
+        RESHARD_GPU(ncclGroupStart());
+        RESHARD_GPU(ncclSend(src[a]->ptr, static_cast<size_t>(max_bytes), ncclUint8, b, comms.comms[a], stream_a[a]->stream));
+        RESHARD_GPU(ncclRecv(dst[b]->ptr, static_cast<size_t>(max_bytes), ncclUint8, a, comms.comms[b], stream_a[b]->stream));
+        RESHARD_GPU(ncclSend(src[b]->ptr, static_cast<size_t>(max_bytes), ncclUint8, a, comms.comms[b], stream_a[b]->stream));
+        RESHARD_GPU(ncclRecv(dst[a]->ptr, static_cast<size_t>(max_bytes), ncclUint8, b, comms.comms[a], stream_a[a]->stream));
+        RESHARD_GPU(ncclGroupEnd());
         for (int g : {a, b}) {
-          RESHARD_CAL(cudaSetDevice(g));
-          RESHARD_CAL(cudaStreamSynchronize(stream_a[g]->stream));
+          RESHARD_GPU(cudaSetDevice(g));
+          RESHARD_GPU(cudaStreamSynchronize(stream_a[g]->stream));
         }
       }
     }
     for (int g = 0; g < n; ++g) {
-      RESHARD_CAL(cudaSetDevice(g));
-      RESHARD_CAL(cudaDeviceSynchronize());
+      RESHARD_GPU(cudaSetDevice(g));
+      RESHARD_GPU(cudaDeviceSynchronize());
       d.memory[g].free_after_first_transfer_bytes = GetMemInfo(g).free;
     }
     d.nccl_peers = n - 1;
@@ -382,14 +363,14 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
                        {0, 1}, {}};
       s.samples = TimeWithEvents(pair, plan, o.quick, [&](int64_t bytes) {
         const auto elems = static_cast<size_t>(bytes);
-        RESHARD_CAL(ncclGroupStart());
-        RESHARD_CAL(ncclSend(src[0]->ptr, elems, ncclUint8, 1, comms.comms[0], stream_a[0]->stream));
-        RESHARD_CAL(ncclRecv(dst[1]->ptr, elems, ncclUint8, 0, comms.comms[1], stream_a[1]->stream));
+        RESHARD_GPU(ncclGroupStart());
+        RESHARD_GPU(ncclSend(src[0]->ptr, elems, ncclUint8, 1, comms.comms[0], stream_a[0]->stream));
+        RESHARD_GPU(ncclRecv(dst[1]->ptr, elems, ncclUint8, 0, comms.comms[1], stream_a[1]->stream));
         if (both) {
-          RESHARD_CAL(ncclSend(src[1]->ptr, elems, ncclUint8, 0, comms.comms[1], stream_a[1]->stream));
-          RESHARD_CAL(ncclRecv(dst[0]->ptr, elems, ncclUint8, 1, comms.comms[0], stream_a[0]->stream));
+          RESHARD_GPU(ncclSend(src[1]->ptr, elems, ncclUint8, 0, comms.comms[1], stream_a[1]->stream));
+          RESHARD_GPU(ncclRecv(dst[0]->ptr, elems, ncclUint8, 1, comms.comms[0], stream_a[0]->stream));
         }
-        RESHARD_CAL(ncclGroupEnd());
+        RESHARD_GPU(ncclGroupEnd());
       });
       progress(Summary(s));
       d.series.push_back(std::move(s));
@@ -404,8 +385,8 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
     TimedStream& s0 = *stream_a[0];
     MeasuredSeries s{"device_copy", "one_way", "cudaMemcpyAsync device-to-device", "cuda_events", {0}, {}};
     s.samples = TimeWithEvents({&s0}, plan, o.quick, [&](int64_t bytes) {
-      RESHARD_CAL(cudaSetDevice(0));
-      RESHARD_CAL(cudaMemcpyAsync(dst[0]->ptr, src[0]->ptr, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
+      RESHARD_GPU(cudaSetDevice(0));
+      RESHARD_GPU(cudaMemcpyAsync(dst[0]->ptr, src[0]->ptr, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
                                   s0.stream));
     });
     progress(Summary(s));
@@ -422,7 +403,7 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
     std::vector<TimedStream*> h2d, d2h;
     std::vector<int32_t> all;
     for (int g = 0; g < n; ++g) {
-      RESHARD_CAL(cudaSetDevice(g));
+      RESHARD_GPU(cudaSetDevice(g));
       host_src.push_back(std::make_unique<PinnedBuffer>(max_bytes));
       host_dst.push_back(std::make_unique<PinnedBuffer>(max_bytes));
       h2d.push_back(stream_a[g].get());
@@ -431,15 +412,15 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
     }
     auto issue_h2d = [&](int64_t bytes) {
       for (int g = 0; g < n; ++g) {
-        RESHARD_CAL(cudaSetDevice(g));
-        RESHARD_CAL(cudaMemcpyAsync(dst[g]->ptr, host_src[g]->ptr, static_cast<size_t>(bytes),
+        RESHARD_GPU(cudaSetDevice(g));
+        RESHARD_GPU(cudaMemcpyAsync(dst[g]->ptr, host_src[g]->ptr, static_cast<size_t>(bytes),
                                     cudaMemcpyHostToDevice, h2d[g]->stream));
       }
     };
     auto issue_d2h = [&](int64_t bytes) {
       for (int g = 0; g < n; ++g) {
-        RESHARD_CAL(cudaSetDevice(g));
-        RESHARD_CAL(cudaMemcpyAsync(host_dst[g]->ptr, src[g]->ptr, static_cast<size_t>(bytes),
+        RESHARD_GPU(cudaSetDevice(g));
+        RESHARD_GPU(cudaMemcpyAsync(host_dst[g]->ptr, src[g]->ptr, static_cast<size_t>(bytes),
                                     cudaMemcpyDeviceToHost, d2h[g]->stream));
       }
     };
@@ -468,16 +449,16 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
     std::memset(host_dst.get(), 0x00, static_cast<size_t>(max_bytes));
     cudaStream_t h2d = stream_a[0]->stream, d2h = stream_b[0]->stream;
     auto job_h2d = [&](int64_t bytes) {
-      RESHARD_CAL(cudaSetDevice(0));
-      RESHARD_CAL(
+      RESHARD_GPU(cudaSetDevice(0));
+      RESHARD_GPU(
           cudaMemcpyAsync(dst[0]->ptr, host_src.get(), static_cast<size_t>(bytes), cudaMemcpyHostToDevice, h2d));
-      RESHARD_CAL(cudaStreamSynchronize(h2d));
+      RESHARD_GPU(cudaStreamSynchronize(h2d));
     };
     auto job_d2h = [&](int64_t bytes) {
-      RESHARD_CAL(cudaSetDevice(0));
-      RESHARD_CAL(
+      RESHARD_GPU(cudaSetDevice(0));
+      RESHARD_GPU(
           cudaMemcpyAsync(host_dst.get(), src[0]->ptr, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, d2h));
-      RESHARD_CAL(cudaStreamSynchronize(d2h));
+      RESHARD_GPU(cudaStreamSynchronize(d2h));
     };
     for (const char* mode : {"h2d", "d2h", "both_ways"}) {
       const std::string m = mode;
@@ -492,8 +473,8 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
   }
 
   for (int g = 0; g < n; ++g) {
-    RESHARD_CAL(cudaSetDevice(g));
-    RESHARD_CAL(cudaDeviceSynchronize());
+    RESHARD_GPU(cudaSetDevice(g));
+    RESHARD_GPU(cudaDeviceSynchronize());
   }
   return d;
 }

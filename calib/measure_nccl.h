@@ -18,7 +18,7 @@
 //    (first cudaFree(0)), after the test buffers are allocated, after
 //    ncclCommInitAll, and after a first send/recv with every peer.
 // The result is raw data; calib/profile.h fits it.
-// CUDA / NCCL failures throw GpuError (executor/nccl/backend.h) naming the
+// CUDA / NCCL failures throw GpuError (executor/nccl/gpu_error.h) naming the
 // call, file and line and the library's message.
 #pragma once
 

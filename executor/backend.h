@@ -15,7 +15,8 @@
 //  * it calls Allocate(stream < 0) only before StartClock, for buffers the
 //    plan marks preexisting, and Fill / Check only outside the timed run.
 // Backends: HostBackend (host_backend.h: threads + memcpy, optionally MPI),
-// NcclBackend (executor/nccl/backend.h: CUDA streams and events, NCCL).
+// NcclBackend (executor/nccl/backend.h: CUDA streams and events, NCCL;
+// its errors are GpuError, a RunError).
 #pragma once
 
 #include <cstdint>
@@ -32,11 +33,11 @@ namespace reshard {
 
 class MpiSession;
 
-// A run that started and then failed (issue 8, item 4): an injected fault, a
-// peer that never answered within the timeout, a CUDA / NCCL error. It names
-// the op and the GPU (rank) where known (-1 otherwise). No destination of a
-// failed run counts as refit; the backend has released the run's memory by
-// the time Execute rethrows it.
+// A run that started and then failed: an injected fault, a peer that never
+// answered within the timeout, a CUDA / NCCL error. It names the op and the
+// GPU (rank) where known (-1 otherwise). No destination of a failed run
+// counts as refit; the backend has released the run's memory by the time
+// Execute rethrows it.
 class RunError : public std::runtime_error {
  public:
   explicit RunError(const std::string& message, int32_t op = -1, int32_t gpu = -1)

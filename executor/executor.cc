@@ -1,5 +1,6 @@
 // The walker: one code path for every backend (see executor.h for the steps).
 #include "executor/executor.h"
+#include "executor/issue_order.h"
 
 #include <algorithm>
 #include <chrono>

@@ -32,6 +32,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "executor/backend.h"
+#include "executor/issue_order.h"  // IssueOrder: the walker's order, also used by the NCCL backend
 #include "model/cluster.h"
 #include "model/error.h"
 #include "plan/plan.h"
@@ -115,18 +116,6 @@ Measurement Execute(const Plan& plan, Backend& backend, const ExecOptions& optio
 
 // The executor's own checks (beyond Verify); empty when the plan can run.
 std::vector<std::string> ExecutorProblems(const Plan& plan);
-
-// One step of the issue order: a group of ops issued together. `before` and
-// `after` are non-communication ops of the group that precede / follow its
-// sends and receives on their streams; `comm` are the sends and receives in
-// the order they are issued.
-struct IssueStep {
-  std::vector<int32_t> before, comm, after;
-  friend bool operator==(const IssueStep&, const IssueStep&) = default;
-};
-// The walker's issue order. Throws PlanRefused on a group that depends on
-// itself or interleaves copies between its sends and receives.
-std::vector<IssueStep> IssueOrder(const Plan& plan, const std::string& plan_source = "<plan>");
 
 // Per-GPU peak of the plan's device buffers from measured op times: an
 // allocation counts from its op's start, a free releases at its op's end

@@ -17,7 +17,7 @@ inline constexpr int64_t kArenaBaseAlign = 16;  // every arena base is at least 
 
 // Where each arena of one GPU starts, passed to every launch. Descriptors hold
 // arena offsets, not pointers: a run that allocates its refit buffers anew
-// (after the optimizer offload, allgather_baseline.cc) reuses its descriptors.
+// (after the optimizer offload, allgather_run.cc) reuses its descriptors.
 struct ArenaBases {  // trivial (the kernel keeps one in shared memory): value-initialise, ArenaBases{}
   unsigned char* base[kCopyArenas];
 };

@@ -1,5 +1,5 @@
-// The baseline reshard's executor is compared against (issue 7, item 2(b)): a
-// refit done the way PyTorch RL stacks do it, planned on the host.
+// The baseline reshard's executor is compared against: a refit done the way
+// PyTorch RL stacks do it, planned on the host.
 //
 // What such a stack does when every generation rank needs more than its own
 // GPU's training shard (colocated Megatron TP2 -> vLLM TP1 x DP2, or EP2 ->
@@ -13,7 +13,7 @@
 // is broadcast from the source GPU instead (NeMo-RL's packed broadcast).
 //
 // The plan is data: a list of steps, each with byte copies (pack, unpack)
-// between per-GPU arenas and at most one collective. allgather_baseline.cc runs
+// between per-GPU arenas and at most one collective. allgather_run.cc runs
 // it with CUDA copy kernels and NCCL; EmulateOnHost runs it with memcpy (the
 // tests). Nothing here touches a GPU.
 //

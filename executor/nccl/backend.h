@@ -1,84 +1,20 @@
-// NcclBackend: runs a Plan on real GPUs with CUDA streams and events and NCCL
-// grouped send/recv. Built only when CMake finds CUDA and NCCL
-// (RESHARD_HAVE_NCCL, library reshard_executor_nccl); this header has no CUDA
-// types, so host-compiled code (the CLI) can include it.
-//
-// Mapping of the plan onto the machine:
-//  * every plan stream of a GPU is a CUDA stream (non-blocking); an op's
-//    OpStart / OpEnd are CUDA events on its stream (per-op times), and OpEnd
-//    is the event other streams wait for (cudaStreamWaitEvent);
-//  * a plan group is one ncclGroupStart / ncclGroupEnd; NCCL rank = plan GPU;
-//  * copies: device <-> device pairs run as one batched strided-copy kernel
-//    per op (executor/nccl/kernels.h); pairs touching pinned host memory
-//    (offload / reload) use cudaMemcpy2DAsync per plane (copy engines);
-//  * device buffers come from the device's stream-ordered pool
-//    (cudaMallocAsync / cudaFreeAsync on the op's stream), preexisting ones
-//    allocated before timing. Why not cudaMalloc / cudaFree: cudaFree
-//    synchronises the device, which would serialise every stream at each
-//    free of a staging buffer and measure something the plan did not say.
-//    Host buffers are pinned (cudaHostAlloc) before timing; their alloc /
-//    free ops only account (pinning is a one-off setup cost in a real job);
-//  * sources are filled and destinations checked by kernels on the device;
-//    only counts and the first few mismatches come back.
-//
-// Memory per GPU: `context_bytes` = device memory in use once the CUDA
-// context exists; `comm_bytes` = what communicator creation and the peer
-// warm-up added; `peak_bytes` = the most in use during the run: the larger of
-// cudaMemGetInfo sampled by a host thread and (memory in use outside the
-// pool at the start + the pool's reserved high-water mark);
-// `plan_peak_bytes` = the pool's used high-water mark (the plan's own device
-// buffers, exactly, as the GPU executed the allocs and frees). Used memory
-// counts everything on the device, including other processes: run on
-// dedicated GPUs.
-//
-// Modes:
-//  * one process drives every GPU of the plan (ncclCommInitAll; plan GPU g is
-//    CUDA device g; the plan must fit on this host);
-//  * one process per GPU, or per equal block of GPUs, under mpirun / srun
-//    (`mpi` set): rank 0 creates the ncclUniqueId and broadcasts it through
-//    MPI; each process creates the communicators of its GPUs (ncclCommInitRank
-//    inside one group). Plan GPU g is device g % gpus_per_node of its node when
-//    the process sees the whole node, else the g-th of the process's block
-//    among the devices it sees (CUDA_VISIBLE_DEVICES set by the launcher).
-//    Without MPI compiled in, MpiSession refuses multi-process launches.
-// NVLink SHARP (NVLS) stays off: NCCL_NVLS_ENABLE=0 is set before the first
-// communicator is created unless the environment already sets it. Likewise
-// CUDA_DEVICE_MAX_CONNECTIONS=32 (hardware queues per device; with the default
-// 8, streams share queues and a long offload on the host stream was seen to
-// hold up the compute and NCCL streams for its whole duration on H200), and
-// CUDA_MODULE_LOADING=EAGER; the backend also launches each of its kernels
-// once before timing: under lazy loading the first launch of a kernel waits
-// for all work queued on the device, which stalled a whole offload plan.
-//
-// CUDA / NCCL failures throw GpuError naming the call, file, line and the
-// library's message (one macro at the boundary, executor/nccl/backend.cc).
-//
-// Failures of other ranks (issue 8, item 4): communicators are non-blocking
-// (ncclConfig_t::blocking = 0; `nonblocking_comms`), so no NCCL call blocks
-// the walker; every wait (group launch, end of the run, warm-up, cleanup)
-// polls cudaStreamQuery and ncclCommGetAsyncError. An asynchronous NCCL error
-// or a wait longer than `timeout_s` (default 300 s; the CLI takes
-// RESHARD_NCCL_TIMEOUT_S or --timeout) aborts every communicator with
-// ncclCommAbort, which also ends NCCL kernels still waiting for a peer, and
-// throws GpuError naming the op each stuck GPU is in. The run's buffers are
-// then released; the next run creates new communicators. `fault` (the CLI's
-// RESHARD_FAULT="gpu=G,op=N") makes GPU G issue no work (sends, receives,
-// copies) from op N on, so its peers time out: the drill for all of this.
+// NcclBackend: runs a Plan on real GPUs: every plan stream a CUDA stream, an
+// op's start and end CUDA events, a plan group one NCCL group (NCCL rank =
+// plan GPU), device buffers from the stream-ordered pool. One process drives
+// every GPU of the plan, or each process under mpirun / srun drives its block
+// (`mpi`). Built only when CMake finds CUDA and NCCL (RESHARD_HAVE_NCCL,
+// library reshard_executor_nccl); no CUDA types here, so host-compiled code
+// (the CLI) includes it. Failures throw GpuError (gpu_error.h).
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <stdexcept>
 #include <string>
 
 #include "executor/backend.h"
+#include "executor/nccl/gpu_error.h"
 
 namespace reshard {
-
-class GpuError : public RunError {
- public:
-  using RunError::RunError;
-};
 
 struct NcclBackendOptions {
   const MpiSession* mpi = nullptr;       // several processes; nullptr: this process drives every GPU
@@ -105,12 +41,16 @@ struct NcclBackendOptions {
   // offload queued first delays every later copy-engine transfer.
   bool host_copies_by_kernel = false;
   // Longest wait for any GPU work or NCCL call before the communicators are
-  // aborted and the run fails (a peer died, or a fault was injected).
+  // aborted and the run fails (a peer died, or a fault was injected); the CLI
+  // takes RESHARD_NCCL_TIMEOUT_S or --timeout.
   double timeout_s = 300;
-  // Non-blocking communicators (every wait bounded, ncclGroupEnd included).
-  // false: ncclCommInitAll / blocking calls, as before (RESHARD_NCCL_BLOCKING=1).
+  // Non-blocking communicators: every wait bounded, ncclGroupEnd included
+  // (comms.h). false (RESHARD_NCCL_BLOCKING=1): blocking communicators
+  // (ncclCommInitAll / ncclCommInitRank), whose calls may block without bound.
   bool nonblocking_comms = true;
-  FaultInjection fault;  // drills: this GPU stops issuing work at this op (backend.h)
+  // Drills (the CLI's RESHARD_FAULT="gpu=G,op=N"): GPU G issues no work from
+  // op N on, so its peers time out and the run is aborted.
+  FaultInjection fault;
 };
 
 std::unique_ptr<Backend> MakeNcclBackend(const NcclBackendOptions& options = {});

@@ -1,14 +1,13 @@
-// Kernels of the NCCL backend: batched strided copy, pattern fill and check.
+// Kernels of the NCCL backend: batched strided copy, pattern fill and check
+// (see kernels.h).
 #include "executor/nccl/kernels.h"
 
-#include <algorithm>
+#include "executor/nccl/warp_copy.cuh"
 
-namespace reshard::nccl_detail {
+namespace reshard::gpu {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarpsPerBlock = kThreads / 32;
 constexpr int64_t kTile = 1024;  // elements per fill/check tile
 
 struct CopyBatch {
@@ -24,23 +23,6 @@ __device__ __forceinline__ int64_t SeqOffset(int64_t k, int64_t row, int64_t pla
   const int64_t rem = k - p * plane;
   const int64_t r = rem / row;
   return p * plane_stride + r * row_stride + (rem - r * row);
-}
-
-template <typename T>
-__device__ __forceinline__ void WarpCopy(const unsigned char* s, unsigned char* d, int64_t n, int lane) {
-  const T* src = reinterpret_cast<const T*>(s);
-  T* dst = reinterpret_cast<T*>(d);
-  const int64_t count = n / static_cast<int64_t>(sizeof(T));
-  int64_t i = lane;
-  // Four loads in flight per lane before the stores: memory-level parallelism.
-  for (; i + 96 < count; i += 128) {
-    const T a = src[i], b = src[i + 32], c = src[i + 64], e = src[i + 96];
-    dst[i] = a;
-    dst[i + 32] = b;
-    dst[i + 64] = c;
-    dst[i + 96] = e;
-  }
-  for (; i < count; i += 32) dst[i] = src[i];
 }
 
 // Runs [first, first + count) of a pair, count <= 32, one warp: lane j holds
@@ -99,42 +81,35 @@ __device__ __forceinline__ void CopyChunk(const CopyDesc& d, int64_t global_chun
   const int64_t n = min(d.chunk, d.run - part * d.chunk);
   const unsigned char* s = d.src + SeqOffset(k, d.src_row, d.src_plane, d.src_row_stride, d.src_plane_stride);
   unsigned char* t = d.dst + SeqOffset(k, d.dst_row, d.dst_plane, d.dst_row_stride, d.dst_plane_stride);
-  switch (d.vec) {
-    case 16: WarpCopy<uint4>(s, t, n, lane); break;
-    case 8: WarpCopy<unsigned long long>(s, t, n, lane); break;
-    case 4: WarpCopy<unsigned int>(s, t, n, lane); break;
-    case 2: WarpCopy<unsigned short>(s, t, n, lane); break;
-    default: WarpCopy<unsigned char>(s, t, n, lane); break;
-  }
+  WarpCopyVec(d.vec, s, t, n, lane);
 }
 
 // __grid_constant__: the batch is read in place from parameter space, never
 // copied per thread.
-__global__ void __launch_bounds__(kThreads) CopyByValueKernel(const __grid_constant__ CopyBatch batch, int64_t total) {
+__global__ void __launch_bounds__(kBlockThreads) CopyByValueKernel(const __grid_constant__ CopyBatch batch,
+                                                                   int64_t total) {
   const int lane = threadIdx.x & 31;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kBlockWarps;
   int i = 0;
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); c < total; c += warps) {
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * kBlockWarps + (threadIdx.x >> 5); c < total; c += warps) {
     while (batch.d[i].chunk_end <= c) ++i;  // chunks grow, so the pair index only moves forward
     CopyChunk(batch.d[i], c, lane);
   }
 }
 
-__global__ void __launch_bounds__(kThreads) CopyFromDeviceKernel(const CopyDesc* descs, int32_t count, int64_t total) {
+__global__ void __launch_bounds__(kBlockThreads) CopyFromDeviceKernel(const CopyDesc* descs, int32_t count,
+                                                                      int64_t total) {
   const int lane = threadIdx.x & 31;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); c < total; c += warps) {
-    int lo = 0, hi = count - 1;  // first pair whose chunk_end > c
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (descs[mid].chunk_end <= c) lo = mid + 1;
-      else hi = mid;
-    }
-    CopyChunk(descs[lo], c, lane);
-  }
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kBlockWarps;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * kBlockWarps + (threadIdx.x >> 5); c < total; c += warps)
+    CopyChunk(descs[ChunkOwner(descs, count, c)], c, lane);
 }
 
-__global__ void __launch_bounds__(kThreads) FillKernel(unsigned char* base, const PieceMap m) {
+// Calls visit(g, l) for every element of piece m (g: global index, l: local
+// element offset): tiles of kTile elements along dimension 2, one block per
+// tile, grid-stride.
+template <typename Visit>
+__device__ __forceinline__ void ForEachTileElement(const PieceMap& m, Visit visit) {
   const int64_t tiles_per_row = (m.extent[2] + kTile - 1) / kTile;
   const int64_t tiles = m.Rows() * tiles_per_row;
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -143,38 +118,46 @@ __global__ void __launch_bounds__(kThreads) FillKernel(unsigned char* base, cons
     const int64_t col1 = min(col0 + kTile, m.extent[2]);
     int64_t g0 = 0, l0 = 0;
     PieceRowStart(m, row, &g0, &l0);
-    for (int64_t i = col0 + threadIdx.x; i < col1; i += blockDim.x) {
-      const int64_t g = g0 + i * m.global_stride[2];
-      const int64_t l = l0 + i * m.local_stride[2];
-      StoreElement(base + l * m.elem_bytes, m.elem_bytes, PatternValue(m.tensor, g, m.elem_bytes));
-    }
+    for (int64_t i = col0 + threadIdx.x; i < col1; i += blockDim.x)
+      visit(g0 + i * m.global_stride[2], l0 + i * m.local_stride[2]);
   }
 }
 
-__global__ void __launch_bounds__(kThreads) CheckKernel(const unsigned char* base, const PieceMap m, CheckSlot* slot) {
-  const int64_t tiles_per_row = (m.extent[2] + kTile - 1) / kTile;
-  const int64_t tiles = m.Rows() * tiles_per_row;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int64_t row = t / tiles_per_row;
-    const int64_t col0 = (t - row * tiles_per_row) * kTile;
-    const int64_t col1 = min(col0 + kTile, m.extent[2]);
-    int64_t g0 = 0, l0 = 0;
-    PieceRowStart(m, row, &g0, &l0);
-    for (int64_t i = col0 + threadIdx.x; i < col1; i += blockDim.x) {
-      const int64_t g = g0 + i * m.global_stride[2];
-      const int64_t l = l0 + i * m.local_stride[2];
-      const uint64_t want = PatternValue(m.tensor, g, m.elem_bytes);
-      const uint64_t got = LoadElement(base + l * m.elem_bytes, m.elem_bytes);
-      if (got != want) {
-        const unsigned long long k = atomicAdd(&slot->count, 1ull);
-        if (k < kMaxRecorded) slot->first[k] = {g, want, got};
-      }
-    }
-  }
+__global__ void __launch_bounds__(kBlockThreads) FillKernel(unsigned char* base, const PieceMap m) {
+  ForEachTileElement(m, [&](int64_t g, int64_t l) {
+    StoreElement(base + l * m.elem_bytes, m.elem_bytes, PatternValue(m.tensor, g, m.elem_bytes));
+  });
 }
 
-__global__ void __launch_bounds__(kThreads) UploadKernel(unsigned long long* dst, const unsigned long long* src,
-                                                        int64_t words) {
+// How a check records a mismatch: the first kMaxRecorded reported, or the
+// smallest index.
+struct RecordFirst {
+  CheckSlot* slot;
+  __device__ void operator()(int64_t g, uint64_t want, uint64_t got) const {
+    const unsigned long long k = atomicAdd(&slot->count, 1ull);
+    if (k < kMaxRecorded) slot->first[k] = {g, want, got};
+  }
+};
+struct RecordSmallest {
+  MismatchCount* out;
+  __device__ void operator()(int64_t g, uint64_t, uint64_t) const {
+    atomicAdd(&out->mismatches, 1ull);
+    atomicMin(&out->first_index, static_cast<unsigned long long>(g));
+  }
+};
+
+template <typename Record>
+__global__ void __launch_bounds__(kBlockThreads) CheckKernel(const unsigned char* base, const PieceMap m,
+                                                             const Record record) {
+  ForEachTileElement(m, [&](int64_t g, int64_t l) {
+    const uint64_t want = PatternValue(m.tensor, g, m.elem_bytes);
+    const uint64_t got = LoadElement(base + l * m.elem_bytes, m.elem_bytes);
+    if (got != want) record(g, want, got);
+  });
+}
+
+__global__ void __launch_bounds__(kBlockThreads) UploadKernel(unsigned long long* dst, const unsigned long long* src,
+                                                             int64_t words) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     dst[i] = src[i];
@@ -193,9 +176,7 @@ __global__ void GateKernel(const volatile int* flag, long long max_ns) {
   }
 }
 
-int32_t Blocks(int64_t work, int32_t max_blocks) {
-  return static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(work, std::max(max_blocks, 1))));
-}
+int64_t Tiles(const PieceMap& m) { return m.Rows() * ((m.extent[2] + kTile - 1) / kTile); }
 
 }  // namespace
 
@@ -207,14 +188,14 @@ cudaError_t LaunchGate(const volatile int* flag, long long max_ns, cudaStream_t 
 cudaError_t LaunchCopy(const CopyDesc* descs, int32_t count, int64_t total_chunks, bool descs_on_device,
                        cudaStream_t s, int32_t max_blocks) {
   if (count == 0 || total_chunks == 0) return cudaSuccess;
-  const int32_t blocks = Blocks((total_chunks + kWarpsPerBlock - 1) / kWarpsPerBlock, max_blocks);
+  const int32_t blocks = LaunchBlocks((total_chunks + kBlockWarps - 1) / kBlockWarps, max_blocks);
   if (descs_on_device) {
-    CopyFromDeviceKernel<<<blocks, kThreads, 0, s>>>(descs, count, total_chunks);
+    CopyFromDeviceKernel<<<blocks, kBlockThreads, 0, s>>>(descs, count, total_chunks);
   } else {
     CopyBatch batch{};
     batch.count = count;
     for (int32_t i = 0; i < count; ++i) batch.d[i] = descs[i];
-    CopyByValueKernel<<<blocks, kThreads, 0, s>>>(batch, total_chunks);
+    CopyByValueKernel<<<blocks, kBlockThreads, 0, s>>>(batch, total_chunks);
   }
   return cudaGetLastError();
 }
@@ -223,37 +204,42 @@ cudaError_t LaunchUploadDescs(CopyDesc* device, const CopyDesc* host_mapped, int
   static_assert(sizeof(CopyDesc) % sizeof(unsigned long long) == 0, "descriptors upload as 8-byte words");
   const int64_t words = static_cast<int64_t>(count) * sizeof(CopyDesc) / sizeof(unsigned long long);
   if (words == 0) return cudaSuccess;
-  UploadKernel<<<Blocks((words + kThreads - 1) / kThreads, 16), kThreads, 0, s>>>(
+  UploadKernel<<<LaunchBlocks((words + kBlockThreads - 1) / kBlockThreads, 16), kBlockThreads, 0, s>>>(
       reinterpret_cast<unsigned long long*>(device), reinterpret_cast<const unsigned long long*>(host_mapped), words);
   return cudaGetLastError();
 }
 
 cudaError_t WarmKernels(cudaStream_t s) {
   CopyBatch batch{};
-  CopyByValueKernel<<<1, kThreads, 0, s>>>(batch, 0);
-  CopyFromDeviceKernel<<<1, kThreads, 0, s>>>(nullptr, 0, 0);
-  UploadKernel<<<1, kThreads, 0, s>>>(nullptr, nullptr, 0);
+  CopyByValueKernel<<<1, kBlockThreads, 0, s>>>(batch, 0);
+  CopyFromDeviceKernel<<<1, kBlockThreads, 0, s>>>(nullptr, 0, 0);
+  UploadKernel<<<1, kBlockThreads, 0, s>>>(nullptr, nullptr, 0);
   PieceMap empty;
   empty.extent[0] = 0;
-  FillKernel<<<1, kThreads, 0, s>>>(nullptr, empty);
-  CheckKernel<<<1, kThreads, 0, s>>>(nullptr, empty, nullptr);
+  FillKernel<<<1, kBlockThreads, 0, s>>>(nullptr, empty);
+  CheckKernel<<<1, kBlockThreads, 0, s>>>(nullptr, empty, RecordFirst{nullptr});
   GateKernel<<<1, 1, 0, s>>>(nullptr, 0);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchFill(unsigned char* base, const PieceMap& m, cudaStream_t s, int32_t max_blocks) {
   if (m.Elements() == 0) return cudaSuccess;
-  const int64_t tiles = m.Rows() * ((m.extent[2] + kTile - 1) / kTile);
-  FillKernel<<<Blocks(tiles, max_blocks), kThreads, 0, s>>>(base, m);
+  FillKernel<<<LaunchBlocks(Tiles(m), max_blocks), kBlockThreads, 0, s>>>(base, m);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchCheck(const unsigned char* base, const PieceMap& m, CheckSlot* slot, cudaStream_t s,
                         int32_t max_blocks) {
   if (m.Elements() == 0) return cudaSuccess;
-  const int64_t tiles = m.Rows() * ((m.extent[2] + kTile - 1) / kTile);
-  CheckKernel<<<Blocks(tiles, max_blocks), kThreads, 0, s>>>(base, m, slot);
+  CheckKernel<<<LaunchBlocks(Tiles(m), max_blocks), kBlockThreads, 0, s>>>(base, m, RecordFirst{slot});
   return cudaGetLastError();
 }
 
-}  // namespace reshard::nccl_detail
+cudaError_t LaunchCheck(const unsigned char* base, const PieceMap& m, MismatchCount* out, cudaStream_t s,
+                        int32_t max_blocks) {
+  if (m.Elements() == 0) return cudaSuccess;
+  CheckKernel<<<LaunchBlocks(Tiles(m), max_blocks), kBlockThreads, 0, s>>>(base, m, RecordSmallest{out});
+  return cudaGetLastError();
+}
+
+}  // namespace reshard::gpu

@@ -1,5 +1,7 @@
 // Device kernels of the NCCL backend (executor/nccl/kernels.cu), behind plain
-// C++ launch functions so backend.cc compiles with the host compiler.
+// C++ launch functions so host code compiles with the host compiler. Library
+// reshard_gpu_kernels: the backend and the GPU bench programs (the all-gather
+// baseline) launch the same kernels.
 //
 //  * Batched strided copy: one launch copies a list of (src, dst) pairs of
 //    strided byte regions (plan/plan.h Region). Each pair is cut into runs
@@ -14,17 +16,19 @@
 //  * Fill / check: element (i0, i1, i2) of a content piece (executor/pattern.h
 //    PieceMap) is written / compared with the pattern; tiles of 1024 elements
 //    along the innermost dimension, one block per tile (grid-stride).
-//    Checks count every mismatch and record the first kMaxRecorded that
-//    threads report (which ones, beyond the count, depends on timing).
+//    Checks count every mismatch and record either the first kMaxRecorded
+//    that threads report (which ones, beyond the count, depends on timing) or
+//    the smallest mismatching index.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
 
 #include "executor/pattern.h"
 
-namespace reshard::nccl_detail {
+namespace reshard::gpu {
 
 // One pair of a copy batch, with its geometry normalised on the host.
 struct CopyDesc {
@@ -49,6 +53,11 @@ inline constexpr int64_t kCopyChunkBytes = 64 << 10;
 inline constexpr int64_t kShortRunBytes = 8 << 10;        // below: several runs per chunk
 inline constexpr int64_t kShortRunChunkBytes = 16 << 10;  // bytes per chunk of short runs (at most 32 runs)
 
+// Blocks of a launch with `work` units (at least 1, at most max(max_blocks, 1)).
+inline int32_t LaunchBlocks(int64_t work, int32_t max_blocks) {
+  return static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(work, std::max(max_blocks, 1))));
+}
+
 // Launches the copies of `count` descriptors whose chunk ranges
 // [chunk_begin, chunk_end) are consecutive from 0 to total_chunks. `descs` is
 // host memory when count <= kCopyDescsByValue (copied into the launch's
@@ -61,10 +70,10 @@ cudaError_t LaunchCopy(const CopyDesc* descs, int32_t count, int64_t total_chunk
 // engine would queue this behind any large offload already queued on it.
 cudaError_t LaunchUploadDescs(CopyDesc* device, const CopyDesc* host_mapped, int32_t count, cudaStream_t s);
 
-// Launches every kernel of this file once with no work. The first launch of
-// a kernel loads its module (CUDA's lazy loading), which waits for all work
-// already queued on the device: inside a timed run that stalled every stream
-// behind a long offload. Called before timing.
+// Launches every kernel the backend uses once with no work. The first launch
+// of a kernel loads its module (CUDA's lazy loading), which waits for all
+// work already queued on the device: inside a timed run that stalled every
+// stream behind a long offload. Called before timing.
 cudaError_t WarmKernels(cudaStream_t s);
 
 // One thread that spins until *flag != 0 (host-mapped memory) or about
@@ -77,13 +86,22 @@ struct DeviceMismatch {
   unsigned long long expected;
   unsigned long long got;
 };
+// Every mismatch counted, the first kMaxRecorded reported recorded.
 struct CheckSlot {
   unsigned long long count;
   DeviceMismatch first[kMaxRecorded];
+};
+// Every mismatch counted and the smallest mismatching global index (start
+// it at {0, ULLONG_MAX}: ULLONG_MAX stays when there is none).
+struct MismatchCount {
+  unsigned long long mismatches;
+  unsigned long long first_index;
 };
 
 cudaError_t LaunchFill(unsigned char* base, const PieceMap& m, cudaStream_t s, int32_t max_blocks);
 cudaError_t LaunchCheck(const unsigned char* base, const PieceMap& m, CheckSlot* slot, cudaStream_t s,
                         int32_t max_blocks);
+cudaError_t LaunchCheck(const unsigned char* base, const PieceMap& m, MismatchCount* out, cudaStream_t s,
+                        int32_t max_blocks);
 
-}  // namespace reshard::nccl_detail
+}  // namespace reshard::gpu
