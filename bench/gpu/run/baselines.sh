@@ -27,9 +27,8 @@ set -u -o pipefail
 [ $# -ge 2 ] || usage "usage: $0 OUTDIR SCENARIO...   (help: the lines at the top of $0)"
 OUT=$1
 shift
-AG=$(find_binary allgather_baseline)
+prepare_run "$OUT" allgather_baseline
 mkdir -p "$OUT/scenarios" || exit 2
-write_environment "$OUT" "$AG" > /dev/null
 IFS=';' read -r -a variants <<< "${VARIANTS:---bucket 1GiB;--bucket 256MiB;--bucket per-tensor;--flat}"
 status=0
 : > "$OUT/results.txt"
@@ -42,7 +41,7 @@ for s in "$@"; do
     log="$OUT/baseline-$name-$tag"
     echo "== allgather_baseline $name $v ${ARGS:-}"
     # shellcheck disable=SC2086  # the variant and ARGS are word lists on purpose
-    timeout "${RUN_TIMEOUT:-240}" "$AG" --scenario "$scenario" $v ${ARGS:-} --out "$log.json" > "$log.log" 2>&1
+    timeout "${RUN_TIMEOUT:-240}" "$RUN_BIN" --scenario "$scenario" $v ${ARGS:-} --out "$log.json" > "$log.log" 2>&1
     rc=$?
     grep -E '^(memory:|DOES NOT FIT|RESULT|MISMATCH)' "$log.log"
     if [ $rc -eq 0 ] || [ $rc -eq 3 ]; then  # 3: does not fit, a result with its RESULT line

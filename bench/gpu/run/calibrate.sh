@@ -16,12 +16,11 @@ set -u -o pipefail
 [ $# -ge 1 ] || usage "usage: $0 OUTDIR [calibrate flags]   (help: the lines at the top of $0)"
 OUT=$1
 shift
-RESHARD=$(find_binary reshard)
-mkdir -p "$OUT" || exit 2
-write_environment "$OUT" "$RESHARD"
+prepare_run "$OUT" reshard
 echo "flags: $*" >> "$OUT/environment.txt"
+cat "$OUT/environment.txt"
 
-"$RESHARD" calibrate -o "$OUT/profile.json" --json "$@" > "$OUT/summary.json" 2> >(tee "$OUT/calibrate.log" >&2)
+"$RUN_BIN" calibrate -o "$OUT/profile.json" --json "$@" > "$OUT/summary.json" 2> >(tee "$OUT/calibrate.log" >&2)
 rc=$?
 if [ $rc -eq 0 ]; then
   echo "profile: $OUT/profile.json"

@@ -16,19 +16,17 @@ set -u -o pipefail
 { [ $# -ge 1 ] && [ $# -le 2 ]; } || usage "usage: $0 OUTDIR [SCENARIO]   (help: the lines at the top of $0)"
 OUT=$1
 S=$(resolve_scenario "${2:-tiny-llama-tp2-to-tp1x2}")
-RESHARD=$(find_binary reshard)
 calibration_args
-mkdir -p "$OUT" || exit 2
-write_environment "$OUT" "$RESHARD" > /dev/null
-"$RESHARD" plan "$S" "${CALIB[@]}" -o "$OUT/plan.json" > /dev/null || exit 2
+prepare_run "$OUT" reshard
+"$RUN_BIN" plan "$S" "${CALIB[@]}" -o "$OUT/plan.json" > /dev/null || exit 2
 OP=$(python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print([o['id'] for o in p['ops'] if o['kind']=='send' and o['gpu']==1][0])" "$OUT/plan.json")
 echo "== fault drill: $S, GPU 1 skips its sends from op $OP" | tee "$OUT/summary.txt"
 for i in $(seq 1 "${RUNS:-3}"); do
   t0=$(date +%s.%N)
-  RESHARD_FAULT=gpu=1,op=$OP RESHARD_NCCL_TIMEOUT_S=${TIMEOUT_S:-10} timeout 120 "$RESHARD" run "$OUT/plan.json" --backend nccl --json \
+  RESHARD_FAULT=gpu=1,op=$OP RESHARD_NCCL_TIMEOUT_S=${TIMEOUT_S:-10} timeout 120 "$RUN_BIN" run "$OUT/plan.json" --backend nccl --json \
     > "$OUT/fault-$i.json" 2> "$OUT/fault-$i.log"; rc=$?
   t1=$(date +%s.%N)
-  timeout 120 "$RESHARD" run "$OUT/plan.json" --backend nccl --json > "$OUT/normal-$i.json" 2> "$OUT/normal-$i.log"; rc2=$?
+  timeout 120 "$RUN_BIN" run "$OUT/plan.json" --backend nccl --json > "$OUT/normal-$i.json" 2> "$OUT/normal-$i.log"; rc2=$?
   mem=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader | tr '\n' ' ')
   python3 - "$OUT/fault-$i.json" "$OUT/normal-$i.json" "$rc" "$rc2" "$(python3 -c "print($t1 - $t0)")" "$mem" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys

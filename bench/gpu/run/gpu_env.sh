@@ -31,6 +31,14 @@ usage() {
   exit 2
 }
 
+# prepare_run OUTDIR NAME: sets RUN_BIN to the binary NAME (find_binary), makes OUTDIR and
+# writes OUTDIR/environment.txt (write_environment); exits 2 when either cannot be done.
+prepare_run() {
+  RUN_BIN=$(find_binary "$2") || exit 2
+  mkdir -p "$1" || exit 2
+  write_environment "$1" "$RUN_BIN" > /dev/null
+}
+
 # find_binary NAME: the path of a binary, from $BIN or the default folders; exits 2 if none.
 find_binary() {
   local d

@@ -23,10 +23,8 @@ set -u -o pipefail
 [ $# -ge 2 ] || usage "usage: $0 OUTDIR SCENARIO...   (help: the lines at the top of $0)"
 OUT=$1
 shift
-RESHARD=$(find_binary reshard)
 calibration_args
-mkdir -p "$OUT" || exit 2
-write_environment "$OUT" "$RESHARD" > /dev/null
+prepare_run "$OUT" reshard
 rc=0
 for s in "$@"; do
   scenario=$(resolve_scenario "$s")
@@ -37,7 +35,7 @@ for s in "$@"; do
     [ "$plan" = reshard ] || { flag=(--baseline "$plan"); prefix=$plan; }
     out="$OUT/$prefix-$name${TAG:+-$TAG}"
     echo "== validate $name ($plan) ${TAG:-}"
-    timeout "${RUN_TIMEOUT:-240}" "$RESHARD" validate "$scenario" "${CALIB[@]}" "${flag[@]}" --backend nccl \
+    timeout "${RUN_TIMEOUT:-240}" "$RUN_BIN" validate "$scenario" "${CALIB[@]}" "${flag[@]}" --backend nccl \
       --repeat "${REPEAT:-5}" --json > "$out.json" 2> "$out.log" || { echo "  exit $?"; rc=1; }
     tail -n 3 "$out.log"
     python3 - "$out.json" 2> /dev/null <<'PY' || true

@@ -21,22 +21,21 @@ set -u -o pipefail
 [ $# -eq 2 ] || usage "usage: $0 OUTDIR SCENARIO   (help: the lines at the top of $0)"
 OUT=$1
 NAME=$(basename "$2" .yaml)
-RESHARD=$(find_binary reshard)
 calibration_args
+prepare_run "$OUT" reshard
 mkdir -p "$OUT/scenarios" || exit 2
 base="$OUT/scenarios/$NAME.yaml"
 scenario_copy "$2" "$base"
 grep -q '^  segment_bytes:' "$base" || usage "$2: no '  segment_bytes:' line under plan: to vary"
-write_environment "$OUT" "$RESHARD" > /dev/null
 rc=0
 for seg in ${SEGMENTS:-auto}; do
   for d in ${DIRECTS:-auto}; do
     tag="$NAME-seg$seg-direct$d"
     f="$OUT/scenarios/$tag.yaml"
     sed -e "s/^  segment_bytes: .*/  segment_bytes: $seg\n  direct_min_bytes: $d/" "$base" > "$f"
-    timeout "${RUN_TIMEOUT:-240}" "$RESHARD" validate "$f" "${CALIB[@]}" --backend nccl --repeat "${REPEAT:-3}" --json \
+    timeout "${RUN_TIMEOUT:-240}" "$RUN_BIN" validate "$f" "${CALIB[@]}" --backend nccl --repeat "${REPEAT:-3}" --json \
       > "$OUT/validate-$tag.json" 2> "$OUT/validate-$tag.log" || rc=1
-    python3 - "$OUT/validate-$tag.json" "$tag" <<'PY' || tail -n 2 "$OUT/validate-$tag.log"
+    python3 - "$OUT/validate-$tag.json" "$tag" 2> /dev/null <<'PY' || tail -n 2 "$OUT/validate-$tag.log"
 import json, sys
 d = json.load(open(sys.argv[1])); m = d["measured"]
 print(f"{sys.argv[2]:55s} seg {d['segment_bytes'] >> 20:5d} MiB predicted {d['time_s']*1e3:7.2f} ms "
