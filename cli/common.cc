@@ -14,7 +14,9 @@ namespace reshard::cli {
 
 void ExitWith(int code) { throw CLI::RuntimeError(code); }
 
-Scenario LoadScenarioArg(const std::string& arg) {
+namespace {
+
+Scenario ReadScenarioArg(const std::string& arg) {
   constexpr std::string_view kPrefix = "builtin:";
   if (arg.rfind(kPrefix, 0) == 0) return BuiltinScenario(arg.substr(kPrefix.size()));
   std::error_code ec;
@@ -27,6 +29,33 @@ Scenario LoadScenarioArg(const std::string& arg) {
   if (!s.empty()) problem += fmt::format(" (did you mean '{}'?)", s);
   problem += fmt::format("; built-ins: {}", fmt::join(names, ", "));
   throw InputError(arg, "", problem);
+}
+
+}  // namespace
+
+Scenario LoadScenarioArg(const std::string& arg, const std::string& calibration) {
+  Scenario s = ReadScenarioArg(arg);
+  if (!calibration.empty()) ApplyCalibrationFlag(s.cluster, calibration);
+  return s;
+}
+
+void ApplyCalibrationFlag(Cluster& cluster, const std::string& calibration) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(calibration, ec))
+    throw InputError(calibration, "", "no such calibration profile (--calibration FILE)");
+  ApplyProfileFile(cluster, calibration);  // throws InputError(calibration, field, problem)
+}
+
+void AddCalibrationOption(CLI::App* cmd, std::string& calibration, const std::string& extra_help) {
+  cmd->add_option("--calibration", calibration,
+                  "calibration profile (JSON, from `reshard calibrate`) used instead of the scenario's "
+                  "cluster.calibration: its links and memory overheads replace the scenario's" +
+                      extra_help);
+}
+
+void AddScenarioOptions(CLI::App* cmd, ScenarioArgs& a) {
+  cmd->add_option("scenario", a.scenario, "scenario file or built-in name")->required();
+  AddCalibrationOption(cmd, a.calibration);
 }
 
 void AddBaselineOption(CLI::App* cmd, std::string& baseline) {
@@ -47,7 +76,29 @@ PlanResult PlanScenario(const Scenario& s, const PlannerOptions& po, const std::
   return r;
 }
 
+void ExitInfeasible(const Scenario& s, const PlanResult& r, bool json) {
+  if (json) {
+    PrintJson({{"scenario", s.name}, {"fits", false}, {"gpu", r.gpu}, {"missing_bytes", r.missing_bytes},
+               {"message", r.message}});
+  } else {
+    std::cerr << "infeasible: " << r.message << "\n";
+  }
+  ExitWith(kExitInfeasible);
+}
+
 void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
+
+nlohmann::json PlanSummaryJson(const PlanSummary& s) {
+  nlohmann::json j;
+  j["time_s"] = s.predicted_time_s;
+  j["peak_bytes"] = s.predicted_peak_bytes;
+  j["bytes_moved"] = s.bytes_moved;
+  j["lower_bound_s"] = s.lower_bound_s;
+  j["plan_efficiency"] = PlanEfficiency(s.lower_bound_s, s.predicted_time_s);
+  j["segment_bytes"] = s.segment_bytes;
+  j["offload_fraction"] = s.offload_fraction;
+  return j;
+}
 
 nlohmann::json MemoryAtStartJson(const std::vector<GpuMemoryAtStart>& mem, int64_t capacity_bytes) {
   nlohmann::json out = nlohmann::json::array();

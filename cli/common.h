@@ -1,6 +1,7 @@
 // Helpers shared by the verbs of the `reshard` command: exit codes, loading a
-// scenario argument (a path or a built-in name), JSON output, and small
-// human-readable formatting.
+// scenario argument (a path or a built-in name, optionally with another
+// calibration profile), reporting a scenario that does not fit, JSON output,
+// and small human-readable formatting.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,26 @@ inline constexpr int kExitInfeasible = 3; // does not fit in memory
 
 // A scenario argument: "builtin:NAME"; else a path; else a bare built-in name
 // when no such file exists. Unknown names throw InputError with a suggestion.
-Scenario LoadScenarioArg(const std::string& arg);
+// With `calibration` (--calibration FILE) the scenario's cluster takes that
+// profile instead of its cluster.calibration (ApplyCalibrationFlag).
+Scenario LoadScenarioArg(const std::string& arg, const std::string& calibration = "");
+
+// --calibration FILE: the profile is read like a scenario's cluster.calibration
+// (ApplyProfileFile, model/cluster.h) and applied last, over the cluster as the
+// scenario describes it: every link and memory overhead the profile gives
+// replaces the scenario's (from its preset, its own cluster.calibration or an
+// explicit field); the topology and what the profile leaves out stay. A file
+// that is missing or bad throws InputError naming it.
+void ApplyCalibrationFlag(Cluster& cluster, const std::string& calibration);
+void AddCalibrationOption(CLI::App* cmd, std::string& calibration, const std::string& extra_help = "");
+
+// A scenario positional argument and its --calibration (plan, inspect, sweep).
+struct ScenarioArgs {
+  std::string scenario;
+  std::string calibration;
+  Scenario Load() const { return LoadScenarioArg(scenario, calibration); }
+};
+void AddScenarioOptions(CLI::App* cmd, ScenarioArgs& a);
 
 // `--baseline NAME` (plan, simulate, run, validate): plan the scenario the way
 // a peer does (planner/baseline_plan.h: "megatron") instead of with reshard's planner.
@@ -40,9 +60,17 @@ void AddBaselineOption(CLI::App* cmd, std::string& baseline);
 // baseline has none). A baseline whose peak exceeds some GPU's memory is
 // still returned, with a warning on stderr.
 PlanResult PlanScenario(const Scenario& s, const PlannerOptions& po, const std::string& baseline);
+// A plan that does not fit: with `json` the verb's JSON (scenario, fits false,
+// gpu, missing_bytes, message) on stdout, else "infeasible: ..." on stderr;
+// then exit 3.
+[[noreturn]] void ExitInfeasible(const Scenario& s, const PlanResult& r, bool json);
 
 // Writes j to stdout, 2-space indented, with a final newline.
 void PrintJson(const nlohmann::json& j);
+
+// DESIGN's result fields of a plan's own prediction: time_s, peak_bytes,
+// bytes_moved, lower_bound_s, plan_efficiency, segment_bytes, offload_fraction.
+nlohmann::json PlanSummaryJson(const PlanSummary& s);
 
 // Per-GPU memory at refit start as JSON objects with units in the names
 // (training_weights_bytes, ..., total_bytes, capacity_bytes, free_bytes).

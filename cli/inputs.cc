@@ -15,6 +15,7 @@
 #include "cli/common.h"
 #include "model/error.h"
 #include "model/scenario.h"
+#include "planner/planner.h"
 
 namespace reshard::cli {
 
@@ -54,11 +55,11 @@ bool LooksLikePlanFile(const std::string& path) {
   return false;
 }
 
-Plan LoadPlanFile(const std::string& path, const std::string& scenario) {
+Plan LoadPlanFile(const std::string& path, const std::string& scenario, const std::string& calibration) {
   Plan p = ReadPlan(path);
   std::optional<Scenario> s;
   if (!scenario.empty()) {
-    s = LoadScenarioArg(scenario);
+    s = LoadScenarioArg(scenario, calibration);
     const std::vector<std::string> problems = PlanScenarioProblems(p, *s);
     if (!problems.empty()) {
       // The field names what differs first: the cluster, the tensors, or the rest.
@@ -76,6 +77,39 @@ Plan LoadPlanFile(const std::string& path, const std::string& scenario) {
     throw InputError(path, "", fmt::format("the plan fails Verify ({} problem{}): {}", v.problems.size(),
                                            v.problems.size() == 1 ? "" : "s", Joined(v.problems)));
   return p;
+}
+
+void AddTargetOptions(CLI::App* cmd, TargetArgs& t) {
+  cmd->add_option("target", t.target, "plan.json, or a scenario file or built-in name (planned first)")->required();
+  cmd->add_option("--segment-bytes", t.segment_bytes, "for a scenario: segment size (e.g. 64MiB) or auto");
+  AddBaselineOption(cmd, t.baseline);
+  cmd->add_option("--scenario", t.scenario,
+                  "with a plan.json: the scenario (cluster, model, layouts) it must have been made for; a plan made "
+                  "for another one, or edited since, is refused before any work");
+  AddCalibrationOption(cmd, t.calibration,
+                       "; with a plan.json, applies to --scenario (a plan carries the cluster it was planned for)");
+}
+
+Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json) {
+  if (LooksLikePlanFile(t.target)) {
+    if (!t.baseline.empty()) throw InputError("<cli>", "--baseline", "applies to a scenario, not to a plan.json");
+    if (!t.calibration.empty() && t.scenario.empty())
+      throw InputError("<cli>", "--calibration",
+                       fmt::format("'{}' is a plan.json, which carries the cluster it was planned for; plan the "
+                                   "scenario with --calibration instead, or add --scenario S to check that the plan "
+                                   "was made for S with this profile",
+                                   t.target));
+    return LoadPlanFile(t.target, t.scenario, t.calibration);
+  }
+  if (!t.scenario.empty())
+    throw InputError("<cli>", "--scenario", fmt::format("applies to a plan.json; '{}' is a scenario", t.target));
+  const Scenario s = LoadScenarioArg(t.target, t.calibration);
+  PlannerOptions po;
+  po.segment_bytes = SegmentBytesFlag(t.segment_bytes);
+  PlanResult r = PlanScenario(s, po, t.baseline);
+  if (!r.ok()) ExitInfeasible(s, r, infeasible_json);
+  RecordScenario(r.plan, s);
+  return r.plan;
 }
 
 void RecordScenario(Plan& plan, const Scenario& s) { plan.scenario_fingerprint = ScenarioFingerprint(s); }

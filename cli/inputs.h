@@ -1,8 +1,9 @@
-// Input checks the verbs share (issue 8, "bad input"): telling a plan.json
-// from a scenario, reading a plan and checking it against the scenario it is
-// meant for before any work, size and number flags, and output paths checked
-// up front so that bad input writes no file. Every problem throws
-// InputError(file, field, problem) and becomes exit code 2.
+// What the verbs read and how they refuse bad input before doing any work:
+// the plan a verb works on (a plan.json, told from a scenario by its keys, or
+// the plan of a scenario), a plan checked against the scenario it is meant
+// for, size and number flags, and output paths checked up front so that bad
+// input writes no file. Every problem throws InputError(file, field, problem)
+// and becomes exit code 2.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "plan/plan.h"
 
 namespace CLI {
+class App;
 class Validator;
 }
 
@@ -24,10 +26,29 @@ namespace reshard::cli {
 bool LooksLikePlanFile(const std::string& path);
 
 // Reads a plan.json and checks it before any work: ReadPlan; with `scenario`
-// (a scenario path or built-in name, "" for none) PlanScenarioProblems (the
-// plan was made for that cluster, model and layouts; nothing was edited);
-// then Verify (against the scenario's cluster when given).
-Plan LoadPlanFile(const std::string& path, const std::string& scenario);
+// (a scenario path or built-in name, "" for none; `calibration` applied to it
+// as --calibration does) PlanScenarioProblems (the plan was made for that
+// cluster, model and layouts; nothing was edited); then Verify (against the
+// scenario's cluster when given).
+Plan LoadPlanFile(const std::string& path, const std::string& scenario, const std::string& calibration = "");
+
+// The plan simulate, run and validate work on, and the flags that choose it.
+struct TargetArgs {
+  std::string target;         // plan.json, scenario file or built-in name
+  std::string scenario;       // --scenario: with a plan.json, the scenario it must have been made for
+  std::string calibration;    // --calibration: profile for the scenario (the target's, or --scenario's)
+  std::string segment_bytes;  // --segment-bytes: for a scenario
+  std::string baseline;       // --baseline NAME: for a scenario, a peer's plan (planner/baseline_plan.h)
+};
+void AddTargetOptions(CLI::App* cmd, TargetArgs& t);
+
+// A plan.json is read and checked (LoadPlanFile); anything else is a scenario,
+// planned. A plan carries the cluster it was planned for, so --calibration
+// with a plan.json applies only to --scenario (the cluster the plan must
+// match); without --scenario it is refused (exit 2), as is --baseline. A
+// scenario that does not fit exits 3 (ExitInfeasible; its JSON when
+// `infeasible_json`).
+Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json);
 
 // Stamps the plan of scenario `s` with ScenarioFingerprint(s) (the planner
 // does not yet record it itself).

@@ -20,7 +20,7 @@ namespace reshard::cli {
 namespace {
 
 struct InspectOptions {
-  std::string scenario;
+  ScenarioArgs scenario;
   bool json = false;
 };
 
@@ -75,7 +75,7 @@ std::string MinMax(const std::vector<Row>& rows, Get get) {
 }
 
 void Run(const InspectOptions& o) {
-  const Scenario s = LoadScenarioArg(o.scenario);
+  const Scenario s = o.scenario.Load();
   const Layout src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
   const Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
   const int32_t gpus = s.cluster.Gpus();
@@ -186,7 +186,7 @@ void RegisterInspectCommand(CLI::App& app) {
   auto opts = std::make_shared<InspectOptions>();
   CLI::App* sub = app.add_subcommand(
       "inspect", "Model size, per-GPU bytes on each side, memory at refit start (exit 3 if it does not fit)");
-  sub->add_option("scenario", opts->scenario, "Scenario file, or a built-in name (builtin:NAME)")->required();
+  AddScenarioOptions(sub, opts->scenario);
   sub->add_flag("--json", opts->json, "Machine-readable output on stdout");
   sub->callback([opts] { Run(*opts); });
 }

@@ -21,7 +21,7 @@ namespace reshard::cli {
 namespace {
 
 struct PlanCmdOptions {
-  std::string scenario;
+  ScenarioArgs scenario;
   std::string output;
   std::string segment_bytes;
   std::string baseline;
@@ -52,44 +52,23 @@ void PrintPeaks(const std::vector<int64_t>& peak, int64_t capacity) {
 
 void Run(const PlanCmdOptions& o) {
   CheckOutputPath(o.output, "-o");  // bad input writes nothing: checked before any work
-  const Scenario s = LoadScenarioArg(o.scenario);
+  const Scenario s = o.scenario.Load();
   PlannerOptions po;
   po.segment_bytes = SegmentBytesFlag(o.segment_bytes);
   po.simulate = !o.no_simulate;
   PlanResult r = PlanScenario(s, po, o.baseline);
+  if (!r.ok()) ExitInfeasible(s, r, o.json);
   RecordScenario(r.plan, s);
-
-  if (!r.ok()) {
-    if (o.json) {
-      nlohmann::json j;
-      j["scenario"] = s.name;
-      j["fits"] = false;
-      j["gpu"] = r.gpu;
-      j["missing_bytes"] = r.missing_bytes;
-      j["message"] = r.message;
-      PrintJson(j);
-    } else {
-      std::cerr << "infeasible: " << r.message << "\n";
-    }
-    ExitWith(kExitInfeasible);
-  }
   const Plan& p = r.plan;
   const PlanSummary& sum = p.summary;
   if (!o.output.empty()) WritePlan(p, o.output);
   const double efficiency = PlanEfficiency(sum.lower_bound_s, sum.predicted_time_s);
 
   if (o.json) {
-    nlohmann::json j;
+    nlohmann::json j = PlanSummaryJson(sum);
     j["scenario"] = s.name;
     j["fits"] = true;
-    j["time_s"] = sum.predicted_time_s;
-    j["peak_bytes"] = sum.predicted_peak_bytes;
-    j["bytes_moved"] = sum.bytes_moved;
-    j["lower_bound_s"] = sum.lower_bound_s;
-    j["plan_efficiency"] = efficiency;
-    j["segment_bytes"] = sum.segment_bytes;
     j["direct_min_bytes"] = sum.direct_min_bytes;
-    j["offload_fraction"] = sum.offload_fraction;
     j["memory_policy"] = sum.memory_policy;
     j["predicted_by"] = r.stats.predicted_by;
     j["segments"] = r.stats.segments;
@@ -125,7 +104,7 @@ void Run(const PlanCmdOptions& o) {
 void RegisterPlanCommand(CLI::App& app) {
   auto o = std::make_shared<PlanCmdOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "plan the refit: transfers, order, memory policy; summary and plan.json");
-  cmd->add_option("scenario", o->scenario, "scenario file or built-in name")->required();
+  AddScenarioOptions(cmd, o->scenario);
   cmd->add_option("-o,--output", o->output, "write the plan as JSON to this path");
   cmd->add_option("--segment-bytes", o->segment_bytes, "segment size (e.g. 64MiB) or auto (the scenario's default)");
   AddBaselineOption(cmd, o->baseline);

@@ -53,19 +53,9 @@ void Print(const ExecuteArgs& a, const ExecuteOutcome& o) {
 }  // namespace
 
 void RegisterRunCommand(CLI::App& app) {
-  auto a = std::make_shared<ExecuteArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "run", "execute a plan (plan.json or a scenario's plan), verify every byte, measure time and peak memory");
-  AddExecuteOptions(cmd, *a);
-  cmd->callback([a]() {
-    WithProcesses([&](const MpiSession* mpi, bool root) {
-      const ExecuteOutcome o = ExecuteTarget(*a, mpi);
-      if (!root) return;
-      ExitIfRunFailed(*a, o);
-      Print(*a, o);
-      FailUnlessVerified(o);
-    });
-  });
+  RegisterExecuteVerb(app, "run",
+                      "execute a plan (plan.json or a scenario's plan), verify every byte, measure time and peak memory",
+                      Print);
 }
 
 }  // namespace reshard::cli

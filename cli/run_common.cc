@@ -19,7 +19,6 @@
 #include "executor/host_backend.h"
 #include "executor/mpi_session.h"
 #include "model/error.h"
-#include "planner/planner.h"
 #ifdef RESHARD_HAVE_NCCL
 #include "executor/nccl/backend.h"
 #endif
@@ -27,27 +26,6 @@
 namespace reshard::cli {
 
 namespace {
-
-// A plan.json (cli/inputs.h) is read and checked before any work; anything
-// else is a scenario, planned here.
-Plan PlanOf(const ExecuteArgs& a) {
-  if (LooksLikePlanFile(a.target)) {
-    if (!a.baseline.empty()) throw InputError("<cli>", "--baseline", "applies to a scenario, not to a plan.json");
-    return LoadPlanFile(a.target, a.scenario);
-  }
-  if (!a.scenario.empty())
-    throw InputError("<cli>", "--scenario", fmt::format("applies to a plan.json; '{}' is a scenario", a.target));
-  const Scenario s = LoadScenarioArg(a.target);
-  PlannerOptions po;
-  po.segment_bytes = SegmentBytesFlag(a.segment_bytes);
-  PlanResult r = PlanScenario(s, po, a.baseline);
-  if (!r.ok()) {
-    std::cerr << "infeasible: " << r.message << "\n";
-    ExitWith(kExitInfeasible);
-  }
-  RecordScenario(r.plan, s);
-  return r.plan;
-}
 
 // A number of seconds from the environment: finite and > 0.
 double EnvSeconds(const char* name, double fallback) {
@@ -68,14 +46,14 @@ FaultInjection FaultFromEnvironment() {
 
 // Rank 0 plans; every rank gets the same plan (one source of truth).
 Plan SharedPlan(const ExecuteArgs& a, const MpiSession* mpi) {
-  if (mpi == nullptr || mpi->size() == 1) return PlanOf(a);
+  if (mpi == nullptr || mpi->size() == 1) return PlanOfTarget(a.target, false);
   std::string text;
-  if (mpi->rank() == 0) text = PlanToJson(PlanOf(a)).dump();
+  if (mpi->rank() == 0) text = PlanToJson(PlanOfTarget(a.target, false)).dump();
   int64_t length = static_cast<int64_t>(text.size());
   mpi->Broadcast(&length, sizeof(length), 0);
   text.resize(static_cast<size_t>(length));
   mpi->Broadcast(text.data(), length, 0);
-  return PlanFromJson(nlohmann::json::parse(text), a.target);
+  return PlanFromJson(nlohmann::json::parse(text), a.target.target);
 }
 
 std::unique_ptr<Backend> MakeBackend(const ExecuteArgs& a, const MpiSession* mpi) {
@@ -113,15 +91,10 @@ int ExitCodeOf(const std::exception& e) {
 }  // namespace
 
 void AddExecuteOptions(CLI::App* cmd, ExecuteArgs& a) {
-  cmd->add_option("target", a.target, "plan.json, scenario file or built-in scenario name")->required();
+  AddTargetOptions(cmd, a.target);
   cmd->add_option("--backend", a.backend, "host (threads, runs anywhere) or nccl (CUDA + NCCL on GPUs)")
       ->check(CLI::IsMember({"host", "nccl"}));
-  cmd->add_option("--segment-bytes", a.segment_bytes, "for a scenario: segment size (e.g. 64MiB) or auto");
-  AddBaselineOption(cmd, a.baseline);
   cmd->add_option("--save-plan", a.save_plan, "write the plan that ran as JSON to this path");
-  cmd->add_option("--scenario", a.scenario,
-                  "with a plan.json: the scenario (cluster, model, layouts) it must have been made for; a plan made "
-                  "for another one, or edited since, is refused before any work");
   cmd->add_option("--repeat", a.repeat, "run the plan N times on the same backend and report the median run")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--max-mismatches", a.max_mismatches, "mismatching elements listed (all are counted)")
@@ -158,7 +131,7 @@ ExecuteOutcome ExecuteTarget(const ExecuteArgs& a, const MpiSession* mpi) {
   const bool one_process = mpi == nullptr || mpi->size() == 1;
   std::unique_ptr<Backend> backend = MakeBackend(a, mpi);
   ExecOptions eo;
-  eo.plan_source = a.target;
+  eo.plan_source = a.target.target;
   eo.max_mismatches = a.max_mismatches;
   eo.warmup = !a.no_warmup;
   for (int32_t i = 0; i < std::max(a.repeat, 1); ++i) {
@@ -187,16 +160,8 @@ ExecuteOutcome ExecuteTarget(const ExecuteArgs& a, const MpiSession* mpi) {
 }
 
 nlohmann::json PredictedJson(const Plan& plan) {
-  const PlanSummary& s = plan.summary;
-  nlohmann::json j;
+  nlohmann::json j = PlanSummaryJson(plan.summary);
   j["plan"] = plan.name;
-  j["time_s"] = s.predicted_time_s;
-  j["peak_bytes"] = s.predicted_peak_bytes;
-  j["bytes_moved"] = s.bytes_moved;
-  j["lower_bound_s"] = s.lower_bound_s;
-  j["plan_efficiency"] = PlanEfficiency(s.lower_bound_s, s.predicted_time_s);
-  j["segment_bytes"] = s.segment_bytes;
-  j["offload_fraction"] = s.offload_fraction;
   return j;
 }
 
@@ -229,6 +194,22 @@ void ExitIfRunFailed(const ExecuteArgs& a, const ExecuteOutcome& o) {
   std::cerr << fmt::format("run failed: {}\nNOT verified: the run did not finish, so no destination counts as refit\n",
                            o.failure);
   ExitWith(kExitInternal);
+}
+
+void RegisterExecuteVerb(CLI::App& app, const std::string& name, const std::string& description,
+                         ReportOutcome report) {
+  auto a = std::make_shared<ExecuteArgs>();
+  CLI::App* cmd = app.add_subcommand(name, description);
+  AddExecuteOptions(cmd, *a);
+  cmd->callback([a, report]() {
+    WithProcesses([&](const MpiSession* mpi, bool root) {
+      const ExecuteOutcome o = ExecuteTarget(*a, mpi);
+      if (!root) return;
+      ExitIfRunFailed(*a, o);
+      report(*a, o);
+      FailUnlessVerified(o);
+    });
+  });
 }
 
 void FailUnlessVerified(const ExecuteOutcome& o) {

@@ -1,7 +1,7 @@
 // What `reshard run` and `reshard validate` share: their flags, getting the
 // plan (a plan.json, or the planner's plan of a scenario, made once on rank 0
-// and broadcast under mpirun), choosing the backend, running the plan N times
-// and the JSON of the plan's prediction.
+// and broadcast under mpirun), choosing the backend, running the plan N times,
+// the JSON of the plan's prediction, and the verb's registration.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "cli/inputs.h"
 #include "executor/executor.h"
 #include "plan/plan.h"
 
@@ -25,12 +26,9 @@ class MpiSession;
 namespace reshard::cli {
 
 struct ExecuteArgs {
-  std::string target;
+  TargetArgs target;
   std::string backend = "host";
-  std::string segment_bytes;
-  std::string baseline;  // --baseline NAME: run a peer's plan (planner/baseline_plan.h)
   std::string save_plan;
-  std::string scenario;  // --scenario S: with a plan.json, the scenario it must have been made for
   int32_t repeat = 1;
   int32_t max_mismatches = 20;
   double timeout_s = 0;  // --timeout; 0: the backend's default (host 60 s; NCCL RESHARD_NCCL_TIMEOUT_S or 300 s)
@@ -71,5 +69,12 @@ void FailUnlessVerified(const ExecuteOutcome& o);
 // When a run failed part-way: prints the failure (with --json as JSON:
 // verified false, error, failed_op, failed_gpu) and exits 1.
 void ExitIfRunFailed(const ExecuteArgs& a, const ExecuteOutcome& o);
+
+// Adds a verb that executes its target (AddExecuteOptions, ExecuteTarget in
+// every process) and, on rank 0, reports a failed run, calls `report` and
+// exits 1 unless every run verified: `reshard run` and `reshard validate`.
+using ReportOutcome = void (*)(const ExecuteArgs& a, const ExecuteOutcome& o);
+void RegisterExecuteVerb(CLI::App& app, const std::string& name, const std::string& description,
+                         ReportOutcome report);
 
 }  // namespace reshard::cli

@@ -5,12 +5,8 @@
 // A plan.json is read and verified (a plan that fails Verify is bad input,
 // exit 2); a scenario is planned first (exit 3 when it does not fit).
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <optional>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -19,9 +15,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/inputs.h"
-#include "model/error.h"
 #include "plan/plan.h"
-#include "planner/planner.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
 
@@ -30,41 +24,12 @@ namespace reshard::cli {
 namespace {
 
 struct SimulateCmdOptions {
-  std::string target;
+  TargetArgs target;
   std::string trace;
-  std::string segment_bytes;
-  std::string baseline;
-  std::string scenario;  // --scenario: with a plan.json, the scenario it must have been made for
   bool json = false;
 };
 
 constexpr size_t kMaxRows = 8;
-
-// A plan.json (cli/inputs.h) is read, checked against --scenario when given
-// and verified (a plan that fails is bad input, exit 2); a scenario is planned.
-Plan PlanOf(const SimulateCmdOptions& o) {
-  if (LooksLikePlanFile(o.target)) {
-    if (!o.baseline.empty()) throw InputError("<cli>", "--baseline", "applies to a scenario, not to a plan.json");
-    return LoadPlanFile(o.target, o.scenario);
-  }
-  if (!o.scenario.empty())
-    throw InputError("<cli>", "--scenario", fmt::format("applies to a plan.json; '{}' is a scenario", o.target));
-  const Scenario s = LoadScenarioArg(o.target);
-  PlannerOptions po;
-  po.segment_bytes = SegmentBytesFlag(o.segment_bytes);
-  PlanResult r = PlanScenario(s, po, o.baseline);
-  if (!r.ok()) {
-    if (o.json) {
-      PrintJson({{"scenario", s.name}, {"fits", false}, {"gpu", r.gpu}, {"missing_bytes", r.missing_bytes},
-                 {"message", r.message}});
-    } else {
-      std::cerr << "infeasible: " << r.message << "\n";
-    }
-    ExitWith(kExitInfeasible);
-  }
-  RecordScenario(r.plan, s);
-  return r.plan;
-}
 
 void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace) {
   std::cout << fmt::format("plan            {} ({} ops, {} GPUs, cluster {})\n", plan.name, FormatCount(plan.ops.size()),
@@ -121,7 +86,7 @@ void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace
 
 void Run(const SimulateCmdOptions& o) {
   CheckOutputPath(o.trace, "--trace");  // bad input writes nothing: checked before any work
-  const Plan plan = PlanOf(o);
+  const Plan plan = PlanOfTarget(o.target, o.json);
   const Prediction pr = o.trace.empty() ? Simulate(plan) : SimulateWithTrace(plan, o.trace);
   if (o.json) {
     nlohmann::json j = pr;
@@ -140,13 +105,8 @@ void Run(const SimulateCmdOptions& o) {
 void RegisterSimulateCommand(CLI::App& app) {
   auto o = std::make_shared<SimulateCmdOptions>();
   CLI::App* cmd = app.add_subcommand("simulate", "predict refit time, peak memory and link use of a plan");
-  cmd->add_option("target", o->target, "plan.json, or a scenario file or built-in name (planned first)")->required();
+  AddTargetOptions(cmd, o->target);
   cmd->add_option("--trace", o->trace, "write a Perfetto / Chrome trace (JSON) to this path");
-  cmd->add_option("--segment-bytes", o->segment_bytes, "for a scenario: segment size (e.g. 64MiB) or auto");
-  cmd->add_option("--scenario", o->scenario,
-                  "with a plan.json: the scenario (cluster, model, layouts) it must have been made for; a plan made "
-                  "for another one, or edited since, is refused");
-  AddBaselineOption(cmd, o->baseline);
   cmd->add_flag("--json", o->json, "machine-readable output (DESIGN's result fields, plus links and phases)");
   cmd->callback([o]() { Run(*o); });
 }

@@ -31,7 +31,7 @@ namespace reshard::cli {
 namespace {
 
 struct SweepCmdOptions {
-  std::string target;
+  ScenarioArgs scenario;
   std::string segment_bytes;
   std::string offload;
   std::string domains;
@@ -170,7 +170,7 @@ void WriteCsv(const SweepResult& r, const std::string& path) {
 
 void Run(const SweepCmdOptions& o) {
   CheckOutputPath(o.csv, "--csv");  // bad input writes nothing: checked before any work
-  const Scenario s = LoadScenarioArg(o.target);
+  const Scenario s = o.scenario.Load();
   const SweepGrid grid = GridOf(o);
   SweepOptions so;
   so.threads = o.threads;
@@ -194,7 +194,7 @@ void RegisterSweepCommand(CLI::App& app) {
   auto o = std::make_shared<SweepCmdOptions>();
   CLI::App* cmd = app.add_subcommand(
       "sweep", "capacity planning: time and peak memory over segment sizes, offload, memory policies, NVLink domains");
-  cmd->add_option("target", o->target, "scenario file or built-in name")->required();
+  AddScenarioOptions(cmd, o->scenario);
   cmd->add_option("--segment-bytes", o->segment_bytes, "segment sizes, e.g. 4MiB,16MiB (default 4 MiB .. 4 GiB, x2)");
   cmd->add_option("--offload", o->offload, "optimizer offload fractions, e.g. 0,0.5,1 (default 0,0.25,0.5,1)");
   cmd->add_option("--domains", o->domains,

@@ -124,19 +124,9 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
 }  // namespace
 
 void RegisterValidateCommand(CLI::App& app) {
-  auto a = std::make_shared<ExecuteArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "validate", "plan, simulate and run; report the prediction error (time_error, peak_error) overall and per GPU");
-  AddExecuteOptions(cmd, *a);
-  cmd->callback([a]() {
-    WithProcesses([&](const MpiSession* mpi, bool root) {
-      const ExecuteOutcome o = ExecuteTarget(*a, mpi);
-      if (!root) return;
-      ExitIfRunFailed(*a, o);
-      Report(*a, o);
-      FailUnlessVerified(o);
-    });
-  });
+  RegisterExecuteVerb(app, "validate",
+                      "plan, simulate and run; report the prediction error (time_error, peak_error) overall and per GPU",
+                      Report);
 }
 
 }  // namespace reshard::cli

@@ -1,9 +1,9 @@
-// Issue 8 through the built `reshard`: every input path refuses bad input with
+// Bad input through the built `reshard`: every input path refuses it with
 // exit code 2, one message naming the file, the field and the problem, and no
 // output file. Corpora (each file with its expected message in expected.txt):
 // tests/data/bad_plans (plan.json), tests/data/bad_profiles (calibration
-// profiles: in a scenario and `calibrate --refit`), tests/data/bad_hf (HF
-// config.json); bad flags are a table here. Then plans from elsewhere (a plan
+// profiles: in a scenario, by --calibration and `calibrate --refit`),
+// tests/data/bad_hf (HF config.json); bad flags are a table here. Then plans from elsewhere (a plan
 // run against another cluster, model or layout, or edited by hand) and faults
 // injected into a run (RESHARD_FAULT).
 #include <unistd.h>
@@ -158,12 +158,29 @@ TEST(BadProfiles, EveryFileIsRefusedWithItsMessage) {
     if (c.how == "scenario") {
       r = Reshard({"plan", ScenarioWithProfile(tmp, path), "-o", out});
       EXPECT_THAT(r.err, HasSubstr("cluster.calibration")) << c.file;
+      // The same file given by --calibration: the same message, naming it.
+      const Result flag = Reshard({"plan", kTiny, "--calibration", path, "-o", out});
+      ExpectRefused(flag, "--calibration " + c.file, c.fragment, out);
+      EXPECT_THAT(flag.err, HasSubstr("error: " + path)) << "the message names the file";
     } else {
       ASSERT_EQ(c.how, "refit") << c.file;
       r = Reshard({"calibrate", "--refit", path, "-o", out});
     }
     ExpectRefused(r, c.how + " " + c.file, c.fragment, out);
     EXPECT_THAT(r.err, HasSubstr(c.file)) << "the message names the file";
+  }
+}
+
+TEST(BadProfiles, AMissingCalibrationFlagFileIsRefusedByEveryVerb) {
+  const Scratch tmp;
+  const std::string missing = tmp.Path("no-such-profile.json"), out = tmp.Path("out.json");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"plan", kTiny, "-o", out}, {"simulate", kTiny, "--trace", out},
+        {"run", kTiny, "--save-plan", out}, {"validate", kTiny, "--save-plan", out}, {"sweep", kTiny, "--csv", out},
+        {"inspect", kTiny}}) {
+    std::vector<std::string> with = args;
+    with.insert(with.end(), {"--calibration", missing});
+    ExpectRefused(Reshard(with), args[0], "error: " + missing + ": no such calibration profile", out);
   }
 }
 
@@ -290,7 +307,7 @@ TEST(BadFlags, EachIsRefusedWithItsMessageAndWritesNothing) {
   }
 }
 
-// ---- plans from elsewhere (issue 8, item 5) -------------------------------------------
+// ---- plans from elsewhere ----------------------------------------------------------------
 
 json ReadJson(const std::string& path) {
   std::ifstream in(path);
@@ -378,7 +395,7 @@ TEST(PlansFromElsewhere, HandEditsAreRefused) {
   ExpectRefused(r, "removed op", "the plan fails Verify", out);
 }
 
-// ---- faults during a run (issue 8, item 4) -----------------------------------------------
+// ---- faults during a run -----------------------------------------------------------------
 
 TEST(Faults, AFailingRankEndsTheRunNamingOpAndGpu) {
   const Scratch tmp;

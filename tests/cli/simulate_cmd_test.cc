@@ -98,7 +98,7 @@ TEST(CliSimulate, PlanThatFailsVerifyExits2) {
 TEST(CliSimulate, UnwritableTraceExits2) {
   const Result r = Reshard({"simulate", kScenario, "--trace", "/nonexistent-dir/trace.json"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--trace: cannot write"));  // checked before any work (issue 8)
+  EXPECT_THAT(r.err, HasSubstr("--trace: cannot write"));  // checked before any work
 }
 
 }  // namespace
