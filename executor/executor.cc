@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "executor/mpi_session.h"
+#include "model/union_find.h"
 
 namespace reshard {
 
@@ -37,24 +38,6 @@ std::string JoinProblems(const std::vector<std::string>& problems) {
 bool IsComm(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
 
 bool ValidBuffer(const Plan& p, int32_t id) { return id >= 0 && id < static_cast<int32_t>(p.buffers.size()); }
-
-// Disjoint sets over op ids (path halving, union by lower root id so roots
-// are the lowest op id of their set).
-struct Groups {
-  std::vector<int32_t> parent;
-  explicit Groups(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
-  int32_t Find(int32_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  }
-  void Unite(int32_t a, int32_t b) {
-    a = Find(a);
-    b = Find(b);
-    if (a == b) return;
-    if (a > b) std::swap(a, b);
-    parent[b] = a;
-  }
-};
 
 int32_t ElemBytes(const Plan& p, int32_t tensor) { return static_cast<int32_t>(DTypeBytes(p.tensors[tensor].dtype)); }
 
@@ -322,7 +305,7 @@ std::vector<std::string> ExecutorProblems(const Plan& p) {
 
 std::vector<IssueStep> IssueOrder(const Plan& p, const std::string& plan_source) {
   const int32_t n = static_cast<int32_t>(p.ops.size());
-  Groups groups(n);
+  UnionFind groups(n);  // roots are the lowest op id of their set
   std::map<int32_t, int32_t> group_first;
   for (const Op& op : p.ops) {
     if (op.group >= 0) {

@@ -49,6 +49,7 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "model/union_find.h"
 #include "plan/plan.h"
 
 namespace reshard {
@@ -106,20 +107,6 @@ std::string ShapeText(const Shape& sh) {
   for (int d = 0; d < std::clamp(sh.ndim, 0, kMaxDims); ++d) s += fmt::format("{}{}", d ? ", " : "", sh.dim[d]);
   return s + "]";
 }
-
-// Union-find with path halving (near-constant amortised).
-struct Dsu {
-  std::vector<int32_t> parent;
-  explicit Dsu(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
-  int32_t Find(int32_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  }
-  void Union(int32_t a, int32_t b) {
-    a = Find(a), b = Find(b);
-    if (a != b) parent[std::max(a, b)] = std::min(a, b);  // root = smallest op id (deterministic)
-  }
-};
 
 struct Edge {
   int32_t from, to;
@@ -389,18 +376,18 @@ class Verifier {
 
   bool CheckDeadlockFree() {
     if (N_ == 0) return true;
-    Dsu dsu(N_);
+    UnionFind groups(N_);  // root = smallest op id of the group
     std::unordered_map<int64_t, int32_t> group_first;  // (group, gpu) -> first op
     for (int64_t i = 0; i < N_; ++i) {
       const Op& op = p_.ops[i];
       if (op.group >= 0 && GpuOk(op.gpu)) {
         auto [it, fresh] = group_first.try_emplace(static_cast<int64_t>(op.group) * G_ + op.gpu, static_cast<int32_t>(i));
-        if (!fresh) dsu.Union(it->second, static_cast<int32_t>(i));
+        if (!fresh) groups.Unite(it->second, static_cast<int32_t>(i));
       }
-      if (mutual_[i] && i < op.match) dsu.Union(static_cast<int32_t>(i), op.match);
+      if (mutual_[i] && i < op.match) groups.Unite(static_cast<int32_t>(i), op.match);
     }
     std::vector<int32_t> root(N_);
-    for (int64_t i = 0; i < N_; ++i) root[i] = dsu.Find(static_cast<int32_t>(i));
+    for (int64_t i = 0; i < N_; ++i) root[i] = groups.Find(static_cast<int32_t>(i));
 
     // Dependencies inside a contracted node can never be met.
     bool ok = true;

@@ -11,6 +11,7 @@
 #include <boost/graph/successive_shortest_path_nonnegative_weights.hpp>
 
 #include "model/error.h"
+#include "model/union_find.h"
 
 namespace reshard {
 
@@ -253,19 +254,16 @@ std::vector<std::vector<int64_t>> BalanceDemands(const std::vector<int64_t>& dem
   std::vector<std::vector<int64_t>> out(n);
   for (int32_t k = 0; k < n; ++k) out[k].assign(candidates[k].size(), 0);
 
-  // Components of (demand, port) so each is balanced on its own.
+  // Components of (demand, port) so each is balanced on its own. They share
+  // no demand and no port, so the order they are balanced in does not matter;
+  // they go by their smallest demand id (the root).
   const int32_t nports = static_cast<int32_t>(fixed.size());
-  std::vector<int32_t> parent(n + nports);
-  std::iota(parent.begin(), parent.end(), 0);
-  auto find = [&](int32_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
+  UnionFind sets(static_cast<size_t>(n + nports));
   for (int32_t k = 0; k < n; ++k)
-    for (int32_t g : candidates[k]) parent[find(k)] = find(n + gpu_port[g]);
+    for (int32_t g : candidates[k]) sets.Unite(k, n + gpu_port[g]);
   std::map<int32_t, std::vector<int32_t>> comps;  // root -> demands
   for (int32_t k = 0; k < n; ++k)
-    if (demand[k] > 0) comps[find(k)].push_back(k);
+    if (demand[k] > 0) comps[sets.Find(k)].push_back(k);
 
   using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
   using Graph = boost::adjacency_list<

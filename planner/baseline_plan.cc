@@ -1,17 +1,17 @@
 #include "planner/baseline_plan.h"
 
 #include <algorithm>
-#include <numeric>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "model/error.h"
 #include "model/offload.h"
 #include "planner/buffer_layout.h"
+#include "planner/search.h"
 #include "planner/transfer_set.h"
-#include "sim/ports.h"
-#include "sim/simulator.h"
 
 namespace reshard {
 
@@ -28,28 +28,36 @@ struct Home {
   int32_t buffer = -1;
   int64_t off = 0;
   const Piece* piece = nullptr;
-  std::optional<Region> Of(const Box& b, int64_t eb) const {
-    return BoxRegion(buffer, off, piece->stride, piece->box, b, eb);
+  std::optional<Region> Of(const Box& b, int64_t elem_bytes) const {
+    return BoxRegion(buffer, off, piece->stride, piece->box, b, elem_bytes);
   }
 };
+
+// Piece `piece` of `rank`'s shard, whose first plan buffer is first[rank].
+Home HomeOf(const Layout& l, const SideBuffers& buffers, const std::vector<int32_t>& first, int32_t rank,
+            int32_t piece) {
+  const int32_t shard = l.rank_shard[rank];
+  const Piece& pc = l.shards[shard].pieces[piece];
+  return Home{first[rank] + buffers.SlotOf(shard, pc), buffers.OffsetIn(shard, pc), &pc};
+}
 
 // Copy pairs moving box `box` from `src` to `dst`; a null side is a staging
 // buffer `stage` read / written contiguously from *stage_off (row-major order
 // of the box, the wire order of a send). Boxes whose region needs more than
 // three levels on a side are split along their outermost dimension, in order.
-void AppendCopies(const Home* src, const Home* dst, int32_t stage, int64_t* stage_off, const Box& box, int64_t eb,
+void AppendCopies(const Home* src, const Home* dst, int32_t stage, int64_t* stage_off, const Box& box, int64_t elem_bytes,
                   std::vector<CopyPair>& out) {
   std::vector<Box> todo{box};
   while (!todo.empty()) {
     const Box x = todo.back();
     todo.pop_back();
     std::optional<Region> sr, dr;
-    if (src != nullptr) sr = src->Of(x, eb);
-    if (dst != nullptr) dr = dst->Of(x, eb);
+    if (src != nullptr) sr = src->Of(x, elem_bytes);
+    if (dst != nullptr) dr = dst->Of(x, elem_bytes);
     if ((src == nullptr || sr) && (dst == nullptr || dr)) {
       Region st;
       if (src == nullptr || dst == nullptr) {
-        const int64_t bytes = Volume(x) * eb;
+        const int64_t bytes = Volume(x) * elem_bytes;
         st = ContiguousRegion(stage, *stage_off, bytes);
         *stage_off += bytes;
       }
@@ -73,10 +81,10 @@ class MegatronBuilder {
   PlanResult Run() {
     src_ = MakeSourceLayout(s_.model, s_.source, s_.dtype, s_.path);
     dst_ = MakeDestinationLayout(s_.model, s_.destination, s_.destination_dtype, s_.path);
-    eb_ = DTypeBytes(s_.dtype);
+    elem_bytes_ = DTypeBytes(s_.dtype);
     ts_ = BuildTransferSet(s_.model, src_, dst_);
-    sb_ = LayoutBuffers(src_);
-    db_ = LayoutBuffers(dst_);
+    src_buffers_ = LayoutBuffers(src_);
+    dst_buffers_ = LayoutBuffers(dst_);
     mem_ = MemoryAtStart(s_, src_);
     const int32_t gpus = c_.Gpus();
     src_ranks_on_gpu_.assign(gpus, {});
@@ -85,12 +93,9 @@ class MegatronBuilder {
     for (int32_t r = 0; r < src_.Ranks(); ++r) ranks_of_shard_[src_.rank_shard[r]].push_back(r);
 
     Plan& p = res_.plan;
-    p.name = s_.name;
-    p.cluster = c_;
-    p.cluster_fingerprint = c_.Fingerprint();
-    p.stream_names = {"compute", "comm", "host", "side"};
-    for (const auto& t : s_.model.tensors) p.tensors.push_back(PlanTensor{t.name, t.shape, s_.dtype});
-    MakeBuffers();
+    StartPlan(p, s_, {"compute", "comm", "host", "side"});
+    // Buffers and content as reshard's planner lays them out (per rank and layer).
+    refit_ = AddRefitBuffers(p, s_, src_, dst_, src_buffers_, dst_buffers_, s_.destination_gpus, mem_);
     Offload(offload_);
     AllocateDestinations();
     ChooseAndPrepare();
@@ -102,7 +107,7 @@ class MegatronBuilder {
 
  private:
   // A remote fragment: its send/recv and the staging of strided sides.
-  struct Xfer {
+  struct RemoteFragment {
     int32_t dst_rank, frag, src_rank, src_piece;
     int32_t src_gpu, dst_gpu;
     int32_t send_stage = -1, recv_stage = -1;  // staging buffers (-1: in place)
@@ -110,88 +115,10 @@ class MegatronBuilder {
     int32_t send = -1, recv = -1;
   };
 
-  int32_t AddBuffer(int32_t gpu, MemorySpace space, BufferRole role, int64_t bytes, int32_t layer, bool pre,
-                    std::string name) {
-    PlanBuffer pb;
-    pb.gpu = gpu, pb.space = space, pb.role = role, pb.bytes = bytes, pb.layer = layer, pb.preexisting = pre;
-    pb.name = std::move(name);
-    return AppendBuffer(res_.plan, std::move(pb));
-  }
-
   int32_t Emit(Op op) { return AppendOp(res_.plan, std::move(op)); }
 
   int32_t MemOp(OpKind kind, int32_t buffer, int32_t stream, std::vector<int32_t> deps) {
-    const PlanBuffer& b = res_.plan.buffers[buffer];
-    Op op;
-    op.kind = kind, op.gpu = b.gpu, op.stream = stream, op.buffer = buffer, op.deps = std::move(deps);
-    op.label = fmt::format("{} {}", kind == OpKind::kAlloc ? "alloc" : "free", b.name);
-    return Emit(std::move(op));
-  }
-
-  static std::string LayerName(int32_t layer) { return layer < 0 ? "emb" : fmt::format("L{}", layer); }
-
-  // Buffers and content as reshard's planner lays them out (per rank and layer).
-  void MakeBuffers() {
-    Plan& p = res_.plan;
-    src_buf0_.resize(src_.Ranks());
-    opt_buf0_.resize(src_.Ranks());
-    opt_slots_.assign(src_.Ranks(), 0);
-    std::vector<bool> opt_done(c_.Gpus(), false);
-    for (int32_t r = 0; r < src_.Ranks(); ++r) {
-      const int32_t g = s_.source_gpus[r], shard = src_.rank_shard[r];
-      const auto& layers = sb_.slot_layer[shard];
-      const auto& elems = sb_.slot_elems[shard];
-      src_buf0_[r] = static_cast<int32_t>(p.buffers.size());
-      for (size_t k = 0; k < layers.size(); ++k)
-        AddBuffer(g, MemorySpace::kDevice, BufferRole::kSourceWeights, elems[k] * eb_, layers[k], true,
-                  fmt::format("src r{} {}", r, LayerName(layers[k])));
-      // The GPU's optimizer state (MemoryAtStart sums it per GPU), split over
-      // this rank's layers in proportion to their elements.
-      opt_buf0_[r] = static_cast<int32_t>(p.buffers.size());
-      const int64_t opt = opt_done[g] ? 0 : mem_[g].optimizer;
-      if (opt > 0) {
-        const int64_t total = std::accumulate(elems.begin(), elems.end(), int64_t{0});
-        int64_t given = 0;
-        for (size_t k = 0; k < layers.size(); ++k) {
-          const int64_t bytes = k + 1 == layers.size()
-                                    ? opt - given
-                                    : static_cast<int64_t>(static_cast<long double>(opt) * elems[k] /
-                                                           std::max<int64_t>(1, total));
-          given += bytes;
-          AddBuffer(g, MemorySpace::kDevice, BufferRole::kOptimizer, bytes, layers[k], true,
-                    fmt::format("opt r{} {}", r, LayerName(layers[k])));
-        }
-        opt_slots_[r] = static_cast<int32_t>(layers.size());
-      }
-      if (!opt_done[g] && mem_[g].gradients > 0)
-        AddBuffer(g, MemorySpace::kDevice, BufferRole::kGradients, mem_[g].gradients, -1, true, fmt::format("grad r{}", r));
-      opt_done[g] = true;
-    }
-    std::vector<bool> kv_done(c_.Gpus(), false);
-    dst_buf0_.resize(dst_.Ranks());
-    for (int32_t r = 0; r < dst_.Ranks(); ++r) {
-      const int32_t g = s_.destination_gpus[r], shard = dst_.rank_shard[r];
-      if (!kv_done[g] && mem_[g].kv_cache > 0)
-        AddBuffer(g, MemorySpace::kDevice, BufferRole::kKvCache, mem_[g].kv_cache, -1, true, fmt::format("kv gpu{}", g));
-      kv_done[g] = true;
-      const auto& layers = db_.slot_layer[shard];
-      dst_buf0_[r] = static_cast<int32_t>(p.buffers.size());
-      for (size_t k = 0; k < layers.size(); ++k)
-        AddBuffer(g, MemorySpace::kDevice, BufferRole::kDestinationWeights, db_.slot_elems[shard][k] * eb_, layers[k],
-                  false, fmt::format("dst r{} {}", r, LayerName(layers[k])));
-    }
-    for (int32_t r = 0; r < src_.Ranks(); ++r) {
-      const int32_t shard = src_.rank_shard[r];
-      for (const Piece& pc : src_.shards[shard].pieces)
-        p.sources.push_back(ContentPiece{src_buf0_[r] + sb_.slot_of[shard][pc.buffer], pc.tensor, pc.box,
-                                         sb_.base_of[shard][pc.buffer] + pc.offset, pc.stride});
-    }
-    for (int32_t r = 0; r < dst_.Ranks(); ++r) {
-      const int32_t shard = dst_.rank_shard[r];
-      for (const Piece& pc : dst_.shards[shard].pieces)
-        p.destinations.push_back(ContentPiece{dst_buf0_[r] + db_.slot_of[shard][pc.buffer], pc.tensor, pc.box,
-                                              db_.base_of[shard][pc.buffer] + pc.offset, pc.stride});
-    }
+    return AppendMemoryOp(res_.plan, kind, buffer, stream, std::move(deps));
   }
 
   // The first `fraction` of each GPU's optimizer bytes to host (layer order),
@@ -201,22 +128,14 @@ class MegatronBuilder {
     if (fraction <= 0) return;
     for (int32_t r = 0; r < src_.Ranks(); ++r) {
       const int32_t g = s_.source_gpus[r];
-      if (opt_slots_[r] == 0) continue;
+      if (refit_.opt_slots[r] == 0) continue;
       const double goal = fraction * static_cast<double>(mem_[g].optimizer);
       int64_t done = 0;
-      for (int32_t k = 0; k < opt_slots_[r] && done < goal - 0.5; ++k) {
-        const int32_t buf = opt_buf0_[r] + k;
-        const PlanBuffer pb = res_.plan.buffers[buf];
-        done += pb.bytes;
-        const int32_t host =
-            AddBuffer(g, MemorySpace::kHost, BufferRole::kHost, pb.bytes, pb.layer, false, "host " + pb.name);
-        const int32_t a = MemOp(OpKind::kAlloc, host, kStreamHost, {});
-        Op o;
-        o.kind = OpKind::kOffload, o.gpu = g, o.stream = kStreamHost, o.deps = {a};
-        o.copies.push_back(CopyPair{ContiguousRegion(buf, 0, pb.bytes), ContiguousRegion(host, 0, pb.bytes)});
-        o.label = "offload " + pb.name;
-        const int32_t oid = Emit(std::move(o));
-        last_offload_free_[g] = MemOp(OpKind::kFree, buf, kStreamHost, {oid});
+      for (int32_t k = 0; k < refit_.opt_slots[r] && done < goal - 0.5; ++k) {
+        const int32_t buf = refit_.opt_first[r] + k;
+        done += res_.plan.buffers[buf].bytes;
+        const int32_t offload = AppendMoveToHost(res_.plan, buf, kStreamHost, {});
+        last_offload_free_[g] = MemOp(OpKind::kFree, buf, kStreamHost, {offload});
       }
     }
   }
@@ -226,10 +145,13 @@ class MegatronBuilder {
     dst_alloc_.assign(res_.plan.buffers.size(), -1);
     for (int32_t r = 0; r < dst_.Ranks(); ++r) {
       const int32_t g = s_.destination_gpus[r];
-      const int32_t n = static_cast<int32_t>(db_.slot_layer[dst_.rank_shard[r]].size());
+      const int32_t n = static_cast<int32_t>(dst_buffers_.slot_layer[dst_.rank_shard[r]].size());
       std::vector<int32_t> deps;
       if (last_offload_free_[g] >= 0) deps.push_back(last_offload_free_[g]);
-      for (int32_t k = 0; k < n; ++k) dst_alloc_[dst_buf0_[r] + k] = MemOp(OpKind::kAlloc, dst_buf0_[r] + k, kStreamCompute, deps);
+      for (int32_t k = 0; k < n; ++k) {
+        const int32_t buf = refit_.dst_first[r] + k;
+        dst_alloc_[buf] = MemOp(OpKind::kAlloc, buf, kStreamCompute, deps);
+      }
     }
   }
 
@@ -255,15 +177,9 @@ class MegatronBuilder {
     return {q, piece_of(q)};
   }
 
-  Home SrcHome(int32_t q, int32_t pi) const {
-    const int32_t shard = src_.rank_shard[q];
-    const Piece& pc = src_.shards[shard].pieces[pi];
-    return Home{src_buf0_[q] + sb_.slot_of[shard][pc.buffer], sb_.base_of[shard][pc.buffer] + pc.offset, &pc};
-  }
+  Home SrcHome(int32_t q, int32_t pi) const { return HomeOf(src_, src_buffers_, refit_.src_first, q, pi); }
   Home DstHome(int32_t r, const Fragment& f) const {
-    const int32_t shard = dst_.rank_shard[r];
-    const Piece& pc = dst_.shards[shard].pieces[f.dst_piece];
-    return Home{dst_buf0_[r] + db_.slot_of[shard][pc.buffer], db_.base_of[shard][pc.buffer] + pc.offset, &pc};
+    return HomeOf(dst_, dst_buffers_, refit_.dst_first, r, f.dst_piece);
   }
 
   // Source choice for every fragment; local copies on the side stream; for
@@ -285,42 +201,42 @@ class MegatronBuilder {
           op.kind = OpKind::kCopy, op.gpu = dg, op.stream = kStreamSide;
           op.deps.push_back(dst_alloc_[dh.buffer]);
           int64_t unused = 0;
-          AppendCopies(&sh, &dh, -1, &unused, f.box, eb_, op.copies);
+          AppendCopies(&sh, &dh, -1, &unused, f.box, elem_bytes_, op.copies);
           op.label = fmt::format("local copy d{} f{}", r, i);
           Emit(std::move(op));
           ++res_.stats.local_copy_ops;
           continue;
         }
-        Xfer x{r, static_cast<int32_t>(i), q, pi, sg, dg};
-        const int64_t bytes = f.elems * eb_;
-        const auto sr = sh.Of(f.box, eb_);
+        RemoteFragment x{r, static_cast<int32_t>(i), q, pi, sg, dg};
+        const int64_t bytes = f.elems * elem_bytes_;
+        const auto sr = sh.Of(f.box, elem_bytes_);
         if (!sr || !sr->Contiguous()) {  // pack into a staging buffer of its own
-          x.send_stage = AddBuffer(sg, MemorySpace::kDevice, BufferRole::kStaging, bytes, -1, false,
+          x.send_stage = AddPlanBuffer(res_.plan, sg, MemorySpace::kDevice, BufferRole::kStaging, bytes, -1, false,
                                    fmt::format("stage send d{} f{}", r, i));
           const int32_t a = MemOp(OpKind::kAlloc, x.send_stage, kStreamCompute, {});
           Op op;
           op.kind = OpKind::kCopy, op.gpu = sg, op.stream = kStreamCompute, op.deps = {a};
           int64_t off = 0;
-          AppendCopies(&sh, nullptr, x.send_stage, &off, f.box, eb_, op.copies);
+          AppendCopies(&sh, nullptr, x.send_stage, &off, f.box, elem_bytes_, op.copies);
           op.label = fmt::format("pack d{} f{}", r, i);
           x.pack = Emit(std::move(op));
         }
-        const auto dr = dh.Of(f.box, eb_);
+        const auto dr = dh.Of(f.box, elem_bytes_);
         if (!dr || !dr->Contiguous()) {  // receive into a staging buffer of its own
-          x.recv_stage = AddBuffer(dg, MemorySpace::kDevice, BufferRole::kStaging, bytes, -1, false,
+          x.recv_stage = AddPlanBuffer(res_.plan, dg, MemorySpace::kDevice, BufferRole::kStaging, bytes, -1, false,
                                    fmt::format("stage recv d{} f{}", r, i));
           x.recv_stage_alloc = MemOp(OpKind::kAlloc, x.recv_stage, kStreamCompute, {});
         }
-        xfers_.push_back(x);
+        remote_.push_back(x);
       }
     }
   }
 
   // Every remote fragment's send/recv in one group, Megatron's order.
   void EmitGroup() {
-    for (Xfer& x : xfers_) {
+    for (RemoteFragment& x : remote_) {
       const Fragment& f = ts_.shard_fragments[dst_.rank_shard[x.dst_rank]][x.frag];
-      const int64_t bytes = f.elems * eb_;
+      const int64_t bytes = f.elems * elem_bytes_;
       Op send;
       send.kind = OpKind::kSend, send.gpu = x.src_gpu, send.stream = kStreamComm, send.group = kGroup;
       send.peer = x.dst_gpu;
@@ -328,7 +244,7 @@ class MegatronBuilder {
         send.region = ContiguousRegion(x.send_stage, 0, bytes);
         send.deps.push_back(x.pack);
       } else {
-        send.region = *SrcHome(x.src_rank, x.src_piece).Of(f.box, eb_);
+        send.region = *SrcHome(x.src_rank, x.src_piece).Of(f.box, elem_bytes_);
       }
       send.label = fmt::format("send d{} f{}", x.dst_rank, x.frag);
       Op recv;
@@ -339,7 +255,7 @@ class MegatronBuilder {
         recv.deps.push_back(x.recv_stage_alloc);
       } else {
         const Home dh = DstHome(x.dst_rank, f);
-        recv.region = *dh.Of(f.box, eb_);
+        recv.region = *dh.Of(f.box, elem_bytes_);
         recv.deps.push_back(dst_alloc_[dh.buffer]);
       }
       recv.label = fmt::format("recv d{} f{}", x.dst_rank, x.frag);
@@ -354,7 +270,7 @@ class MegatronBuilder {
 
   // Unpacks, then staging freed (Megatron-Core keeps it to the batch's end).
   void EmitAfterGroup() {
-    for (const Xfer& x : xfers_) {
+    for (const RemoteFragment& x : remote_) {
       if (x.send_stage >= 0) MemOp(OpKind::kFree, x.send_stage, kStreamCompute, {x.send});
       if (x.recv_stage < 0) continue;
       const Fragment& f = ts_.shard_fragments[dst_.rank_shard[x.dst_rank]][x.frag];
@@ -362,7 +278,7 @@ class MegatronBuilder {
       Op op;
       op.kind = OpKind::kCopy, op.gpu = x.dst_gpu, op.stream = kStreamCompute, op.deps = {x.recv};
       int64_t off = 0;
-      AppendCopies(nullptr, &dh, x.recv_stage, &off, f.box, eb_, op.copies);
+      AppendCopies(nullptr, &dh, x.recv_stage, &off, f.box, elem_bytes_, op.copies);
       op.label = fmt::format("unpack d{} f{}", x.dst_rank, x.frag);
       const int32_t u = Emit(std::move(op));
       MemOp(OpKind::kFree, x.recv_stage, kStreamCompute, {u});
@@ -412,11 +328,11 @@ class MegatronBuilder {
     if (offload >= 1) sum.memory_policy += ", optimizer offloaded first";
     else if (offload > 0) sum.memory_policy += fmt::format(", {:.2f} of the optimizer offloaded first", offload);
     sum.bytes_moved = CountBytesMoved(p);
-    sum.lower_bound_s = LowerBound(p).time_s;
+    sum.lower_bound_s = LowerBoundSeconds(p);
     sum.predicted_time_s = 0;  // MakeMegatronPlan simulates the plan it keeps, when asked
     sum.predicted_peak_bytes = res_.stats.planned_peak_bytes;
     res_.stats.predicted_by = "not predicted";
-    res_.stats.groups = res_.stats.rounds = xfers_.empty() ? 0 : 1;
+    res_.stats.groups = res_.stats.rounds = remote_.empty() ? 0 : 1;
     res_.stats.ops = static_cast<int64_t>(p.ops.size());
   }
 
@@ -424,13 +340,14 @@ class MegatronBuilder {
   const Cluster& c_;
   const double offload_;
   Layout src_, dst_;
-  int64_t eb_ = 2;
+  int64_t elem_bytes_ = 2;
   TransferSet ts_;
-  SideBuffers sb_, db_;
+  SideBuffers src_buffers_, dst_buffers_;
   std::vector<GpuMemoryAtStart> mem_;
+  RefitBuffers refit_;
   std::vector<std::vector<int32_t>> src_ranks_on_gpu_, ranks_of_shard_, candidates_;
-  std::vector<int32_t> src_buf0_, opt_buf0_, opt_slots_, dst_buf0_, dst_alloc_, last_offload_free_;
-  std::vector<Xfer> xfers_;
+  std::vector<int32_t> dst_alloc_, last_offload_free_;
+  std::vector<RemoteFragment> remote_;
   PlanResult res_;
 };
 
@@ -450,12 +367,7 @@ PlanResult MakeMegatronPlan(const Scenario& s, const BaselineOptions& options) {
     r = MegatronBuilder(s, f).Run();
     if (r.gpu < 0) break;  // fits
   }
-  if (options.simulate) {
-    const Prediction pred = Simulate(r.plan, SimOptions{nullptr, false});
-    r.plan.summary.predicted_time_s = pred.time_s;
-    r.plan.summary.predicted_peak_bytes = pred.peak_bytes;
-    r.stats.predicted_by = "simulator";
-  }
+  if (options.simulate) PredictWithSimulator(r.plan, r.stats);
   return r;
 }
 

@@ -1,10 +1,11 @@
 // Baseline plans: how users refit today, built as reshard Plans so the same
-// simulator, host backend and NCCL executor run them next to reshard's plan
-// (issue 7: benchmarks against the peers).
+// simulator, host backend and NCCL executor run them next to reshard's plan,
+// and benchmarks compare reshard with what a user would pick instead.
 //
 // "megatron": the Megatron-Core resharding that NeMo-RL's colocated refit
-// calls (DOMAIN.md, "Megatron-Core resharding"), from the same transfer set
-// as reshard's planner (planner/transfer_set.h):
+// calls (one batched NCCL send/recv of the whole plan, local copies on a side
+// stream, no memory bound), from the same transfer set and buffer layout as
+// reshard's planner (planner/transfer_set.h, planner/buffer_layout.h):
 //  * placement: destination rank r stays on the scenario's GPU r (no search);
 //  * source choice: a replica on the destination's own GPU if there is one,
 //    else candidates[dst_rank % n] over the n source ranks holding the

@@ -1,6 +1,10 @@
 #include "planner/buffer_layout.h"
 
 #include <algorithm>
+#include <numeric>
+#include <utility>
+
+#include <fmt/format.h>
 
 namespace reshard {
 
@@ -25,8 +29,6 @@ SideBuffers LayoutBuffers(const Layout& l) {
   return sb;
 }
 
-// Region of box `b` of a piece stored at `off` (elements, box.lo of `pbox`)
-// with `stride`; nullopt when it needs more than three levels.
 std::optional<Region> BoxRegion(int32_t buffer, int64_t off, const Extents& stride, const Box& pbox, const Box& b,
                                 int64_t eb) {
   struct Level {
@@ -67,6 +69,119 @@ int OutermostSplitDim(const Box& b) {
   for (int d = 0; d < b.ndim; ++d)
     if (b.hi[d] - b.lo[d] > 1) return d;
   return -1;
+}
+
+void StartPlan(Plan& p, const Scenario& s, std::vector<std::string> stream_names) {
+  p.name = s.name;
+  p.cluster = s.cluster;
+  p.cluster_fingerprint = s.cluster.Fingerprint();
+  p.stream_names = std::move(stream_names);
+  for (const auto& t : s.model.tensors) p.tensors.push_back(PlanTensor{t.name, t.shape, s.dtype});
+}
+
+int32_t AddPlanBuffer(Plan& p, int32_t gpu, MemorySpace space, BufferRole role, int64_t bytes, int32_t layer,
+                      bool preexisting, std::string name) {
+  PlanBuffer pb;
+  pb.gpu = gpu, pb.space = space, pb.role = role, pb.bytes = bytes, pb.layer = layer, pb.preexisting = preexisting;
+  pb.name = std::move(name);
+  return AppendBuffer(p, std::move(pb));
+}
+
+std::string LayerName(int32_t layer) { return layer < 0 ? "emb" : fmt::format("L{}", layer); }
+
+RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, const Layout& dst,
+                             const SideBuffers& src_buffers, const SideBuffers& dst_buffers,
+                             const std::vector<int32_t>& dst_gpu, const std::vector<GpuMemoryAtStart>& mem) {
+  const int64_t eb = DTypeBytes(s.dtype);
+  const int32_t gpus = s.cluster.Gpus();
+  RefitBuffers out;
+  out.src_first.resize(src.Ranks());
+  out.opt_first.resize(src.Ranks());
+  out.opt_slots.assign(src.Ranks(), 0);
+  std::vector<bool> gpu_state_done(gpus, false);  // optimizer and gradients, once per GPU
+  for (int32_t r = 0; r < src.Ranks(); ++r) {
+    const int32_t g = s.source_gpus[r], shard = src.rank_shard[r];
+    const auto& layers = src_buffers.slot_layer[shard];
+    const auto& elems = src_buffers.slot_elems[shard];
+    out.src_first[r] = static_cast<int32_t>(p.buffers.size());
+    for (size_t k = 0; k < layers.size(); ++k)
+      AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kSourceWeights, elems[k] * eb, layers[k], true,
+                    fmt::format("src r{} {}", r, LayerName(layers[k])));
+    out.opt_first[r] = static_cast<int32_t>(p.buffers.size());
+    const int64_t opt = gpu_state_done[g] ? 0 : mem[g].optimizer;
+    if (opt > 0) {
+      const int64_t total = std::accumulate(elems.begin(), elems.end(), int64_t{0});
+      int64_t given = 0;
+      for (size_t k = 0; k < layers.size(); ++k) {
+        const int64_t bytes =
+            k + 1 == layers.size()
+                ? opt - given
+                : static_cast<int64_t>(static_cast<long double>(opt) * elems[k] / std::max<int64_t>(1, total));
+        given += bytes;
+        AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kOptimizer, bytes, layers[k], true,
+                      fmt::format("opt r{} {}", r, LayerName(layers[k])));
+      }
+      out.opt_slots[r] = static_cast<int32_t>(layers.size());
+    }
+    if (!gpu_state_done[g] && mem[g].gradients > 0)
+      AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kGradients, mem[g].gradients, -1, true,
+                    fmt::format("grad r{}", r));
+    gpu_state_done[g] = true;
+  }
+  std::vector<bool> kv_done(gpus, false);
+  out.dst_first.resize(dst.Ranks());
+  for (int32_t r = 0; r < dst.Ranks(); ++r) {
+    const int32_t g = dst_gpu[r], shard = dst.rank_shard[r];
+    if (!kv_done[g] && mem[g].kv_cache > 0)
+      AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kKvCache, mem[g].kv_cache, -1, true,
+                    fmt::format("kv gpu{}", g));
+    kv_done[g] = true;
+    const auto& layers = dst_buffers.slot_layer[shard];
+    out.dst_first[r] = static_cast<int32_t>(p.buffers.size());
+    for (size_t k = 0; k < layers.size(); ++k)
+      AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kDestinationWeights, dst_buffers.slot_elems[shard][k] * eb,
+                    layers[k], false, fmt::format("dst r{} {}", r, LayerName(layers[k])));
+  }
+  // Content: what source buffers hold and destination buffers must hold.
+  size_t ns = 0, nd = 0;
+  for (int32_t r = 0; r < src.Ranks(); ++r) ns += src.ShardOf(r).pieces.size();
+  for (int32_t r = 0; r < dst.Ranks(); ++r) nd += dst.ShardOf(r).pieces.size();
+  p.sources.reserve(p.sources.size() + ns);
+  p.destinations.reserve(p.destinations.size() + nd);
+  for (int32_t r = 0; r < src.Ranks(); ++r) {
+    const int32_t shard = src.rank_shard[r];
+    for (const Piece& pc : src.shards[shard].pieces)
+      p.sources.push_back(ContentPiece{out.src_first[r] + src_buffers.SlotOf(shard, pc), pc.tensor, pc.box,
+                                       src_buffers.OffsetIn(shard, pc), pc.stride});
+  }
+  for (int32_t r = 0; r < dst.Ranks(); ++r) {
+    const int32_t shard = dst.rank_shard[r];
+    for (const Piece& pc : dst.shards[shard].pieces)
+      p.destinations.push_back(ContentPiece{out.dst_first[r] + dst_buffers.SlotOf(shard, pc), pc.tensor, pc.box,
+                                            dst_buffers.OffsetIn(shard, pc), pc.stride});
+  }
+  return out;
+}
+
+int32_t AppendMemoryOp(Plan& p, OpKind kind, int32_t buffer, int32_t stream, std::vector<int32_t> deps) {
+  const PlanBuffer& b = p.buffers[buffer];
+  Op op;
+  op.kind = kind, op.gpu = b.gpu, op.stream = stream, op.buffer = buffer, op.deps = std::move(deps);
+  op.label = fmt::format("{} {}", kind == OpKind::kAlloc ? "alloc" : "free", b.name);
+  return AppendOp(p, std::move(op));
+}
+
+int32_t AppendMoveToHost(Plan& p, int32_t buffer, int32_t stream, std::vector<int32_t> deps) {
+  const PlanBuffer pb = p.buffers[buffer];  // a copy: adding a buffer may move p.buffers
+  const int32_t host =
+      AddPlanBuffer(p, pb.gpu, MemorySpace::kHost, BufferRole::kHost, pb.bytes, pb.layer, false, "host " + pb.name);
+  const int32_t alloc = AppendMemoryOp(p, OpKind::kAlloc, host, stream, {});
+  Op o;
+  o.kind = OpKind::kOffload, o.gpu = pb.gpu, o.stream = stream, o.deps = std::move(deps);
+  o.deps.push_back(alloc);
+  o.copies.push_back(CopyPair{ContiguousRegion(buffer, 0, pb.bytes), ContiguousRegion(host, 0, pb.bytes)});
+  o.label = "offload " + pb.name;
+  return AppendOp(p, std::move(o));
 }
 
 }  // namespace reshard

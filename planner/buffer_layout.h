@@ -1,15 +1,19 @@
-// Plan-buffer layout shared by the planner and the baseline plans: where a
-// shard's local buffers sit in the per-(GPU, layer) plan buffers, and the
-// strided Region of a sub-box of a stored piece. Both plan builders must lay
-// out buffers and regions identically so their plans differ only in choices.
+// Plan buffers shared by reshard's planner and the baseline plans: where a
+// shard's local buffers sit in the per-(GPU, layer) plan buffers, the buffers
+// and content every refit plan starts from, the strided Region of a sub-box
+// of a stored piece, and the memory ops both builders emit (alloc, free, move
+// to host). Both plan builders lay out buffers and regions through these, so
+// their plans differ only in choices.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "model/box.h"
 #include "model/layout.h"
+#include "model/scenario.h"
 #include "plan/plan.h"
 
 namespace reshard {
@@ -21,6 +25,11 @@ struct SideBuffers {
   std::vector<std::vector<int64_t>> base_of;     // [shard][local buffer] elems into the slot
   std::vector<std::vector<int32_t>> slot_layer;  // [shard][slot]
   std::vector<std::vector<int64_t>> slot_elems;  // [shard][slot]
+
+  // The slot holding piece `p` of `shard`, and the element offset of the
+  // piece's box.lo inside that slot.
+  int32_t SlotOf(int32_t shard, const Piece& p) const { return slot_of[shard][p.buffer]; }
+  int64_t OffsetIn(int32_t shard, const Piece& p) const { return base_of[shard][p.buffer] + p.offset; }
 };
 
 // O(buffers log buffers) per shard.
@@ -33,5 +42,44 @@ std::optional<Region> BoxRegion(int32_t buffer, int64_t off, const Extents& stri
 
 // The first dimension of `b` longer than 1, or -1 (a single element).
 int OutermostSplitDim(const Box& b);
+
+// The plan's header from `s`: name, cluster and its fingerprint, stream
+// names, tensors.
+void StartPlan(Plan& p, const Scenario& s, std::vector<std::string> stream_names);
+
+// Appends a buffer to `p`; returns its id.
+int32_t AddPlanBuffer(Plan& p, int32_t gpu, MemorySpace space, BufferRole role, int64_t bytes, int32_t layer,
+                      bool preexisting, std::string name);
+
+// "emb" for layer -1 (embeddings, head, final norm), else "L<layer>".
+std::string LayerName(int32_t layer);
+
+// The per-rank plan buffers a refit starts from. A rank's buffers are
+// consecutive ids, one per slot (planner/buffer_layout.h's SideBuffers).
+struct RefitBuffers {
+  std::vector<int32_t> src_first;   // per source rank: its first source-weight buffer
+  std::vector<int32_t> opt_first;   // per source rank: its first optimizer buffer
+  std::vector<int32_t> opt_slots;   // per source rank: how many optimizer buffers it has (0: none)
+  std::vector<int32_t> dst_first;   // per destination rank: its first destination-weight buffer
+};
+
+// Adds to `p`, in this order: per source rank, its weights per slot, its
+// GPU's optimizer state split over the slots in proportion to their elements,
+// and its GPU's gradients (the GPU's state goes with its first rank); per
+// destination rank, its GPU's KV cache (first rank on the GPU) and its
+// weights per slot (allocated by the plan). Then p.sources and
+// p.destinations: what every source buffer holds and every destination
+// buffer must hold. O(buffers + pieces).
+RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, const Layout& dst,
+                             const SideBuffers& src_buffers, const SideBuffers& dst_buffers,
+                             const std::vector<int32_t>& dst_gpu, const std::vector<GpuMemoryAtStart>& mem);
+
+// An alloc or free of `buffer` on its GPU's `stream`; returns the op id.
+int32_t AppendMemoryOp(Plan& p, OpKind kind, int32_t buffer, int32_t stream, std::vector<int32_t> deps);
+
+// Moves device `buffer` to a new host buffer on `stream`: the host buffer's
+// alloc, then the offload (after `deps`). Returns the offload's op id; the
+// device buffer's free is the caller's.
+int32_t AppendMoveToHost(Plan& p, int32_t buffer, int32_t stream, std::vector<int32_t> deps);
 
 }  // namespace reshard

@@ -1,45 +1,32 @@
 // The planner: from a Scenario to a memory-bounded, topology-aware Plan.
 //
-// Steps (each in its own file, each stating its complexity):
+// Steps, each in its own file with its algorithm and complexity:
 //  1. Transfer set (planner/transfer_set.h): destination pieces cut into
 //     fragments, each with the source replicas that hold it.
 //  2. Placement and source choice (planner/assign.h): destination ranks placed
 //     on GPUs to maximise bytes already there; every fragment gets one source:
 //     same GPU, else NVLink, else network, balancing senders' ports.
-//  3. Segments: per (sender GPU, receiver GPU) and transfer class (which
-//     sides hold the piece contiguously) the fragments, ordered by the
-//     sender's layer order, are cut into equal segments of at most
-//     segment_bytes (the class's bytes over the fewest segments that fit).
-//     Pieces strided on both sides are packed into one staging buffer (one
-//     pack copy batch, one send, one recv, one unpack batch per segment). A
-//     side that holds its pieces contiguously sends / receives them in place,
-//     one p2p op per piece (at most 64 per segment, all in the round's NCCL
-//     group), so only strided sides are copied through staging.
-//  4. Rounds (planner/rounds.h): bipartite edge colouring of the segment
-//     multigraph; in each round a GPU sends and receives at most one segment.
-//     Staging slots per GPU: two for a direction it alone stages (packing the
-//     next segment / unpacking the previous one overlaps the current
-//     transfer), one per direction when it stages both (at most two segments
-//     of staging per GPU). A round's sends
-//     and receives form NCCL groups (one per connected component of the
-//     round's transfers), each containing matched pairs only, so the plan
-//     cannot deadlock: a round's group depends only on earlier rounds.
-//  5. Memory: every buffer the plan creates or releases is an alloc/free.
-//     Device allocations and releases are accounted in emission order; an
-//     allocation that would exceed capacity − reserve − CUDA context − NCCL
-//     peer buffers waits (a dependency) for enough earlier releases, so the
-//     plan's peak is bounded whatever the timing. Policies tried, fastest
-//     first: optimizer offload none / fractions / all (kOffload on the host
-//     stream at the start, overlapped with transfers), destination weights
-//     allocated all at once or per layer before their first write, training
-//     weights moved to host per layer after their last read (own stream).
-//     Nothing fits: the result names the GPU and the bytes missing.
-//  6. Segment size (auto): small plans simulate every candidate and keep the
-//     fastest; large plans rank candidates by a round-model estimate from the
-//     pair byte totals (O(pairs) each) and take the largest size within 15% of
-//     the best, capped by max_segments. Each size tries policies in order and
-//     keeps the first that fits.
-//  7. Prediction: the simulator (sim/simulator.h); lower bound sim/ports.h.
+//  3. Problem setup (planner/problem.h): the above, the plan-buffer layout
+//     (planner/buffer_layout.h) and the fragments in sender order, built once.
+//  4. Segments and rounds (planner/segments.h, planner/rounds.h): per
+//     (sender, receiver) pair and transfer class the fragments are cut into
+//     equal segments of at most segment_bytes; a bipartite edge colouring
+//     orders them into rounds in which a GPU sends and receives at most one
+//     segment.
+//  5. Emission (planner/emitter.h): buffers, staging slots, packs, NCCL groups
+//     (matched pairs only, one per connected component of a round: no
+//     deadlock), unpacks and local copies, under a memory policy (optimizer
+//     offload, destination per layer, training weights to host).
+//  6. Memory (planner/memory_ledger.h): every allocation is accounted in
+//     emission order and waits for enough earlier releases, so the plan's
+//     peak is bounded whatever the timing; nothing fits: the result names the
+//     GPU and the bytes missing.
+//  7. Search (planner/search.h, the only step that calls the simulator):
+//     segment size, in-place threshold and memory policy. Small plans
+//     simulate the candidates and keep the fastest; large plans rank sizes by
+//     a round-model estimate from the pair byte totals and keep the first
+//     policy that fits. Prediction: the simulator (sim/simulator.h); lower
+//     bound: sim/ports.h.
 // Streams: 0 compute (pack, unpack, local copies, allocs), 1 comm (send/recv),
 // 2 host (optimizer offload), 3 release (training weights to host).
 // Complexity: O(F) for the F (destination rank, fragment) pairs (made in

@@ -1,5 +1,5 @@
 // Tests of the Megatron-Core-style baseline plan (planner/baseline_plan.h):
-// on 14 scenarios it verifies, moves the bytes reshard's plan moves, and run
+// on the shared layout cases (planner_test_util.h) it verifies, moves the bytes reshard's plan moves, and run
 // on element ids every destination element gets the right value from exactly
 // one producer; then its defining choices (round-robin by destination rank,
 // one NCCL group, local copies on the side stream, staging per strided side,
@@ -17,163 +17,19 @@
 #include "plan/plan.h"
 #include "planner/planner.h"
 #include "sim/simulator.h"
+#include "tests/planner/planner_test_util.h"
 
 namespace reshard {
 namespace {
 
-Scenario FromYaml(const std::string& yaml) { return ParseScenario(yaml, "<test>"); }
-
-std::string Yaml(const std::string& model, const std::string& cluster, const std::string& src, const std::string& dst,
-                 const std::string& extra = "") {
-  return "name: t\nmodel: " + model + "\ndtype: bf16\ncluster: " + cluster + "\nsource: " + src +
-         "\ndestination: " + dst + "\n" +
-         (extra.empty() ? "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache: 64MiB, reserve: 16MiB}\n"
-                        : extra);
-}
-
-int64_t DestinationBytes(const Plan& p) {
-  int64_t n = 0;
-  for (const ContentPiece& c : p.destinations) n += Volume(c.box) * DTypeBytes(p.tensors[c.tensor].dtype);
-  return n;
-}
-
-// Runs `p` in a topological order of its groups on element ids (tensor base +
-// row-major index): sources are filled with their ids, every copy and
-// send/recv moves ids, and afterwards every destination element must hold its
-// own id, written exactly once. (The same check as planner_test's Execute,
-// without its "nothing already on the GPU crosses a link" rule, which the
-// baseline does not promise.) Ops are run in plan order, which for this plan
-// is a valid order: packs before the group, unpacks after it.
-void CheckEveryElementOnce(const Plan& p) {
-  const int32_t nt = static_cast<int32_t>(p.tensors.size());
-  std::vector<int64_t> tbase(nt + 1, 0);
-  for (int32_t t = 0; t < nt; ++t) tbase[t + 1] = tbase[t] + p.tensors[t].shape.Elements();
-  const int64_t eb = DTypeBytes(p.tensors.empty() ? DType::kBF16 : p.tensors[0].dtype);
-  std::vector<std::vector<int64_t>> mem(p.buffers.size());
-  std::vector<std::vector<int32_t>> writes(p.buffers.size());
-  auto shadow = [&](int32_t b) -> std::vector<int64_t>& {
-    if (mem[b].empty()) mem[b].assign(p.buffers[b].bytes / eb, -1);
-    return mem[b];
-  };
-  auto moves_weights = [&](BufferRole r) {
-    return r == BufferRole::kSourceWeights || r == BufferRole::kDestinationWeights || r == BufferRole::kStaging;
-  };
-  auto for_each = [&](const ContentPiece& c, auto&& fn) {
-    const Box& b = c.box;
-    const Shape& sh = p.tensors[c.tensor].shape;
-    Extents idx = b.lo;
-    if (Empty(b)) return;
-    for (;;) {
-      int64_t off = c.offset_elems;
-      for (int d = 0; d < b.ndim; ++d) off += (idx[d] - b.lo[d]) * c.stride_elems[d];
-      fn(off, tbase[c.tensor] + LinearIndex(sh, idx));
-      int d = b.ndim - 1;
-      for (; d >= 0; --d) {
-        if (++idx[d] < b.hi[d]) break;
-        idx[d] = b.lo[d];
-      }
-      if (d < 0) break;
-    }
-  };
-  for (const ContentPiece& c : p.sources) {
-    auto& m = shadow(c.buffer);
-    for_each(c, [&](int64_t off, int64_t id) { m[off] = id; });
-  }
-  using Runs = std::vector<std::pair<int64_t, int64_t>>;
-  auto runs_of = [&](const Region& r) {
-    Runs out;
-    for (int64_t pl = 0; pl < r.planes; ++pl)
-      for (int64_t row = 0; row < r.rows; ++row)
-        out.emplace_back((r.offset_bytes + pl * r.plane_stride_bytes + row * r.row_stride_bytes) / eb, r.row_bytes / eb);
-    return out;
-  };
-  auto gather = [&](int32_t b, const Runs& runs) {
-    std::vector<int64_t> v;
-    const auto& m = shadow(b);
-    for (auto [o, n] : runs) v.insert(v.end(), m.begin() + o, m.begin() + o + n);
-    return v;
-  };
-  int64_t written = 0;
-  auto scatter = [&](int32_t b, const Runs& runs, const std::vector<int64_t>& vals) {
-    auto& dm = shadow(b);
-    const bool dest = p.buffers[b].role == BufferRole::kDestinationWeights;
-    auto& w = writes[b];
-    if (dest && w.empty()) w.assign(p.buffers[b].bytes / eb, 0);
-    size_t k = 0;
-    for (auto [o, n] : runs) {
-      std::copy(vals.begin() + k, vals.begin() + k + n, dm.begin() + o);
-      if (dest)
-        for (int64_t x = o; x < o + n; ++x) ++w[x];
-      k += n;
-    }
-    if (dest) written += static_cast<int64_t>(vals.size());
-  };
-  std::map<int32_t, std::vector<int64_t>> in_flight;
-  for (const Op& op : p.ops) {
-    if (op.kind == OpKind::kCopy) {
-      for (const CopyPair& cp : op.copies) {
-        if (!moves_weights(p.buffers[cp.src.buffer].role) || !moves_weights(p.buffers[cp.dst.buffer].role)) continue;
-        const std::vector<int64_t> vals = gather(cp.src.buffer, runs_of(cp.src));
-        ASSERT_TRUE(std::none_of(vals.begin(), vals.end(), [](int64_t x) { return x < 0; }))
-            << "op " << op.id << " (" << op.label << ") copies an unwritten element";
-        scatter(cp.dst.buffer, runs_of(cp.dst), vals);
-      }
-    } else if (op.kind == OpKind::kSend) {
-      in_flight[op.id] = gather(op.region.buffer, runs_of(op.region));
-    } else if (op.kind == OpKind::kRecv) {
-      auto it = in_flight.find(op.match);
-      ASSERT_NE(it, in_flight.end()) << "recv " << op.id << " before its send";
-      ASSERT_EQ(op.region.Bytes() / eb, static_cast<int64_t>(it->second.size()));
-      scatter(op.region.buffer, runs_of(op.region), it->second);
-      in_flight.erase(it);
-    }
-  }
-  EXPECT_TRUE(in_flight.empty());
-  int64_t expected = 0, wrong = 0, not_once = 0;
-  for (const ContentPiece& c : p.destinations) {
-    auto& m = shadow(c.buffer);
-    auto& w = writes[c.buffer];
-    for_each(c, [&](int64_t off, int64_t id) {
-      ++expected;
-      wrong += m[off] != id;
-      not_once += (w.empty() ? 0 : w[off]) != 1;
-    });
-  }
-  EXPECT_EQ(wrong, 0) << "destination elements with the wrong value";
-  EXPECT_EQ(not_once, 0) << "destination elements without exactly one producer";
-  EXPECT_EQ(written, expected) << "elements written outside the destination pieces, or twice";
-}
-
-struct Case {
-  const char* name;
-  std::string yaml;
-};
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+using namespace planner_testing;  // NOLINT: the shared test helpers
 
 std::vector<Case> Cases() {
-  const std::string x2 = "h200-x2", dgx = "dgx-h100", dgx2 = "{preset: dgx-h100, nodes: 2}";
-  return {
-      {"dense_tp2_to_tp1dp2", Yaml("tiny-llama", x2, "{tp: 2}", "{tp: 1, dp: 2}")},
-      {"dense_identity_all_local", Yaml("tiny-llama", x2, "{tp: 2}", "{tp: 2}")},
-      {"dense_dp2_to_tp2", Yaml("tiny-llama", x2, "{tp: 1, dp: 2}", "{tp: 2}")},
-      {"dense_pp2_to_tp2", Yaml("tiny-llama", x2, "{pp: 2}", "{tp: 2}")},
-      {"dense_vpp_to_tp2dp2", Yaml("tiny-llama", dgx, "{tp: 1, pp: 2, vpp: 2, gpus: \"0-3\"}",
-                                   "{tp: 2, dp: 2, gpus: \"0-3\"}")},
-      {"dense_uneven_pp", Yaml("tiny-llama", dgx, "{pp: 2, pp_layers: [1, 3], dp: 2, gpus: \"0-3\"}",
-                               "{tp: 2, dp: 2, gpus: \"0-3\"}")},
-      {"dense_to_destination_pp", Yaml("tiny-llama", dgx, "{tp: 2, dp: 2, gpus: \"0-3\"}", "{tp: 2, pp: 2, gpus: \"0-3\"}")},
-      {"tied_tp2_to_tp1dp2", Yaml("tiny-qwen2", x2, "{tp: 2}", "{tp: 1, dp: 2}")},
-      {"moe_ep2_to_tp2", Yaml("tiny-moe", x2, "{tp: 1, ep: 2, dp: 2}", "{tp: 2}")},
-      {"moe_etp_change", Yaml("tiny-moe", dgx, "{tp: 2, ep: 2, etp: 2, dp: 2, gpus: \"0-3\"}", "{tp: 4, gpus: \"0-3\"}")},
-      {"mla_ep2pp2_to_tp4", Yaml("tiny-mla", dgx, "{pp: 2, ep: 2, dp: 2, gpus: \"0-3\"}", "{tp: 4, gpus: \"0-3\"}")},
-      {"disaggregated_nvlink", Yaml("tiny-llama", dgx, "{tp: 2, gpus: \"0-1\"}", "{tp: 2, dp: 2, gpus: \"2-5\"}")},
-      {"disaggregated_network", Yaml("tiny-moe", dgx2, "{tp: 2, ep: 4, dp: 4, gpus: \"0-7\"}",
-                                     "{tp: 4, dp: 2, gpus: \"8-15\"}")},
-      {"mixed_overlap", Yaml("tiny-llama", dgx, "{tp: 2, dp: 2, gpus: \"0-3\"}", "{tp: 4, gpus: \"2-5\"}")},
-      {"multinode_mla_dp_change", Yaml("tiny-mla", dgx2, "{tp: 2, pp: 2, ep: 4, dp: 4}", "{tp: 8, dp: 2}")},
-      {"optimizer_offloaded_first", Yaml("tiny-qwen2", x2, "{tp: 2}", "{tp: 1, dp: 2}",
-                                         "memory: {optimizer: {bytes_per_param: 12, offload: all}, kv_cache: 64MiB}\n")},
-  };
+  std::vector<Case> v = LayoutCases();
+  v.push_back({"optimizer_offloaded_first",
+               Yaml("tiny-qwen2", "h200-x2", "{tp: 2}", "{tp: 1, dp: 2}",
+                    "memory: {optimizer: {bytes_per_param: 12, offload: all}, kv_cache: 64MiB}\n")});
+  return v;
 }
 
 class BaselineCases : public ::testing::TestWithParam<Case> {};
@@ -203,7 +59,7 @@ TEST_P(BaselineCases, VerifiesMovesReshardsBytesAndProducesEveryElementOnce) {
   // The simulator runs it; no plan beats the lower bound.
   EXPECT_GT(p.summary.lower_bound_s, 0);
   EXPECT_GE(p.summary.predicted_time_s, p.summary.lower_bound_s * 0.999);
-  CheckEveryElementOnce(p);
+  RunOnElementIds(p, /*check_not_resent=*/false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Scenarios, BaselineCases, ::testing::ValuesIn(Cases()),

@@ -1,5 +1,5 @@
-// Guards for the planner's performance work (issue 3): optimisations must not
-// change what is planned.
+// Guards that make the planner's speed-ups and restructurings safe: they must
+// not change what is planned.
 //  * SourceTiers: on clusters of several NVLink domains, every fragment is
 //    served from the best tier a holder offers (same GPU, else same domain,
 //    else network), checked against a brute-force scan of the holders; this
@@ -29,17 +29,15 @@
 #include "plan/plan.h"
 #include "planner/planner.h"
 #include "planner/transfer_set.h"
+#include "tests/planner/planner_test_util.h"
 
 namespace reshard {
 namespace {
 
-constexpr const char* kMemory =
-    "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache: 64MiB, reserve: 16MiB}\n";
-
+// The golden scenarios are named "g" (the name is part of every digest).
 std::string Yaml(const std::string& model, const std::string& cluster, const std::string& src, const std::string& dst,
-                 const std::string& memory = kMemory) {
-  return "name: g\nmodel: " + model + "\ndtype: bf16\ncluster: " + cluster + "\nsource: " + src +
-         "\ndestination: " + dst + "\n" + memory;
+                 const std::string& memory = "") {
+  return planner_testing::Yaml(model, cluster, src, dst, memory, "g");
 }
 
 // ---- Source tiers on multi-domain clusters ----------------------------------------

@@ -19,9 +19,12 @@
 #include "planner/planner.h"
 #include "planner/rounds.h"
 #include "planner/transfer_set.h"
+#include "tests/planner/planner_test_util.h"
 
 namespace reshard {
 namespace {
+
+using namespace planner_testing;  // NOLINT: the shared test helpers
 
 // ---- Transfer set on hand-made layouts --------------------------------------------
 
@@ -192,153 +195,6 @@ TEST(Balance, SharedNicCountsOnce) {
 
 // ---- Whole plans --------------------------------------------------------------------
 
-Scenario FromYaml(const std::string& yaml) { return ParseScenario(yaml, "<test>"); }
-
-std::string Yaml(const std::string& model, const std::string& cluster, const std::string& src, const std::string& dst,
-                 const std::string& extra = "") {
-  return "name: t\nmodel: " + model + "\ndtype: bf16\ncluster: " + cluster + "\nsource: " + src +
-         "\ndestination: " + dst + "\n" +
-         (extra.empty() ? "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache: 64MiB, reserve: 16MiB}\n"
-                        : extra);
-}
-
-struct Execution {
-  int64_t written = 0;       // destination elements written
-  int64_t sent_bytes = 0;
-  int64_t local_bytes = 0;
-};
-
-// Runs `p` in op order on element ids (tensor base + row-major index) and checks
-// every destination element, producers, and that no element already on the
-// receiving GPU crosses a link.
-Execution Execute(const Plan& p) {
-  Execution ex;
-  const int32_t nt = static_cast<int32_t>(p.tensors.size());
-  std::vector<int64_t> tbase(nt + 1, 0);
-  for (int32_t t = 0; t < nt; ++t) tbase[t + 1] = tbase[t] + p.tensors[t].shape.Elements();
-  const int64_t eb = DTypeBytes(p.tensors.empty() ? DType::kBF16 : p.tensors[0].dtype);
-  std::vector<std::vector<int64_t>> mem(p.buffers.size());
-  std::vector<std::vector<int32_t>> writes(p.buffers.size());
-  auto shadow = [&](int32_t b) -> std::vector<int64_t>& {
-    if (mem[b].empty()) mem[b].assign(p.buffers[b].bytes / eb, -1);
-    return mem[b];
-  };
-  auto touched = [&](BufferRole r) {
-    return r == BufferRole::kSourceWeights || r == BufferRole::kDestinationWeights || r == BufferRole::kStaging;
-  };
-  auto for_each = [&](const ContentPiece& c, auto&& fn) {
-    const Box& b = c.box;
-    const Shape& sh = p.tensors[c.tensor].shape;
-    Extents idx = b.lo;
-    if (Empty(b)) return;
-    for (;;) {
-      int64_t off = c.offset_elems;
-      for (int d = 0; d < b.ndim; ++d) off += (idx[d] - b.lo[d]) * c.stride_elems[d];
-      fn(off, tbase[c.tensor] + LinearIndex(sh, idx));
-      int d = b.ndim - 1;
-      for (; d >= 0; --d) {
-        if (++idx[d] < b.hi[d]) break;
-        idx[d] = b.lo[d];
-      }
-      if (d < 0) break;
-    }
-  };
-  std::vector<std::vector<bool>> on_gpu(p.Gpus(), std::vector<bool>(tbase[nt], false));
-  for (const ContentPiece& c : p.sources) {
-    auto& m = shadow(c.buffer);
-    const int32_t g = p.buffers[c.buffer].gpu;
-    for_each(c, [&](int64_t off, int64_t id) {
-      m[off] = id;
-      on_gpu[g][id] = true;
-    });
-  }
-  // A region as runs of contiguous elements (offset, length), in byte order.
-  using Runs = std::vector<std::pair<int64_t, int64_t>>;
-  auto runs_of = [&](const Region& r) {
-    Runs out;
-    for (int64_t pl = 0; pl < r.planes; ++pl)
-      for (int64_t row = 0; row < r.rows; ++row)
-        out.emplace_back((r.offset_bytes + pl * r.plane_stride_bytes + row * r.row_stride_bytes) / eb, r.row_bytes / eb);
-    return out;
-  };
-  auto gather = [&](const std::vector<int64_t>& m, const Runs& runs) {
-    std::vector<int64_t> v;
-    for (auto [o, n] : runs) v.insert(v.end(), m.begin() + o, m.begin() + o + n);
-    return v;
-  };
-  // Writes `vals` into the runs of buffer b, counting producers of destination elements.
-  auto scatter = [&](int32_t b, const Runs& runs, const std::vector<int64_t>& vals) {
-    auto& dm = shadow(b);
-    const bool dest = p.buffers[b].role == BufferRole::kDestinationWeights;
-    auto& w = writes[b];
-    if (dest && w.empty()) w.assign(p.buffers[b].bytes / eb, 0);
-    size_t k = 0;
-    for (auto [o, n] : runs) {
-      std::copy(vals.begin() + k, vals.begin() + k + n, dm.begin() + o);
-      if (dest)
-        for (int64_t x = o; x < o + n; ++x) ++w[x];
-      k += n;
-    }
-    if (dest) ex.written += static_cast<int64_t>(vals.size());
-    return dest;
-  };
-  std::map<int32_t, std::vector<int64_t>> in_flight;
-  for (const Op& op : p.ops) {
-    if (op.kind == OpKind::kCopy) {
-      for (const CopyPair& cp : op.copies) {
-        if (!touched(p.buffers[cp.src.buffer].role) || !touched(p.buffers[cp.dst.buffer].role)) continue;
-        EXPECT_EQ(cp.src.Bytes(), cp.dst.Bytes());
-        const std::vector<int64_t> vals = gather(shadow(cp.src.buffer), runs_of(cp.src));
-        EXPECT_TRUE(std::none_of(vals.begin(), vals.end(), [](int64_t x) { return x < 0; }))
-            << "op " << op.id << " copies an unwritten element";
-        if (scatter(cp.dst.buffer, runs_of(cp.dst), vals) && op.segment < 0)
-          ex.local_bytes += static_cast<int64_t>(vals.size()) * eb;
-      }
-    } else if (op.kind == OpKind::kSend) {
-      std::vector<int64_t> payload = gather(shadow(op.region.buffer), runs_of(op.region));
-      for (int64_t id : payload)
-        if (id >= 0 && on_gpu[op.peer][id]) {
-          ADD_FAILURE() << "op " << op.id << " sends an element gpu" << op.peer << " already holds";
-          break;
-        }
-      in_flight[op.id] = std::move(payload);
-      ex.sent_bytes += op.region.Bytes();
-    } else if (op.kind == OpKind::kRecv) {
-      auto it = in_flight.find(op.match);
-      if (it == in_flight.end()) {
-        ADD_FAILURE() << "recv " << op.id << " before its send";
-        return ex;
-      }
-      if (op.region.Bytes() / eb != static_cast<int64_t>(it->second.size())) {
-        ADD_FAILURE() << "recv " << op.id << " size differs from its send";
-        return ex;
-      }
-      scatter(op.region.buffer, runs_of(op.region), it->second);
-      in_flight.erase(it);
-    }
-  }
-  // Every destination element: right value, written exactly once.
-  int64_t expected = 0;
-  for (const ContentPiece& c : p.destinations) {
-    auto& m = shadow(c.buffer);
-    auto& w = writes[c.buffer];
-    for_each(c, [&](int64_t off, int64_t id) {
-      ++expected;
-      EXPECT_EQ(m[off], id) << "buffer " << p.buffers[c.buffer].name << " element " << off;
-      EXPECT_EQ(w.empty() ? 0 : w[off], 1) << "buffer " << p.buffers[c.buffer].name << " element " << off
-                                           << " has the wrong number of producers";
-    });
-  }
-  EXPECT_EQ(ex.written, expected) << "elements written outside the destination pieces, or twice";
-  return ex;
-}
-
-int64_t DestinationBytes(const Plan& p) {
-  int64_t n = 0;
-  for (const ContentPiece& c : p.destinations) n += Volume(c.box) * DTypeBytes(p.tensors[c.tensor].dtype);
-  return n;
-}
-
 void CheckPlan(const Scenario& s, const PlanResult& r, bool execute = true) {
   ASSERT_TRUE(r.ok()) << r.message;
   const Plan& p = r.plan;
@@ -353,48 +209,25 @@ void CheckPlan(const Scenario& s, const PlanResult& r, bool execute = true) {
   for (size_t g = 0; g < r.stats.planned_peak_bytes.size(); ++g)
     EXPECT_LE(r.stats.planned_peak_bytes[g], s.cluster.gpu_memory_bytes - s.memory.reserve_bytes) << "gpu " << g;
   if (execute) {
-    Execution ex = Execute(p);
+    const ElementRun ex = RunOnElementIds(p, /*check_not_resent=*/true);
     EXPECT_EQ(ex.sent_bytes, m.nvlink + m.network);
     EXPECT_EQ(ex.local_bytes, m.local);
   }
 }
 
-struct Case {
-  const char* name;
-  std::string yaml;
-};
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
-
 std::vector<Case> Cases() {
   const std::string x2 = "h200-x2", dgx = "dgx-h100", dgx2 = "{preset: dgx-h100, nodes: 2}";
-  return {
-      {"dense_tp2_to_tp1dp2", Yaml("tiny-llama", x2, "{tp: 2}", "{tp: 1, dp: 2}")},
-      {"dense_identity_all_local", Yaml("tiny-llama", x2, "{tp: 2}", "{tp: 2}")},
-      {"dense_dp2_to_tp2", Yaml("tiny-llama", x2, "{tp: 1, dp: 2}", "{tp: 2}")},
-      {"dense_pp2_to_tp2", Yaml("tiny-llama", x2, "{pp: 2}", "{tp: 2}")},
+  std::vector<Case> v = LayoutCases();
+  v.insert(v.end(), {
       {"dense_tp2pp2_to_tp4", Yaml("tiny-llama", dgx, "{tp: 2, pp: 2, gpus: \"0-3\"}", "{tp: 4, gpus: \"0-3\"}")},
-      {"dense_vpp_to_tp2dp2", Yaml("tiny-llama", dgx, "{tp: 1, pp: 2, vpp: 2, gpus: \"0-3\"}",
-                                   "{tp: 2, dp: 2, gpus: \"0-3\"}")},
-      {"dense_uneven_pp", Yaml("tiny-llama", dgx, "{pp: 2, pp_layers: [1, 3], dp: 2, gpus: \"0-3\"}",
-                               "{tp: 2, dp: 2, gpus: \"0-3\"}")},
-      {"dense_to_destination_pp", Yaml("tiny-llama", dgx, "{tp: 2, dp: 2, gpus: \"0-3\"}", "{tp: 2, pp: 2, gpus: \"0-3\"}")},
-      {"tied_tp2_to_tp1dp2", Yaml("tiny-qwen2", x2, "{tp: 2}", "{tp: 1, dp: 2}")},
       {"tied_pp2_to_tp2", Yaml("tiny-qwen2", x2, "{pp: 2}", "{tp: 2}")},
-      {"moe_ep2_to_tp2", Yaml("tiny-moe", x2, "{tp: 1, ep: 2, dp: 2}", "{tp: 2}")},
       {"moe_tp2ep2_to_ep", Yaml("tiny-moe", dgx, "{tp: 2, ep: 2, etp: 1, dp: 2, gpus: \"0-3\"}",
                                 "{tp: 2, dp: 2, ep: 4, gpus: \"0-3\"}")},
-      {"moe_etp_change", Yaml("tiny-moe", dgx, "{tp: 2, ep: 2, etp: 2, dp: 2, gpus: \"0-3\"}",
-                              "{tp: 4, gpus: \"0-3\"}")},
-      {"mla_ep2pp2_to_tp4", Yaml("tiny-mla", dgx, "{pp: 2, ep: 2, dp: 2, gpus: \"0-3\"}", "{tp: 4, gpus: \"0-3\"}")},
-      {"disaggregated_nvlink", Yaml("tiny-llama", dgx, "{tp: 2, gpus: \"0-1\"}", "{tp: 2, dp: 2, gpus: \"2-5\"}")},
-      {"disaggregated_network", Yaml("tiny-moe", dgx2, "{tp: 2, ep: 4, dp: 4, gpus: \"0-7\"}",
-                                     "{tp: 4, dp: 2, gpus: \"8-15\"}")},
-      {"mixed_overlap", Yaml("tiny-llama", dgx, "{tp: 2, dp: 2, gpus: \"0-3\"}", "{tp: 4, gpus: \"2-5\"}")},
       {"multinode_colocated", Yaml("tiny-mla", dgx2, "{tp: 8, ep: 8, dp: 2}", "{tp: 4, dp: 4}")},
-      {"multinode_mla_dp_change", Yaml("tiny-mla", dgx2, "{tp: 2, pp: 2, ep: 4, dp: 4}", "{tp: 8, dp: 2}")},
       {"moe_pp_ep_to_dest_pp", Yaml("tiny-moe", dgx, "{tp: 2, pp: 2, ep: 2, dp: 2}", "{tp: 4, pp: 2}")},
       {"reversed_fixed_placement", Yaml("tiny-llama", x2, "{tp: 2}", "{tp: 2, gpus: \"1,0\", placement: fixed}")},
-  };
+  });
+  return v;
 }
 
 class PlanCases : public ::testing::TestWithParam<Case> {};
@@ -525,11 +358,6 @@ TEST(Planner, DtypeConversionIsRefused) {
   EXPECT_THROW(MakePlan(s), InputError);
 }
 
-}  // namespace
-}  // namespace reshard
-
-namespace reshard {
-namespace {
 
 // Every memory policy path (per-layer destination allocation, training weights
 // to host after their last read, optimizer offload) still produces every
@@ -584,11 +412,6 @@ TEST(Planner, PerLayerPolicyFitsWhereAllAtOnceDoesNot) {
   CheckPlan(s, r);
 }
 
-}  // namespace
-}  // namespace reshard
-
-namespace reshard {
-namespace {
 
 // Across nodes: listing the destination GPUs node-reversed must not cost
 // local bytes when placement is free (whole blocks move between nodes), while
@@ -612,11 +435,6 @@ TEST(Planner, FreePlacementMovesWholeNodes) {
   CheckPlan(reversed, b);
 }
 
-}  // namespace
-}  // namespace reshard
-
-namespace reshard {
-namespace {
 
 // Whether box `b` of content piece `p` is one run of bytes in its buffer
 // (inside out, each non-unit dimension's stride is the span inside it).

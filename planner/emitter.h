@@ -1,0 +1,64 @@
+// Emission: one Schedule (planner/segments.h) under one memory policy turned
+// into a complete Plan: buffers and content, then the ops, GPU by GPU and
+// round by round.
+//
+// Per round: packs of the segments a GPU sends soon (one round ahead when it
+// has two send slots), local copies whose layer priority is due (a few rounds
+// early, so the FIFO compute stream does not queue them behind the last
+// unpacks), the round's receive slots, its sends and receives as NCCL groups
+// (one per connected component of the round's transfers, each holding
+// matched pairs only, so a group depends only on earlier rounds and the plan
+// cannot deadlock), then the round's unpacks. Staging slots per GPU: two per
+// direction it alone stages (packing the next segment / unpacking the
+// previous one overlaps the current transfer), one per direction when it
+// stages both, so staging stays within two segments per GPU. A side that
+// holds its parts contiguously sends / receives them in place, parts back to
+// back in one buffer as one op.
+// Memory (planner/memory_ledger.h): every alloc is accounted so the peak
+// stays within the budget; the policy decides what is released to make room:
+// optimizer state offloaded at the start (host stream), destination weights
+// allocated all at once after the first round or per layer before their
+// first write, training weights moved to host after their last read
+// (release stream).
+// Streams: 0 compute (pack, unpack, local copies, allocs), 1 comm
+// (send/recv), 2 host (optimizer offload), 3 release (training weights to
+// host).
+//
+// Complexity: O(F + S + B) for F parts, S segments and B buffers, plus
+// O(P log P) per pack / local batch / segment of P parts to deduplicate the
+// buffers it reads; the output has O(F) copy pairs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/plan.h"
+#include "planner/problem.h"
+#include "planner/segments.h"
+
+namespace reshard {
+
+// The memory policy a plan is emitted under (PlanSummary::memory_policy is
+// its Name()): what is moved or allocated late to stay within the budget.
+struct PlanPolicy {
+  double offload_fraction = 0;         // of each GPU's optimizer state, moved to host at the start
+  bool destination_per_layer = false;  // destination weights allocated before their first write
+  bool source_to_host = false;         // training weights moved to host after their last read
+  std::string Name() const;
+};
+
+struct EmittedPlan {
+  Plan plan;
+  bool fits = true;
+  int32_t worst_gpu = -1;              // the GPU missing the most bytes (fits == false)
+  int64_t missing_bytes = 0;
+  std::vector<int64_t> planned_peak;   // per GPU, device memory the plan can reach (with overheads)
+  int64_t groups = 0;
+  int64_t local_ops = 0;
+  double pcie_estimate_s = 0;          // the longest host-stream queue (offloads)
+};
+
+EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& policy);
+
+}  // namespace reshard

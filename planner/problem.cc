@@ -1,0 +1,112 @@
+#include "planner/problem.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "model/error.h"
+
+namespace reshard {
+
+namespace {
+
+// Stable LSD radix sort of `v` by bits [lo, hi) of their key, 11 bits a
+// pass: O(n) per pass, two passes at 512 GPUs, three at 8192.
+void RadixSortByKey(ScratchVector<SourcedFragment>& v, int lo, int hi) {
+  constexpr int kDigitBits = 11;
+  constexpr uint64_t kMask = (uint64_t{1} << kDigitBits) - 1;
+  ScratchVector<SourcedFragment> tmp(v.size());
+  std::vector<size_t> start(size_t{1} << kDigitBits);
+  for (int shift = lo; shift < hi; shift += kDigitBits) {
+    std::fill(start.begin(), start.end(), 0);
+    for (const SourcedFragment& x : v) ++start[(x.key >> shift) & kMask];
+    size_t sum = 0;
+    for (size_t& c : start) sum += std::exchange(c, sum);
+    for (const SourcedFragment& x : v) tmp[start[(x.key >> shift) & kMask]++] = x;
+    v.swap(tmp);
+  }
+}
+
+// Bits needed for the ids 0..n-1 (at least 1).
+int BitsFor(int64_t n) {
+  int k = 1;
+  while ((int64_t{1} << k) < n) ++k;
+  return k;
+}
+
+}  // namespace
+
+int32_t Problem::SrcPieceIndex(int32_t src_rank, const Fragment& f) const {
+  const int32_t shard = src.rank_shard[src_rank];
+  const auto& hs = transfer_set.holder_sets[f.holder_set].holders;
+  auto it = std::lower_bound(hs.begin(), hs.end(), std::make_pair(shard, int32_t{-1}));
+  RESHARD_CHECK(it != hs.end() && it->first == shard, "chosen source does not hold the fragment");
+  return it->second;
+}
+
+Problem::Problem(const Scenario& s) : scenario(s) {
+  const int32_t gpus = s.cluster.Gpus();
+  src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
+  dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
+  elem_bytes = DTypeBytes(s.dtype);
+  transfer_set = BuildTransferSet(s.model, src, dst);
+  dst_gpu = PlaceDestinations(s, src, dst, transfer_set);
+  choice = ChooseSources(s, src, dst, transfer_set, dst_gpu);
+  src_buffers = LayoutBuffers(src);
+  dst_buffers = LayoutBuffers(dst);
+  memory_at_start = MemoryAtStart(s, src);
+  // Bits of the packed sort key.
+  int32_t max_slots = 1;
+  for (const auto& l : src_buffers.slot_layer) max_slots = std::max<int32_t>(max_slots, static_cast<int32_t>(l.size()));
+  size_t max_frags = 1;
+  for (const auto& f : transfer_set.shard_fragments) max_frags = std::max(max_frags, f.size());
+  const int gpu_bits = BitsFor(gpus), slot_bits = BitsFor(max_slots), rank_bits = BitsFor(dst.Ranks()),
+            frag_bits = BitsFor(static_cast<int64_t>(max_frags));
+  const int key_bits = 2 * gpu_bits + slot_bits + rank_bits + frag_bits;
+  const bool packed = key_bits <= 64;
+  size_t total = 0;
+  for (int32_t r = 0; r < dst.Ranks(); ++r) total += transfer_set.shard_fragments[dst.rank_shard[r]].size();
+  sourced.reserve(total);
+  for (int32_t r = 0; r < dst.Ranks(); ++r) {
+    const auto& frags = transfer_set.shard_fragments[dst.rank_shard[r]];
+    for (size_t i = 0; i < frags.size(); ++i) {
+      const int32_t q = choice.src_rank[r][i];
+      const int32_t pi = SrcPieceIndex(q, frags[i]);
+      const int32_t slot = src_buffers.slot_of[src.rank_shard[q]][src.ShardOf(q).pieces[pi].buffer];
+      const int32_t sg = s.source_gpus[q], dg = dst_gpu[r];
+      uint64_t key = 0;
+      if (packed) {
+        key = static_cast<uint64_t>(sg);
+        key = key << gpu_bits | static_cast<uint64_t>(dg);
+        key = key << slot_bits | static_cast<uint64_t>(slot);
+        key = key << rank_bits | static_cast<uint64_t>(r);
+        key = key << frag_bits | i;
+      }
+      sourced.push_back(SourcedFragment{key, sg, dg, slot, r, static_cast<int32_t>(i), q, pi, frags[i].elems});
+    }
+  }
+  if (packed) {
+    // Entries were made in (dst_rank, frag) order, i.e. sorted by the key's
+    // low rank_bits + frag_bits: a stable sort on the high bits completes the
+    // order (keys are distinct, so any correct sort gives this one).
+    RadixSortByKey(sourced, rank_bits + frag_bits, key_bits);
+  } else {
+    std::sort(sourced.begin(), sourced.end(), [](const SourcedFragment& x, const SourcedFragment& y) {
+      return std::tie(x.src_gpu, x.dst_gpu, x.src_slot, x.dst_rank, x.frag) <
+             std::tie(y.src_gpu, y.dst_gpu, y.src_slot, y.dst_rank, y.frag);
+    });
+  }
+  // Byte totals per (sender, receiver) pair, for the segment-size estimate.
+  for (size_t i = 0; i < sourced.size();) {
+    size_t j = i;
+    int64_t bytes = 0;
+    while (j < sourced.size() && sourced[j].src_gpu == sourced[i].src_gpu && sourced[j].dst_gpu == sourced[i].dst_gpu) {
+      bytes += sourced[j].elems * elem_bytes;
+      ++j;
+    }
+    pairs.push_back(PairBytes{sourced[i].src_gpu, sourced[i].dst_gpu, bytes});
+    i = j;
+  }
+}
+
+}  // namespace reshard

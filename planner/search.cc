@@ -1,0 +1,313 @@
+// MakePlan (planner/planner.h): the simulate-and-choose search over candidate
+// plans.
+//
+// Candidates: segment sizes (given, or powers of two 4 MiB .. 1 GiB), in-place
+// thresholds (given, or 64 MiB then, for small plans, "never" and 0) and
+// memory policies (planner/emitter.h), fastest first: no offload, then the
+// cheap memory savers (training weights to host, destination per layer),
+// then more optimizer offload. Each (size, threshold) is cut once
+// (planner/segments.h) and emitted under policies in order until one fits.
+//  * Small plans (at most simulate_max_fragments fragment pairs): every size
+//    is simulated and the fastest kept; the other thresholds are then tried
+//    at that size only. Thresholds that give the same segments as one already
+//    tried are skipped.
+//  * Large plans: a round-model estimate from the pair byte totals ranks the
+//    sizes without cutting them (O(pairs) each); the largest size within 15%
+//    of the best estimate is planned (the estimate is coarse, and fewer,
+//    larger segments mean fewer ops), sizes over max_segments compete only
+//    when none is under it, and only if no policy fits is the smallest size
+//    tried. The first plan that fits is kept, timed by the per-port estimate.
+// Nothing fits: the result names the GPU and the bytes missing under the
+// policy that came closest.
+//
+// Complexity: O(F) to set up the problem (planner/problem.h), O(pairs) per
+// candidate size for the estimate, and per plan built O(F log F) to cut and
+// emit it plus, for small plans, one simulation.
+#include "planner/search.h"
+
+#include <algorithm>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+#include "planner/emitter.h"
+#include "planner/problem.h"
+#include "planner/segments.h"
+#include "sim/ports.h"
+#include "sim/simulator.h"
+
+namespace reshard {
+
+namespace {
+
+constexpr double kSizeTolerance = 1.15;  // large plans: sizes within 15% of the best estimate compete
+constexpr int64_t kDefaultDirectMinBytes = int64_t{64} << 20;
+
+// Memory policies in the order they are tried: fastest first.
+std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
+  std::vector<double> fractions;
+  if (o.offload_fraction) {
+    fractions = {*o.offload_fraction};
+  } else {
+    switch (s.memory.optimizer.offload) {
+      case OffloadMode::kNone: fractions = {0}; break;
+      case OffloadMode::kAll: fractions = {1}; break;
+      case OffloadMode::kFraction: fractions = {s.memory.optimizer.fraction}; break;
+      case OffloadMode::kAuto: fractions = {0, 0.25, 0.5, 0.75, 1}; break;
+    }
+  }
+  std::vector<bool> per_layer = o.destination_per_layer ? std::vector<bool>{*o.destination_per_layer}
+                                                        : std::vector<bool>{false, true};
+  std::vector<bool> to_host = o.source_to_host ? std::vector<bool>{*o.source_to_host} : std::vector<bool>{false, true};
+  // Fastest first: no offload, then the cheap memory savers, then more offload.
+  std::vector<PlanPolicy> out;
+  for (double f : fractions)
+    for (bool th : to_host)
+      for (bool pl : per_layer) out.push_back(PlanPolicy{f, pl, th});
+  return out;
+}
+
+// Round-model estimate of a segment size from the (sender, receiver) byte
+// totals: Δ rounds (König: the most segments one GPU sends or receives), each
+// as long as the slowest segment (latency + bytes at the efficiency of its
+// size), plus the first pack and last unpack. O(pairs).
+double QuickEstimate(const Problem& prob, int64_t segment_bytes) {
+  const Cluster& c = prob.scenario.cluster;
+  const int32_t gpus = c.Gpus();
+  std::vector<int64_t> out(gpus, 0), in(gpus, 0);
+  int64_t largest = 0;
+  double round_s = 0;
+  for (const PairBytes& pb : prob.pairs) {
+    if (pb.src_gpu == pb.dst_gpu) continue;
+    const int64_t nseg = (pb.bytes + segment_bytes - 1) / segment_bytes;
+    const int64_t each = (pb.bytes + nseg - 1) / nseg;
+    out[pb.src_gpu] += nseg;
+    in[pb.dst_gpu] += nseg;
+    largest = std::max(largest, each);
+    const LinkProfile& lp = c.Link(c.Between(pb.src_gpu, pb.dst_gpu));
+    if (lp.bytes_per_s > 0)
+      round_s = std::max(round_s, lp.latency_ns * 1e-9 + each / (lp.bytes_per_s * lp.Efficiency(each)));
+  }
+  int64_t delta = 0;
+  for (int32_t g = 0; g < gpus; ++g) delta = std::max({delta, out[g], in[g]});
+  double t = static_cast<double>(delta) * round_s;
+  const LinkProfile& dc = c.device_copy;
+  if (dc.bytes_per_s > 0 && largest > 0) t += 2 * (dc.latency_ns * 1e-9 + largest / (dc.bytes_per_s * dc.Efficiency(largest)));
+  return t;
+}
+
+// The candidate segment sizes.
+std::vector<int64_t> SegmentSizes(const Scenario& s, const PlannerOptions& options) {
+  const int64_t given = options.segment_bytes > 0 ? options.segment_bytes : s.plan.segment_bytes;
+  if (given > 0) return {given};
+  if (!options.segment_candidates.empty()) return options.segment_candidates;
+  std::vector<int64_t> sizes;
+  for (int64_t x = int64_t{4} << 20; x <= int64_t{1} << 30; x *= 2) sizes.push_back(x);
+  return sizes;
+}
+
+// Indices of `sizes` in the order they are tried. Small plans: all of them,
+// larger first (ties keep the first tried: fewer ops). Large plans: the
+// largest size within kSizeTolerance of the best round estimate, then, only
+// if no policy fits there, the smallest (least staging): each emission of a
+// large plan costs about as much as planning itself.
+std::vector<size_t> SizeOrder(const Problem& prob, const std::vector<int64_t>& sizes, const PlannerOptions& options,
+                              bool small) {
+  std::vector<double> quick(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) quick[i] = QuickEstimate(prob, sizes[i]);
+  std::vector<size_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  if (small || sizes.size() <= 1) return order;
+  // Bound the plan's size: sizes whose segment count exceeds the cap only
+  // compete when no size meets it.
+  std::vector<int64_t> count(sizes.size(), 0);
+  for (size_t i = 0; i < sizes.size(); ++i)
+    for (const PairBytes& pb : prob.pairs)
+      if (pb.src_gpu != pb.dst_gpu) count[i] += (pb.bytes + sizes[i] - 1) / sizes[i];
+  const bool any_under = std::any_of(count.begin(), count.end(), [&](int64_t n) { return n <= options.max_segments; });
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (any_under && count[i] > options.max_segments) quick[i] = std::numeric_limits<double>::infinity();
+  const double best_q = *std::min_element(quick.begin(), quick.end());
+  size_t first = 0;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (quick[i] <= best_q * kSizeTolerance && sizes[i] >= sizes[first]) first = i;
+  if (quick[first] > best_q * kSizeTolerance)
+    first = static_cast<size_t>(std::min_element(quick.begin(), quick.end()) - quick.begin());
+  const size_t smallest = static_cast<size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
+  order = {first};
+  if (smallest != first) order.push_back(smallest);
+  return order;
+}
+
+// In-place thresholds tried (PlannerOptions::direct_min_bytes). Ties keep the
+// first: 64 MiB (an op of that size reaches ~85 % of NVLink), then, for small
+// plans, everything packed, then everything contiguous in place.
+std::vector<int64_t> DirectThresholds(const Scenario& s, const PlannerOptions& options, bool small) {
+  const int64_t given = options.direct_min_bytes >= 0 ? options.direct_min_bytes : s.plan.direct_min_bytes;
+  if (given >= 0) return {given};
+  std::vector<int64_t> out = {kDefaultDirectMinBytes};
+  if (small) out.insert(out.end(), {std::numeric_limits<int64_t>::max(), int64_t{0}});
+  return out;
+}
+
+bool SameSegments(const std::vector<Segment>& a, const std::vector<Segment>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const Segment& x, const Segment& y) {
+           return std::tie(x.src_gpu, x.dst_gpu, x.first_part, x.num_parts, x.bytes, x.send_direct, x.recv_direct) ==
+                  std::tie(y.src_gpu, y.dst_gpu, y.first_part, y.num_parts, y.bytes, y.send_direct, y.recv_direct);
+         });
+}
+
+// The candidates planned so far: the fastest that fits, and the infeasible
+// one closest to fitting.
+class Search {
+ public:
+  Search(const Problem& prob, std::vector<int64_t> sizes, std::vector<int64_t> directs,
+         std::vector<PlanPolicy> policies, bool small)
+      : prob_(prob),
+        sizes_(std::move(sizes)),
+        directs_(std::move(directs)),
+        policies_(std::move(policies)),
+        small_(small),
+        tried_(sizes_.size()) {}
+
+  // Plans (size index, threshold) under the policies in order.
+  void Consider(size_t size_index, int64_t direct_min_bytes) {
+    auto sched = std::make_shared<Schedule>(MakeSchedule(prob_, sizes_[size_index], direct_min_bytes));
+    // Thresholds that leave every piece in the same class give the same plan:
+    // plan it once (most MoE and small-piece plans).
+    auto& tried = tried_[size_index];
+    if (std::any_of(tried.begin(), tried.end(),
+                    [&](const std::vector<Segment>& v) { return SameSegments(v, sched->segments); }))
+      return;
+    if (directs_.size() > 1) tried.push_back(sched->segments);
+    for (size_t pi = 0; pi < policies_.size(); ++pi) {
+      const PlanPolicy& policy = policies_[pi];
+      EmittedPlan e = EmitPlan(prob_, *sched, policy);
+      if (!e.fits) {
+        if (!closest_infeasible_ || e.missing_bytes < closest_infeasible_->missing_bytes)
+          closest_infeasible_ = std::move(e);
+        continue;
+      }
+      Candidate cand{sched, policy, std::move(e)};
+      if (small_) {
+        cand.time_s = Simulate(cand.emitted.plan, SimOptions{nullptr, false}).time_s;
+      } else {
+        cand.time_s = std::max(sched->estimate_s, cand.emitted.pcie_estimate_s);
+      }
+      if (!best_ || cand.time_s < best_->time_s * (1 - 1e-9)) best_ = std::move(cand);
+      // The simplest policy, when it fits, is the fastest (nothing waits on a
+      // release). Under memory pressure small plans simulate every policy
+      // that fits; large plans keep the first (cheapest savings first).
+      if (pi == 0 || !small_) break;
+    }
+  }
+
+  // Every candidate, in order (see the file comment).
+  void Run(const std::vector<size_t>& order) {
+    for (size_t oi : order) {
+      Consider(oi, directs_.front());
+      if (best_ && !small_) break;  // large plans: the first size that fits
+    }
+    if (directs_.size() <= 1) return;
+    if (best_) {
+      const size_t at = static_cast<size_t>(
+          std::find(sizes_.begin(), sizes_.end(), best_->schedule->segment_bytes) - sizes_.begin());
+      for (size_t k = 1; k < directs_.size(); ++k) Consider(at, directs_[k]);
+    } else {
+      for (size_t oi : order)
+        for (size_t k = 1; k < directs_.size(); ++k) Consider(oi, directs_[k]);
+    }
+  }
+
+  struct Candidate {
+    std::shared_ptr<Schedule> schedule;
+    PlanPolicy policy;
+    EmittedPlan emitted;
+    double time_s = 0;
+  };
+  std::optional<Candidate>& best() { return best_; }
+  const std::optional<EmittedPlan>& closest_infeasible() const { return closest_infeasible_; }
+
+ private:
+  const Problem& prob_;
+  const std::vector<int64_t> sizes_, directs_;
+  const std::vector<PlanPolicy> policies_;
+  const bool small_;
+  std::vector<std::vector<std::vector<Segment>>> tried_;  // per size: segment lists already planned
+  std::optional<Candidate> best_;
+  std::optional<EmittedPlan> closest_infeasible_;  // the infeasible plan with the least missing bytes
+};
+
+}  // namespace
+
+double LowerBoundSeconds(const Plan& plan) { return LowerBound(plan).time_s; }
+
+void PredictWithSimulator(Plan& plan, PlanStats& stats) {
+  const Prediction pred = Simulate(plan, SimOptions{nullptr, false});
+  plan.summary.predicted_time_s = pred.time_s;
+  plan.summary.predicted_peak_bytes = pred.peak_bytes;
+  stats.predicted_by = "simulator";
+}
+
+PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
+  if (s.destination_dtype != s.dtype)
+    throw InputError(s.path, "destination.dtype",
+                     fmt::format("the planner moves {} weights as they are; converting to {} during the refit is "
+                                 "not supported yet",
+                                 DTypeName(s.dtype), DTypeName(s.destination_dtype)));
+  const Problem prob(s);
+  const bool small = options.simulate && prob.Fragments() <= options.simulate_max_fragments;
+  std::vector<int64_t> sizes = SegmentSizes(s, options);
+  const std::vector<size_t> order = SizeOrder(prob, sizes, options, small);
+  Search search(prob, std::move(sizes), DirectThresholds(s, options, small), Policies(s, options), small);
+  search.Run(order);
+
+  PlanResult res;
+  res.stats.fragments = prob.Fragments();
+  auto& best = search.best();
+  if (!best) {
+    const EmittedPlan none;
+    const EmittedPlan& closest = search.closest_infeasible() ? *search.closest_infeasible() : none;
+    res.status = PlanStatus::kInfeasible;
+    res.gpu = closest.worst_gpu;
+    res.missing_bytes = closest.missing_bytes;
+    res.message = fmt::format("GPU {} is {} short of memory even with the most frugal policy", res.gpu,
+                              FormatBytes(res.missing_bytes));
+    res.stats.planned_peak_bytes = closest.planned_peak;
+    return res;
+  }
+  const Schedule& sc = *best->schedule;
+  Plan& plan = best->emitted.plan;
+  PlanSummary& sum = plan.summary;
+  sum.segment_bytes = sc.segment_bytes;
+  sum.direct_min_bytes = sc.direct_min_bytes;
+  sum.offload_fraction = best->policy.offload_fraction;
+  sum.memory_policy = best->policy.Name();
+  sum.bytes_moved = CountBytesMoved(plan);
+  sum.lower_bound_s = LowerBoundSeconds(plan);
+  res.stats.planned_peak_bytes = best->emitted.planned_peak;
+  if (options.simulate) {
+    PredictWithSimulator(plan, res.stats);
+  } else {
+    sum.predicted_time_s = std::max(sc.estimate_s, best->emitted.pcie_estimate_s);
+    sum.predicted_peak_bytes = best->emitted.planned_peak;
+    res.stats.predicted_by = "port model";
+  }
+  res.stats.segments = static_cast<int64_t>(sc.segments.size());
+  res.stats.direct = std::count_if(sc.segments.begin(), sc.segments.end(), [](const Segment& g) { return g.Direct(); });
+  res.stats.rounds = sc.rounds;
+  res.stats.groups = best->emitted.groups;
+  res.stats.local_copy_ops = best->emitted.local_ops;
+  res.stats.ops = static_cast<int64_t>(plan.ops.size());
+  res.plan = std::move(plan);
+  return res;
+}
+
+}  // namespace reshard

@@ -1,0 +1,385 @@
+#include "planner/segments.h"
+
+#include <algorithm>
+#include <numeric>
+#include <tuple>
+#include <utility>
+
+#include "planner/buffer_layout.h"
+#include "planner/rounds.h"
+
+namespace reshard {
+
+namespace {
+
+int32_t Priority(const Problem& prob, int32_t src_rank, int32_t slot) {
+  const int32_t n = static_cast<int32_t>(prob.src_buffers.slot_layer[prob.src.rank_shard[src_rank]].size());
+  return n <= 1 ? 0 : slot * 1023 / (n - 1);
+}
+
+// One side of a piece of a remote pair, when it is contiguous there: where it
+// sits (rank's plan buffer `slot`, byte offset) and the run it belongs to.
+struct SideRun {
+  int32_t rank = -1, slot = -1;  // rank < 0: not contiguous on this side
+  int64_t offset_bytes = 0, bytes = 0;
+  int64_t run_bytes = 0;         // bytes of the run of back-to-back pieces it is in
+  bool run_start = true;         // first piece of its run (by address)
+};
+
+// Fills run_bytes / run_start: pieces of one (rank, slot) that follow each
+// other without a gap form a run. O(n log n) by sorting on the address.
+void MeasureRuns(std::vector<SideRun>& v, std::vector<size_t>& order) {
+  order.clear();
+  for (size_t k = 0; k < v.size(); ++k)
+    if (v[k].rank >= 0) order.push_back(k);
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return std::tie(v[x].rank, v[x].slot, v[x].offset_bytes, x) < std::tie(v[y].rank, v[y].slot, v[y].offset_bytes, y);
+  });
+  for (size_t a = 0; a < order.size();) {
+    size_t e = a + 1;
+    int64_t total = v[order[a]].bytes;
+    while (e < order.size()) {
+      const SideRun &p = v[order[e - 1]], &q = v[order[e]];
+      if (q.rank != p.rank || q.slot != p.slot || q.offset_bytes != p.offset_bytes + p.bytes) break;
+      total += q.bytes;
+      v[order[e]].run_start = false;
+      ++e;
+    }
+    for (size_t k = a; k < e; ++k) v[order[k]].run_bytes = total;
+    a = e;
+  }
+}
+
+// A local pair (sender == receiver), prob.sourced[i, j): one batch of copies
+// per source slot.
+void CutLocalPair(const Problem& prob, size_t i, size_t j, Schedule& sc) {
+  for (size_t k = i; k < j;) {
+    size_t m = k;
+    const SourcedFragment& first = prob.sourced[k];
+    LocalBatch lb{first.dst_gpu, first.src_rank, first.src_slot, Priority(prob, first.src_rank, first.src_slot),
+                  static_cast<int64_t>(sc.parts.size()), 0, 0};
+    while (m < j && prob.sourced[m].src_slot == first.src_slot) {
+      const SourcedFragment& sf = prob.sourced[m];
+      const Fragment& f = prob.FragmentOf(sf.dst_rank, sf.frag);
+      sc.parts.push_back(Part{f.box, sf.dst_rank, sf.frag, sf.src_rank, sf.src_piece});
+      lb.bytes += f.elems * prob.elem_bytes;
+      ++m;
+    }
+    lb.num_parts = static_cast<int64_t>(sc.parts.size()) - lb.first_part;
+    sc.locals.push_back(lb);
+    k = m;
+  }
+}
+
+// Transfer class of a piece: which sides send / receive it in place.
+constexpr uint8_t kSendDirect = 1, kRecvDirect = 2;
+// The side whose address orders an in-place class: the send side, except
+// for pieces received in place only.
+int RunSide(uint8_t cls) { return cls == kRecvDirect ? 1 : 0; }
+
+// Cuts remote pairs into segments, per transfer class. One cutter serves
+// every pair of a schedule: its scratch vectors keep their capacity, which
+// saves a dozen allocations per pair (tens of thousands of pairs at scale).
+class RemotePairCutter {
+ public:
+  RemotePairCutter(const Problem& prob, Schedule& sc)
+      : prob_(prob), sc_(sc), max_elems_(std::max<int64_t>(1, sc.segment_bytes / prob.elem_bytes)) {}
+
+  // prob.sourced[i, j): one (sender, receiver) pair, sender != receiver.
+  void Cut(size_t i, size_t j) {
+    begin_ = i;
+    n_ = j - i;
+    for (ClassFiller& F : fill_) F.Reset();
+    Classify();
+    StageAsOneStreamIfTooSplit();
+    const int32_t sg = prob_.sourced[i].src_gpu, dg = prob_.sourced[i].dst_gpu;
+    for (int cl = 0; cl < 4; ++cl) {
+      ClassFiller& F = fill_[cl];
+      if (F.elems == 0) continue;
+      const int64_t nseg = (F.elems + max_elems_ - 1) / max_elems_;
+      F.seg_elems = (F.elems + nseg - 1) / nseg;
+      F.cur = Segment{sg, dg, 0, 0, 0, (cl & kSendDirect) != 0, (cl & kRecvDirect) != 0, 0};
+    }
+    Fill();
+    for (ClassFiller& F : fill_) {
+      Close(F);
+      const int64_t base_part = static_cast<int64_t>(sc_.parts.size());
+      for (Segment& d : F.segments) {
+        d.first_part += base_part;
+        sc_.segments.push_back(d);
+      }
+      sc_.parts.insert(sc_.parts.end(), F.parts.begin(), F.parts.end());
+    }
+  }
+
+ private:
+  // The segments of one transfer class of the current pair.
+  struct ClassFiller {
+    std::vector<Part> parts;
+    std::vector<Segment> segments;
+    Segment cur{};
+    int64_t used = 0;       // elements in the current segment
+    int64_t elems = 0;      // elements of the class
+    int64_t seg_elems = 0;  // elements per segment
+    int64_t ops = 1;        // p2p ops of the current segment (in-place classes: runs started)
+    void Reset() {
+      parts.clear();
+      segments.clear();
+      cur = Segment{};
+      used = elems = seg_elems = 0;
+      ops = 1;
+    }
+  };
+
+  const SideRun& RunOf(size_t q) const { return side_[RunSide(cls_[q])][q]; }
+
+  // A side goes in place when the piece is contiguous there and belongs to a
+  // run (pieces of this pair back to back in one plan buffer, which the
+  // emitter sends as one op) of at least direct_min_bytes.
+  void Classify() {
+    const size_t n = n_;
+    const int64_t eb = prob_.elem_bytes;
+    cls_.assign(n, 0);
+    side_[0].assign(n, SideRun{});
+    side_[1].assign(n, SideRun{});
+    // The pair's fragments and destination pieces first, in two tight loops:
+    // they are scattered (entries are in sender order), and these loops keep
+    // many of the cache misses in flight where the long loop below would
+    // take them one at a time (deepseek-v3: -40 % for this pass).
+    frag_of_.resize(n);
+    dpiece_of_.resize(n);
+    for (size_t k = 0; k < n; ++k)
+      frag_of_[k] = &prob_.FragmentOf(prob_.sourced[begin_ + k].dst_rank, prob_.sourced[begin_ + k].frag);
+    for (size_t k = 0; k < n; ++k)
+      dpiece_of_[k] = &prob_.dst.ShardOf(prob_.sourced[begin_ + k].dst_rank).pieces[frag_of_[k]->dst_piece];
+    for (size_t k = 0; k < n; ++k) {
+      const SourcedFragment& sf = prob_.sourced[begin_ + k];
+      const Fragment& f = *frag_of_[k];
+      const Piece& sp = prob_.src.ShardOf(sf.src_rank).pieces[sf.src_piece];
+      const Piece& dp = *dpiece_of_[k];
+      const int32_t ss = prob_.src.rank_shard[sf.src_rank], ds = prob_.dst.rank_shard[sf.dst_rank];
+      const SideBuffers &sb = prob_.src_buffers, &db = prob_.dst_buffers;
+      const auto sr = BoxRegion(0, sb.base_of[ss][sp.buffer] + sp.offset, sp.stride, sp.box, f.box, eb);
+      const auto dr = BoxRegion(0, db.base_of[ds][dp.buffer] + dp.offset, dp.stride, dp.box, f.box, eb);
+      if (!sr || !dr) continue;
+      if (sr->Contiguous())
+        side_[0][k] = SideRun{sf.src_rank, sb.slot_of[ss][sp.buffer], sr->offset_bytes, sr->Bytes(), 0};
+      if (dr->Contiguous())
+        side_[1][k] = SideRun{sf.dst_rank, db.slot_of[ds][dp.buffer], dr->offset_bytes, dr->Bytes(), 0};
+    }
+    for (int s = 0; s < 2; ++s) MeasureRuns(side_[s], run_order_);
+    for (int cl = 0; cl < 4; ++cl) class_ops_[cl] = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const bool sd = side_[0][k].rank >= 0 && side_[0][k].run_bytes >= sc_.direct_min_bytes;
+      const bool rd = side_[1][k].rank >= 0 && side_[1][k].run_bytes >= sc_.direct_min_bytes;
+      const uint8_t cl = static_cast<uint8_t>((sd ? kSendDirect : 0) | (rd ? kRecvDirect : 0));
+      cls_[k] = cl;
+      fill_[cl].elems += frag_of_[k]->elems;
+      class_ops_[cl] += cl == 0 || side_[RunSide(cl)][k].run_start ? 1 : 0;
+    }
+  }
+
+  // Splitting by class may add at most a quarter more segments (each is a
+  // slot in a round; many small pairs, as in MoE plans, would double their
+  // rounds): beyond that the pair is staged as one stream, only pieces
+  // whose in-place run is at least half a segment keeping their class.
+  void StageAsOneStreamIfTooSplit() {
+    int64_t pair_elems = 0, split = 0;
+    for (int cl = 0; cl < 4; ++cl) {
+      pair_elems += fill_[cl].elems;
+      int64_t segs = (fill_[cl].elems + max_elems_ - 1) / max_elems_;
+      if (cl != 0) segs = std::max(segs, (class_ops_[cl] + kMaxP2pPerSegment - 1) / kMaxP2pPerSegment);
+      split += segs;
+    }
+    const int64_t nseg = (pair_elems + max_elems_ - 1) / max_elems_;
+    if (split <= nseg + nseg / 4) return;
+    const int64_t seg_elems = (pair_elems + nseg - 1) / nseg;
+    for (ClassFiller& F : fill_) F.elems = 0;
+    for (size_t q = 0; q < n_; ++q) {
+      if (cls_[q] != 0 && 2 * RunOf(q).run_bytes < seg_elems * prob_.elem_bytes) cls_[q] = 0;
+      fill_[cls_[q]].elems += frag_of_[q]->elems;
+    }
+  }
+
+  void Close(ClassFiller& F) {
+    if (F.cur.num_parts > 0) {
+      F.cur.bytes = F.used * prob_.elem_bytes;
+      F.segments.push_back(F.cur);
+    }
+    F.cur.first_part = static_cast<int64_t>(F.parts.size());
+    F.cur.num_parts = 0;
+    F.used = 0;
+    F.ops = 1;
+  }
+
+  void Add(ClassFiller& F, const SourcedFragment& sf, const Box& box) {
+    if (F.cur.num_parts == 0) F.cur.priority = Priority(prob_, sf.src_rank, sf.src_slot);
+    F.parts.push_back(Part{box, sf.dst_rank, sf.frag, sf.src_rank, sf.src_piece});
+    ++F.cur.num_parts;
+    F.used += Volume(box);
+    if (F.cur.PerPart() && F.ops >= kMaxP2pPerSegment) Close(F);
+  }
+
+  // Fills each class's segments. Order: per class; the in-place classes by
+  // their run side's address, so runs stay together.
+  void Fill() {
+    fill_order_.resize(n_);
+    std::iota(fill_order_.begin(), fill_order_.end(), size_t{0});
+    std::stable_sort(fill_order_.begin(), fill_order_.end(), [&](size_t x, size_t y) {
+      if (cls_[x] != cls_[y]) return cls_[x] < cls_[y];
+      if (cls_[x] == 0) return false;
+      const SideRun &a = RunOf(x), &b = RunOf(y);
+      return std::tie(a.rank, a.slot, a.offset_bytes) < std::tie(b.rank, b.slot, b.offset_bytes);
+    });
+    for (size_t q : fill_order_) {
+      const SourcedFragment& sf = prob_.sourced[begin_ + q];
+      ClassFiller& F = fill_[cls_[q]];
+      if (F.cur.PerPart() && F.cur.num_parts > 0 && RunOf(q).run_start) ++F.ops;
+      FillFragment(F, sf, frag_of_[q]->box);
+    }
+  }
+
+  // Fills the current segment with `box`, splitting along the outermost
+  // dimension (row-major sub-boxes of a contiguous run stay contiguous).
+  void FillFragment(ClassFiller& F, const SourcedFragment& sf, const Box& box) {
+    const int64_t seg_elems = F.seg_elems;
+    todo_.assign(1, box);
+    while (!todo_.empty()) {
+      Box x = todo_.back();
+      todo_.pop_back();
+      while (!Empty(x)) {
+        const int64_t vol = Volume(x), cap = seg_elems - F.used;
+        if (vol <= cap) {
+          Add(F, sf, x);
+          break;
+        }
+        const int d = OutermostSplitDim(x);
+        if (d < 0) {  // a single element that does not fit: next segment
+          Close(F);
+          continue;
+        }
+        const int64_t unit = vol / (x.hi[d] - x.lo[d]);
+        const int64_t units = cap / unit;
+        if (units >= 1) {
+          Box head = x;
+          head.hi[d] = x.lo[d] + units;
+          Add(F, sf, head);
+          x.lo[d] += units;
+          Close(F);
+          continue;
+        }
+        if (F.used > 0) {
+          Close(F);
+          continue;
+        }
+        // One unit of d exceeds a whole segment: split it unit by unit (in order).
+        for (int64_t u = x.hi[d] - 1; u >= x.lo[d]; --u) {
+          Box sub = x;
+          sub.lo[d] = u, sub.hi[d] = u + 1;
+          todo_.push_back(sub);
+        }
+        break;
+      }
+    }
+  }
+
+  const Problem& prob_;
+  Schedule& sc_;
+  const int64_t max_elems_;
+  size_t begin_ = 0, n_ = 0;            // the current pair: prob.sourced[begin_, begin_ + n_)
+  ClassFiller fill_[4];                 // index: class (kSendDirect | kRecvDirect bits)
+  int64_t class_ops_[4] = {0, 0, 0, 0}; // p2p ops per class if nothing were merged
+  // Per entry of the pair (index q = position - begin_):
+  std::vector<uint8_t> cls_;            // its transfer class
+  std::vector<SideRun> side_[2];        // its send / receive side, if contiguous
+  std::vector<const Fragment*> frag_of_;
+  std::vector<const Piece*> dpiece_of_; // its destination piece
+  std::vector<size_t> run_order_, fill_order_;
+  std::vector<Box> todo_;               // sub-boxes of a fragment still to place
+};
+
+// Rounds: colour the sender -> receiver multigraph, edges in (priority, pair)
+// order; then segments in (round, pair) order and local batches in (GPU,
+// priority, slot) order.
+void AssignRounds(Schedule& sc, int32_t gpus) {
+  std::vector<int32_t> order(sc.segments.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+    const Segment &a = sc.segments[x], &b = sc.segments[y];
+    return std::tie(a.priority, a.src_gpu, a.dst_gpu) < std::tie(b.priority, b.src_gpu, b.dst_gpu);
+  });
+  std::vector<std::pair<int32_t, int32_t>> edges;
+  edges.reserve(order.size());
+  for (int32_t x : order) edges.emplace_back(sc.segments[x].src_gpu, sc.segments[x].dst_gpu);
+  Colouring col = ColourBipartite(gpus, gpus, edges);
+  sc.rounds = col.colours;
+  for (size_t e = 0; e < order.size(); ++e) sc.segments[order[e]].round = col.colour[e];
+  // Within a round keep the pair order; the parts of a segment stay where they are.
+  std::stable_sort(sc.segments.begin(), sc.segments.end(), [](const Segment& a, const Segment& b) {
+    return std::tie(a.round, a.src_gpu, a.dst_gpu, a.first_part) < std::tie(b.round, b.src_gpu, b.dst_gpu, b.first_part);
+  });
+  std::stable_sort(sc.locals.begin(), sc.locals.end(), [](const LocalBatch& a, const LocalBatch& b) {
+    return std::tie(a.gpu, a.priority, a.src_slot) < std::tie(b.gpu, b.priority, b.src_slot);
+  });
+}
+
+// Peers and the per-port estimate: rounds run one after another, each as
+// long as its slowest transfer; local copies and packing overlap them.
+void Estimate(Schedule& sc, const Cluster& c) {
+  const int32_t gpus = c.Gpus();
+  std::vector<std::vector<int32_t>> peer_list(gpus);
+  for (const Segment& g : sc.segments) {
+    peer_list[g.src_gpu].push_back(g.dst_gpu);
+    peer_list[g.dst_gpu].push_back(g.src_gpu);
+  }
+  sc.peers.assign(gpus, 0);
+  for (int32_t g = 0; g < gpus; ++g) {
+    auto& v = peer_list[g];
+    std::sort(v.begin(), v.end());
+    sc.peers[g] = static_cast<int32_t>(std::unique(v.begin(), v.end()) - v.begin());
+  }
+  std::vector<double> round_s(sc.rounds, 0);
+  std::vector<double> copy_s(gpus, 0);
+  const LinkProfile& dc = c.device_copy;
+  auto copy_time = [&](int64_t bytes) {
+    return dc.bytes_per_s > 0 ? dc.latency_ns * 1e-9 + bytes / (dc.bytes_per_s * dc.Efficiency(bytes)) : 0.0;
+  };
+  for (const Segment& g : sc.segments) {
+    const LinkProfile& lp = c.Link(c.Between(g.src_gpu, g.dst_gpu));
+    const double t = lp.latency_ns * 1e-9 + (lp.bytes_per_s > 0 ? g.bytes / (lp.bytes_per_s * lp.Efficiency(g.bytes)) : 0);
+    round_s[g.round] = std::max(round_s[g.round], t);
+    if (!g.send_direct) copy_s[g.src_gpu] += copy_time(g.bytes);
+    if (!g.recv_direct) copy_s[g.dst_gpu] += copy_time(g.bytes);
+  }
+  for (const LocalBatch& l : sc.locals) copy_s[l.gpu] += copy_time(l.bytes);
+  double transfer = std::accumulate(round_s.begin(), round_s.end(), 0.0);
+  // The first pack and the last unpack do not overlap anything.
+  double edge = 0;
+  for (const Segment& g : sc.segments)
+    edge = std::max(edge, ((g.send_direct ? 0 : 1) + (g.recv_direct ? 0 : 1)) * copy_time(g.bytes));
+  sc.estimate_s = std::max(transfer + edge, *std::max_element(copy_s.begin(), copy_s.end()));
+}
+
+}  // namespace
+
+Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes) {
+  Schedule sc;
+  sc.segment_bytes = segment_bytes;
+  sc.direct_min_bytes = direct_min_bytes;
+  const auto& sourced = prob.sourced;
+  sc.parts.reserve(sourced.size() + sourced.size() / 8);
+  RemotePairCutter remote(prob, sc);
+  for (size_t i = 0; i < sourced.size();) {
+    size_t j = i;
+    while (j < sourced.size() && sourced[j].src_gpu == sourced[i].src_gpu && sourced[j].dst_gpu == sourced[i].dst_gpu)
+      ++j;
+    if (sourced[i].src_gpu == sourced[i].dst_gpu) CutLocalPair(prob, i, j, sc);
+    else remote.Cut(i, j);
+    i = j;
+  }
+  AssignRounds(sc, prob.scenario.cluster.Gpus());
+  Estimate(sc, prob.scenario.cluster);
+  return sc;
+}
+
+}  // namespace reshard

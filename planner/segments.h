@@ -1,0 +1,81 @@
+// Segments and rounds: the planning problem (planner/problem.h) cut, for one
+// segment size, into the units that travel together, and those ordered into
+// rounds.
+//
+// Segments: per (sender GPU, receiver GPU) pair and transfer class (which
+// sides hold the piece contiguously, in a run of at least direct_min_bytes)
+// the fragments, in the sender's layer order, are cut into equal segments of
+// at most segment_bytes (the class's bytes over the fewest segments that
+// fit), splitting a fragment along its outermost dimension where a segment
+// boundary falls inside it. A strided side goes through a staging buffer
+// (one pack / unpack copy per segment); a contiguous side sends / receives
+// in place, one p2p op per part, at most kMaxP2pPerSegment per segment so a
+// round's NCCL group stays bounded. When splitting by class would add more
+// than a quarter to the pair's segments, the pair is staged as one stream
+// (only runs of at least half a segment keep their class). Fragments whose
+// source is on the receiving GPU become local copies, one batch per source
+// plan buffer.
+// Rounds (planner/rounds.h): a bipartite edge colouring of the segment
+// multigraph, edges in (sender's progress, pair) order, so each GPU sends and
+// receives at most one segment per round and early layers go first.
+// Estimate: rounds one after another, each as long as its slowest segment,
+// with copies overlapping them (the per-port model of large plans).
+//
+// Complexity: O(F log F) for the F parts (the per-pair sorts by address),
+// O(S·Δ) for colouring S segments into Δ rounds, O(S + F) for the estimate.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/box.h"
+#include "planner/problem.h"
+#include "planner/scratch_vector.h"
+
+namespace reshard {
+
+// Parts of a segment sent one by one: bounds the p2p ops of one NCCL group
+// (per GPU and round: one outgoing and one incoming segment per peer).
+inline constexpr int64_t kMaxP2pPerSegment = 64;
+
+// A (destination rank, fragment) with its chosen source, or a sub-box of it
+// where a segment boundary cut the fragment.
+struct Part {
+  Box box;
+  int32_t dst_rank, frag, src_rank, src_piece;  // src_piece: index in the source rank's Shard::pieces
+};
+
+// Parts [first_part, first_part + num_parts) of Schedule::parts, sent from
+// one GPU to another in one round.
+struct Segment {
+  int32_t src_gpu, dst_gpu;
+  int64_t first_part, num_parts;
+  int64_t bytes;
+  bool send_direct, recv_direct;  // that side sends / receives each part in place (no staging)
+  int32_t priority;  // sender's progress through its layers, 0..1023
+  int32_t round = -1;
+  bool Direct() const { return send_direct && recv_direct; }
+  bool PerPart() const { return send_direct || recv_direct; }  // one send / recv per part
+};
+
+// Local copies of one GPU reading one source plan buffer (slot).
+struct LocalBatch {
+  int32_t gpu, src_rank, src_slot, priority;
+  int64_t first_part, num_parts, bytes;
+};
+
+// Segments and rounds for one segment size.
+struct Schedule {
+  int64_t segment_bytes = 0;
+  int64_t direct_min_bytes = 0;     // pieces below this are packed, never in place
+  ScratchVector<Part> parts;
+  std::vector<Segment> segments;    // sorted by (round, src_gpu, dst_gpu)
+  std::vector<LocalBatch> locals;   // sorted by (gpu, priority, src_slot)
+  int32_t rounds = 0;
+  std::vector<int32_t> peers;       // per GPU: distinct send/recv peers
+  double estimate_s = 0;            // per-port estimate of the transfer phase
+};
+
+Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes);
+
+}  // namespace reshard
