@@ -11,7 +11,7 @@
 //    the work grows with the destination ranks (every one needs its weights),
 //    so time ~ GPUs^1 is the ideal;
 //  * size/MODEL: the six presets from 8 B to 1 T parameters on 256 GPUs, each
-//    in a layout its size needs (README table in bench/results/*-scaling.md).
+//    in a layout its size needs (README table in bench/results/*-scaling/README.md).
 // Each case runs two benchmarks: plan/... times MakePlan with
 // PlannerOptions::simulate = false (the planner's own choice of segment size
 // and policy, no final simulation), simulate/... times one Simulate of that

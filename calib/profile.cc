@@ -66,7 +66,7 @@ CalibrationFit FitCalibration(const CalibrationData& data, const FitOptions& opt
     c.one_way = FitLink(one, one_options, std::string(link) + ".one_way");
     c.profile = c.one_way.Profile();
     // Not measured by calibrate (yet): NVLink transfers and copy kernels share
-    // SMs and HBM (bench/results/2026-11-30-h200x2-nccl-group-probe.md).
+    // SMs and HBM (bench/results/2026-11-30-h200x2-nccl-group-probe/).
     c.profile.shares_copy_port = c.link == "nvlink";
     if (!both.empty()) {
       FitOptions o = options;

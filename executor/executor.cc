@@ -6,7 +6,6 @@
 #include <chrono>
 #include <limits>
 #include <map>
-#include <numeric>
 #include <queue>
 #include <set>
 #include <utility>

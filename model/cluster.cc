@@ -279,7 +279,7 @@ Cluster ClusterFromRow(const PresetRow& r) {
   c.gpu_memory_bytes = r.gpu_memory_mib * kMiB;
   c.host_memory_bytes = r.host_memory_gib * kGiB;
   c.nvlink = LinkFromRow(r.nvlink);
-  c.nvlink.shares_copy_port = true;  // measured on 2x H200: bench/results/2026-11-30-h200x2-nccl-group-probe.md
+  c.nvlink.shares_copy_port = true;  // measured on 2x H200: bench/results/2026-11-30-h200x2-nccl-group-probe/
   c.network = LinkFromRow(r.network);
   c.pcie = LinkFromRow(r.pcie);
   c.pcie_pageable = LinkFromRow(r.pcie_pageable);

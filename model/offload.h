@@ -1,7 +1,7 @@
 // The optimizer-offload choice of the baselines (planner/baseline_plan.h's
 // Megatron-Core plan and bench/gpu/allgather_plan.h's all-gather refit), shared
 // so both read a scenario's `memory.optimizer.offload` the same way. reshard's
-// own planner searches finer fractions (planner/planner.cc); this is what the
+// own planner searches finer fractions (planner/search.cc); this is what the
 // stacks it is compared with do: NeMo-RL's offload_optimizer_for_refit is all
 // or nothing.
 #pragma once

@@ -41,7 +41,6 @@
 //  6. The cluster fingerprint matches the plan's cluster and `expected`.
 // Problems are counted in full but only the first kMaxProblems are spelled out.
 #include <algorithm>
-#include <numeric>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>

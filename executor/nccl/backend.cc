@@ -119,7 +119,7 @@ class NcclBackend final : public Backend {
       // NCCL group become ready together, NCCL's blocks are placed first instead
       // of waiting for SMs a copy kernel holds (NVLink lost 17-23 % beside a copy
       // launched first, 6-8 % beside one launched after it:
-      // bench/results/2026-11-30-h200x2-nccl-group-probe.md).
+      // bench/results/2026-11-30-h200x2-nccl-group-probe/).
       // RESHARD_COMM_STREAM_PRIORITY=0 turns this off.
       int least = 0, greatest = 0;
       RESHARD_GPU(cudaDeviceGetStreamPriorityRange(&least, &greatest));

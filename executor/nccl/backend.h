@@ -33,7 +33,7 @@ struct NcclBackendOptions {
   // half the SMs), so pack/unpack leave SMs to NCCL while they overlap
   // transfers. llama3-8b TP2 -> TP1x2 on 2x H200: 28.6 ms uncapped, 27.7 at
   // 32 blocks, 25.5 at 66 (half of 132 SMs), 26.1 at 100
-  // (bench/results/2026-11-30-h200x2-refit-session2.md).
+  // (bench/results/2026-11-30-h200x2-refit-session2/).
   int32_t copy_max_blocks = -1;
   // Host <-> device pairs (offload / reload) through the copy kernel (SM
   // loads and stores over PCIe via UVA) instead of cudaMemcpy*Async on a copy
@@ -65,7 +65,7 @@ std::string GpuStackVersion();
 // NCCL_P2P_NVL_CHUNKSIZE=262144: on 2x H200, grouped p2p ops of 208-256 MiB
 // move 353-357 GB/s each way with 256 KiB chunks against 311-316 with
 // NCCL's 512 KiB default, 1 GiB ops the same
-// (bench/results/2026-11-30-h200x2-nccl-group-probe.md).
+// (bench/results/2026-11-30-h200x2-nccl-group-probe/).
 void ApplyNcclEnvDefaults();
 
 }  // namespace reshard

@@ -24,7 +24,7 @@ ALLOWED = {
     "cli": {"model", "plan", "sim", "planner", "executor", "calib", "cli"},
 }
 # planner/ files that may include sim/: the search step, which simulates candidates.
-PLANNER_SIM_FILES = {"planner/search.cc", "planner/sweep.cc"}
+PLANNER_SIM_FILES = {"planner/search.cc"}
 GPU_FOLDERS = ("executor/nccl/", "calib/", "bench/gpu/")
 GPU_HEADERS = re.compile(r'#include\s*[<"](cuda[^">]*|nccl\.h|cuda_runtime[^">]*)[">]')
 INCLUDE = re.compile(r'^\s*#include\s*"([a-z_]+)/([^"]+)"', re.M)
