@@ -1,3 +1,6 @@
+// The port model and the lower bound (sim/ports.h says what a port is, the
+// routes of each op kind and the duplex LP optimum). O(1) per route, O(ops +
+// ports) for a plan's loads and bound.
 #include "sim/ports.h"
 
 #include <algorithm>
