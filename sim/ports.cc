@@ -1,3 +1,6 @@
+// The port model and the lower bound (sim/ports.h says what a port is, the
+// routes of each op kind and the duplex LP optimum). O(1) per route, O(ops +
+// ports) for a plan's loads and bound.
 #include "sim/ports.h"
 
 #include <algorithm>
@@ -10,6 +13,16 @@ namespace reshard {
 
 namespace {
 constexpr int32_t kGpuPorts = 5;  // nvlink_out, nvlink_in, pcie_h2d, pcie_d2h, copy
+
+// A device copy, an offload or a reload: one port of one GPU.
+Route OnePortRoute(LinkClass cls, int32_t port, bool pageable) {
+  Route r;
+  r.link_class = cls;
+  r.num_ports = 1;
+  r.ports[0] = port;
+  r.pageable = pageable;
+  return r;
+}
 }  // namespace
 
 std::string_view PortKindName(PortKind k) {
@@ -150,29 +163,15 @@ Route PortModel::Transfer(int32_t src_gpu, int32_t dst_gpu) const {
 }
 
 Route PortModel::DeviceCopy(int32_t gpu) const {
-  Route r;
-  r.link_class = LinkClass::kLocal;
-  r.num_ports = 1;
-  r.ports[0] = Port(PortKind::kDeviceCopy, gpu);
-  return r;
+  return OnePortRoute(LinkClass::kLocal, Port(PortKind::kDeviceCopy, gpu), /*pageable=*/false);
 }
 
 Route PortModel::Offload(int32_t gpu, bool pinned) const {
-  Route r;
-  r.link_class = LinkClass::kPcie;
-  r.num_ports = 1;
-  r.ports[0] = Port(PortKind::kPcieD2H, gpu);
-  r.pageable = !pinned;
-  return r;
+  return OnePortRoute(LinkClass::kPcie, Port(PortKind::kPcieD2H, gpu), !pinned);
 }
 
 Route PortModel::Reload(int32_t gpu, bool pinned) const {
-  Route r;
-  r.link_class = LinkClass::kPcie;
-  r.num_ports = 1;
-  r.ports[0] = Port(PortKind::kPcieH2D, gpu);
-  r.pageable = !pinned;
-  return r;
+  return OnePortRoute(LinkClass::kPcie, Port(PortKind::kPcieH2D, gpu), !pinned);
 }
 
 Route PortModel::OfOp(const Plan& /*p*/, const Op& op) const {

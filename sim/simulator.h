@@ -1,7 +1,8 @@
 // The simulator: predicts a Plan's refit time, per-GPU peak memory and link
 // use, by discrete events on an integer-nanosecond clock.
 //
-// Model (DESIGN.md "Plan semantics", sim/ports.h for the ports):
+// Model (DESIGN.md "Plan semantics", sim/ports.h for the ports,
+// sim/max_min.h for the sharing):
 //  * Launches. The ops of one group on one GPU form one launch (one NCCL
 //    kernel); an op without a group is a launch of its own, except that an
 //    ungrouped send/recv pair on one GPU is one launch (as Verify contracts
@@ -43,6 +44,10 @@
 //
 // No global state: a Simulator owns its queue and state; several can run at
 // once on different threads (the plan is only read).
+//
+// Source files: simulator.cc (event loop), launches.cc (how ops start and
+// end), flow_network.cc + max_min.cc (bandwidth), memory.cc, prediction.cc
+// (the result and its JSON); sim/state.h holds the run's state.
 #pragma once
 
 #include <cstdint>

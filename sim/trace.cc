@@ -1,3 +1,7 @@
+// The Chrome / Perfetto trace writer (sim/trace.h): streams one JSON event
+// per op slice, port-rate change and memory change as the simulator reports
+// them; a launch's slices on one track are buffered and written longest
+// first so they nest.
 #include "sim/trace.h"
 
 #include <algorithm>

@@ -166,6 +166,25 @@ Prediction SimVerified(const Plan& p, SimObserver* obs = nullptr) {
   return Simulate(p, o);
 }
 
+// Two transfers issued as one group (group 0, comm stream) on cluster `c`.
+struct Xfer {
+  int32_t src, dst;
+  int64_t bytes;
+};
+struct GroupOfTwo {
+  Prediction p;
+  std::pair<int32_t, int32_t> a, b;  // {send, recv} of each
+};
+GroupOfTwo SimulateGroupOfTwo(const Cluster& c, Xfer a, Xfer b) {
+  PlanBuilder builder(c);
+  const Opts g{kStreamComm, 0};
+  GroupOfTwo r;
+  r.a = builder.Transfer(a.src, a.dst, a.bytes, g, g);
+  r.b = builder.Transfer(b.src, b.dst, b.bytes, g, g);
+  r.p = SimVerified(builder.Build());
+  return r;
+}
+
 // ---------------------------------------------------------------------------
 // Port model and lower bound
 
@@ -254,14 +273,11 @@ TEST(Simulate, TwoFlowsShareAPort) {
   // gpu0.nvlink_out (1 byte/ns): 0.5 byte/ns each until the first is done at
   // 1e6 / 0.5 = 2e6 ns; the second then has 3e6 - 1e6 = 2e6 bytes left at
   // 1 byte/ns and ends at 4e6 ns = (1e6 + 3e6) bytes / 1 byte/ns.
-  PlanBuilder b(TestCluster());
-  auto [s1, r1] = b.Transfer(0, 1, 1'000'000, {kStreamComm, 0}, {kStreamComm, 0});
-  auto [s2, r2] = b.Transfer(0, 2, 3'000'000, {kStreamComm, 0}, {kStreamComm, 0});
-  const Prediction p = SimVerified(b.Build());
-  EXPECT_EQ(p.op_end_ns[s1], 2'000'000);
-  EXPECT_EQ(p.op_end_ns[r1], 2'000'000);
-  EXPECT_EQ(p.op_end_ns[s2], 4'000'000);
-  EXPECT_EQ(p.op_end_ns[r2], 4'000'000);
+  const auto [p, a, b] = SimulateGroupOfTwo(TestCluster(), {0, 1, 1'000'000}, {0, 2, 3'000'000});
+  EXPECT_EQ(p.op_end_ns[a.first], 2'000'000);
+  EXPECT_EQ(p.op_end_ns[a.second], 2'000'000);
+  EXPECT_EQ(p.op_end_ns[b.first], 4'000'000);
+  EXPECT_EQ(p.op_end_ns[b.second], 4'000'000);
   EXPECT_EQ(p.time_ns, 4'000'000);
   // The shared port is the binding one and the plan meets its bound.
   EXPECT_EQ(p.lower_bound_port, "gpu0.nvlink_out");
@@ -320,17 +336,12 @@ TEST(Simulate, DuplexPlanMeetsItsLowerBound) {
   // formulas agree): i/D + (e - i)/P = 1000/0.5 + 2000/1 = 4000 ns.
   Cluster c = TestCluster();
   c.nvlink.duplex_bytes_per_s = 0.5e9;
-  PlanBuilder b(c);
-  const Opts g{kStreamComm, 0};
-  auto [s1, r1] = b.Transfer(0, 1, 1000, g, g);
-  auto [s2, r2] = b.Transfer(1, 0, 3000, g, g);
-  const Prediction p = SimVerified(b.Build());
-  EXPECT_EQ(p.op_end_ns[s1], 2000);
-  EXPECT_EQ(p.op_end_ns[s2], 4000);
+  const auto [p, forth, back] = SimulateGroupOfTwo(c, {0, 1, 1000}, {1, 0, 3000});
+  EXPECT_EQ(p.op_end_ns[forth.first], 2000);
+  EXPECT_EQ(p.op_end_ns[back.first], 4000);
   EXPECT_EQ(p.time_ns, 4000);
   EXPECT_NEAR(p.lower_bound_s, 4000e-9, 1e-18);
   EXPECT_DOUBLE_EQ(p.plan_efficiency, 1.0);
-  (void)r1, (void)r2;
 }
 
 TEST(Simulate, LatencyDominatesSmallSegments) {
@@ -368,14 +379,9 @@ TEST(Simulate, EfficiencyCurveCapsEachFlow) {
 
   // Two 1,000-byte flows sharing gpu0.nvlink_out: each capped at 0.25 byte/ns,
   // together 0.5 < 1, so the cap (not the port) binds: both end at 4,000 ns.
-  PlanBuilder b(c);
-  const Opts g{kStreamComm, 0};
-  auto [s1, r1] = b.Transfer(0, 1, 1000, g, g);
-  auto [s2, r2] = b.Transfer(0, 2, 1000, g, g);
-  const Prediction p = SimVerified(b.Build());
-  EXPECT_EQ(p.op_end_ns[s1], 4000);
-  EXPECT_EQ(p.op_end_ns[s2], 4000);
-  (void)r1, (void)r2;
+  const auto [p, a, b] = SimulateGroupOfTwo(c, {0, 1, 1000}, {0, 2, 1000});
+  EXPECT_EQ(p.op_end_ns[a.first], 4000);
+  EXPECT_EQ(p.op_end_ns[b.first], 4000);
 }
 
 // ---------------------------------------------------------------------------
@@ -472,14 +478,9 @@ TEST(Simulate, BothWaysUsesTheDuplexRamp) {
   // runs alone at 1 B/ns for its last 2000 bytes: ends at 4000 ns.
   Cluster c = TestCluster();
   c.nvlink.duplex_efficiency = {{1, 0.5}};
-  PlanBuilder b(c);
-  const Opts g{kStreamComm, 0};
-  auto [s1, r1] = b.Transfer(0, 1, 1000, g, g);
-  auto [s2, r2] = b.Transfer(1, 0, 3000, g, g);
-  const Prediction p = SimVerified(b.Build());
-  EXPECT_EQ(p.op_end_ns[s1], 2000);
-  EXPECT_EQ(p.op_end_ns[s2], 4000);
-  (void)r1, (void)r2;
+  const auto [p, forth, back] = SimulateGroupOfTwo(c, {0, 1, 1000}, {1, 0, 3000});
+  EXPECT_EQ(p.op_end_ns[forth.first], 2000);
+  EXPECT_EQ(p.op_end_ns[back.first], 4000);
 }
 
 TEST(Simulate, SelfSendIsADeviceCopy) {
@@ -532,20 +533,24 @@ TEST(Simulate, MemoryPeakOfOverlappedAllocs) {
   // GPU0 bytes: 550 at 0, +A 1550, +B at 500: 2250 (peak), -A at 1000: 1250, -B at 1200: 550.
   Cluster c = TestCluster();
   c.overheads.cuda_context_bytes = 50;
-  PlanBuilder b(c);
-  const int32_t P = b.Buffer(0, 500, true);
-  const int32_t H = b.Buffer(0, 2000, true, MemorySpace::kHost);
-  const int32_t A = b.Buffer(0, 1000, false);
-  const int32_t B = b.Buffer(0, 700, false);
-  b.Alloc(A, {kStreamCompute});
-  b.Offload(0, ContiguousRegion(A, 0, 1000), ContiguousRegion(H, 0, 1000), {kStreamCompute});
-  b.Free(A, {kStreamCompute});
-  b.Reload(0, ContiguousRegion(H, 0, 500), ContiguousRegion(P, 0, 500), {kStreamHost});
-  b.Alloc(B, {kStreamHost});
-  b.Reload(0, ContiguousRegion(H, 1000, 700), ContiguousRegion(B, 0, 700), {kStreamHost});
-  b.Free(B, {kStreamHost});
+  // The plan above; with `b_waits_for_a`, B's alloc depends on A's free.
+  auto build = [&](bool b_waits_for_a) {
+    PlanBuilder b(c);
+    const int32_t P = b.Buffer(0, 500, true);
+    const int32_t H = b.Buffer(0, 2000, true, MemorySpace::kHost);
+    const int32_t A = b.Buffer(0, 1000, false);
+    const int32_t B = b.Buffer(0, 700, false);
+    b.Alloc(A, {kStreamCompute});
+    b.Offload(0, ContiguousRegion(A, 0, 1000), ContiguousRegion(H, 0, 1000), {kStreamCompute});
+    const int32_t free_a = b.Free(A, {kStreamCompute});
+    b.Reload(0, ContiguousRegion(H, 0, 500), ContiguousRegion(P, 0, 500), {kStreamHost});
+    b.Alloc(B, {kStreamHost, -1, b_waits_for_a ? std::vector<int32_t>{free_a} : std::vector<int32_t>{}});
+    b.Reload(0, ContiguousRegion(H, 1000, 700), ContiguousRegion(B, 0, 700), {kStreamHost});
+    b.Free(B, {kStreamHost});
+    return b.Build();
+  };
   MemoryLog log;
-  const Prediction p = SimVerified(b.Build(), &log);
+  const Prediction p = SimVerified(build(false), &log);
   EXPECT_EQ(p.time_ns, 1200);
   EXPECT_EQ(p.peak_bytes, (std::vector<int64_t>{2250, 50, 50, 50}));
   EXPECT_EQ(p.peak_host_bytes, (std::vector<int64_t>{2000}));
@@ -554,19 +559,7 @@ TEST(Simulate, MemoryPeakOfOverlappedAllocs) {
 
   // The same with B allocated only after A is freed (a dependency): the peak
   // is 550 + 1000 = 1550 (A alone), B then adds 700 to 550.
-  PlanBuilder b2(c);
-  const int32_t P2 = b2.Buffer(0, 500, true);
-  const int32_t H2 = b2.Buffer(0, 2000, true, MemorySpace::kHost);
-  const int32_t A2 = b2.Buffer(0, 1000, false);
-  const int32_t B2 = b2.Buffer(0, 700, false);
-  b2.Alloc(A2, {kStreamCompute});
-  b2.Offload(0, ContiguousRegion(A2, 0, 1000), ContiguousRegion(H2, 0, 1000), {kStreamCompute});
-  const int32_t fa = b2.Free(A2, {kStreamCompute});
-  b2.Reload(0, ContiguousRegion(H2, 0, 500), ContiguousRegion(P2, 0, 500), {kStreamHost});
-  b2.Alloc(B2, {kStreamHost, -1, {fa}});
-  b2.Reload(0, ContiguousRegion(H2, 1000, 700), ContiguousRegion(B2, 0, 700), {kStreamHost});
-  b2.Free(B2, {kStreamHost});
-  EXPECT_EQ(SimVerified(b2.Build()).peak_bytes[0], 1550);
+  EXPECT_EQ(SimVerified(build(true)).peak_bytes[0], 1550);
 }
 
 TEST(Simulate, NcclMemoryPerNewPeer) {

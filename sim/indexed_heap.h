@@ -1,0 +1,90 @@
+// IndexedHeap: a binary min-heap of small integer ids ordered by (key, id)
+// that knows where each id sits, so an id's key can change or the id can
+// leave in O(log n), and no stale entries pile up.
+//
+// The simulator keeps its flows' end times in one (a component of F flows
+// re-rated F times would otherwise leave F^2 lazy entries) and max-min
+// sharing keeps its ports' fair shares in another. Ties are broken by id, so
+// Top() is the same whatever order the keys were set in.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace reshard {
+
+template <typename Key>
+class IndexedHeap {
+ public:
+  void Resize(size_t ids) { pos_.resize(ids, -1); }  // ids 0 .. ids-1 may be used
+  bool Empty() const { return heap_.empty(); }
+  int32_t Top() const { return heap_.front().id; }
+  Key TopKey() const { return heap_.front().key; }
+  // Inserts `id` or moves it to `key`.
+  void Set(int32_t id, Key key) {
+    if (pos_[id] < 0) {
+      pos_[id] = static_cast<int32_t>(heap_.size());
+      heap_.push_back({key, id});
+      Up(pos_[id]);
+    } else {
+      const int32_t i = pos_[id];
+      const Entry old = heap_[i];
+      heap_[i].key = key;
+      if (Less(heap_[i], old)) Up(i); else Down(i);
+    }
+  }
+  void Erase(int32_t id) {  // no-op when absent
+    const int32_t i = pos_[id];
+    if (i < 0) return;
+    pos_[id] = -1;
+    const Entry last = heap_.back();
+    heap_.pop_back();
+    if (i == static_cast<int32_t>(heap_.size())) return;
+    Place(i, last);
+    Up(i);
+    Down(pos_[last.id]);
+  }
+  void Clear() {
+    for (const Entry& e : heap_) pos_[e.id] = -1;
+    heap_.clear();
+  }
+
+ private:
+  struct Entry {
+    Key key;
+    int32_t id;
+  };
+  static bool Less(const Entry& a, const Entry& b) { return a.key != b.key ? a.key < b.key : a.id < b.id; }
+  void Place(int32_t i, const Entry& e) {
+    heap_[i] = e;
+    pos_[e.id] = i;
+  }
+  void Up(int32_t i) {
+    const Entry e = heap_[i];
+    while (i > 0) {
+      const int32_t parent = (i - 1) / 2;
+      if (!Less(e, heap_[parent])) break;
+      Place(i, heap_[parent]);
+      i = parent;
+    }
+    Place(i, e);
+  }
+  void Down(int32_t i) {
+    const Entry e = heap_[i];
+    const int32_t n = static_cast<int32_t>(heap_.size());
+    while (true) {
+      int32_t c = 2 * i + 1;
+      if (c >= n) break;
+      if (c + 1 < n && Less(heap_[c + 1], heap_[c])) ++c;
+      if (!Less(heap_[c], e)) break;
+      Place(i, heap_[c]);
+      i = c;
+    }
+    Place(i, e);
+  }
+  std::vector<Entry> heap_;
+  std::vector<int32_t> pos_;  // id -> index in heap_, -1 when absent
+};
+
+}  // namespace reshard

@@ -1,0 +1,104 @@
+// What a simulation reports: the Prediction gathered from a finished run
+// (refit time, peaks, per-port use, phases by op kind and link class, the
+// lower bound and plan efficiency), and its JSON form. O(ops + ports).
+#include <algorithm>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/state.h"
+#include "sim/trace.h"
+
+namespace reshard {
+
+using sim_internal::kNsPerS;
+
+Prediction Simulator::State::Collect() const {
+  Prediction pr;
+  int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
+  for (int32_t i = 0; i < nops; ++i) {
+    first = std::min(first, op_start_ns[i]);
+    last = std::max(last, op_end_ns[i]);
+  }
+  if (nops == 0) first = 0;
+  pr.time_ns = last - first;
+  pr.time_s = static_cast<double>(pr.time_ns) / kNsPerS;
+  pr.peak_bytes = memory.device_peak;
+  pr.peak_host_bytes = memory.host_peak;
+  pr.bytes_moved = CountBytesMoved(plan);  // the planner's and executor's definition
+  for (int32_t q = 0; q < ports.NumPorts(); ++q) {
+    const sim_internal::PortState& p = net.ports[q];
+    if (p.bytes == 0) continue;
+    PortUse u;
+    u.port = q;
+    u.name = ports.Name(q);
+    u.link_class = ports.Class(q);
+    u.capacity_bytes_per_s = ports.BytesPerS(q);
+    u.bytes = p.bytes;
+    u.busy_ns = p.busy_ns;
+    if (pr.time_ns > 0) {
+      u.busy_fraction = static_cast<double>(p.busy_ns) / static_cast<double>(pr.time_ns);
+      u.average_bytes_per_s = static_cast<double>(p.bytes) / pr.time_s;
+      u.utilisation = u.capacity_bytes_per_s > 0 ? u.average_bytes_per_s / u.capacity_bytes_per_s : 0;
+    }
+    pr.ports.push_back(std::move(u));
+  }
+  auto phase = [](std::string_view name, const sim_internal::Activity& a) {
+    return PhaseUse{std::string(name), a.count, a.bytes, a.active_ns, a.sum_ns};
+  };
+  for (int k = 0; k < sim_internal::kOpKinds; ++k) {
+    if (kind_use[k].count != 0) pr.by_kind.push_back(phase(OpKindName(static_cast<OpKind>(k)), kind_use[k]));
+  }
+  for (int c = 0; c < sim_internal::kLinkClasses; ++c) {
+    if (class_use[c].count != 0) pr.by_class.push_back(phase(LinkClassName(static_cast<LinkClass>(c)), class_use[c]));
+  }
+  pr.events = events;
+  pr.rate_updates = net.rate_updates;
+  const PortBound lb = LowerBoundOfLoads(ports, PortBytes(ports, plan));
+  pr.lower_bound_s = lb.time_s;
+  pr.lower_bound_port = lb.port_name;
+  pr.plan_efficiency = PlanEfficiency(lb.time_s, pr.time_s);
+  if (opt.record_op_times) {
+    pr.op_start_ns = op_start_ns;
+    pr.op_end_ns = op_end_ns;
+  }
+  if (obs) obs->OnEnd(last);
+  return pr;
+}
+
+void to_json(nlohmann::json& j, const PortUse& u) {
+  j = nlohmann::json{{"port", u.name},
+                     {"class", LinkClassName(u.link_class)},
+                     {"capacity_bytes_per_s", u.capacity_bytes_per_s},
+                     {"bytes", u.bytes},
+                     {"busy_s", static_cast<double>(u.busy_ns) / kNsPerS},
+                     {"busy_fraction", u.busy_fraction},
+                     {"average_bytes_per_s", u.average_bytes_per_s},
+                     {"utilisation", u.utilisation}};
+}
+
+void to_json(nlohmann::json& j, const PhaseUse& u) {
+  j = nlohmann::json{{"name", u.name},
+                     {"count", u.count},
+                     {"bytes", u.bytes},
+                     {"active_s", static_cast<double>(u.active_ns) / kNsPerS},
+                     {"sum_s", static_cast<double>(u.sum_ns) / kNsPerS}};
+}
+
+void to_json(nlohmann::json& j, const Prediction& p) {
+  j = nlohmann::json{
+      {"time_s", p.time_s},
+      {"time_ns", p.time_ns},
+      {"peak_bytes", p.peak_bytes},
+      {"peak_host_bytes", p.peak_host_bytes},
+      {"bytes_moved", p.bytes_moved},
+      {"lower_bound_s", p.lower_bound_s},
+      {"lower_bound_port", p.lower_bound_port},
+      {"plan_efficiency", p.plan_efficiency},
+      {"events", p.events},
+      {"links", p.ports},
+      {"phases", {{"by_kind", p.by_kind}, {"by_class", p.by_class}}},
+  };
+}
+
+}  // namespace reshard

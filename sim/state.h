@@ -1,0 +1,253 @@
+// The state of one simulation run, shared by the simulator's source files
+// (internal to sim/; callers use sim/simulator.h). Its parts:
+//   * OpInfo, the packed per-op facts the event loop reads;
+//   * Launches, which ops are issued together and what each launch waits for
+//     (built in launches.cc);
+//   * EventQueue, issues and flow starts by (time, sequence);
+//   * FlowNetwork, flows on ports with max-min fair rates (flow_network.cc);
+//   * MemoryTimeline, device and host bytes in use and their peaks (memory.cc);
+//   * Channel, the one-at-a-time queue of transfers of an ordered GPU pair;
+//   * Activity, the counters behind Prediction::by_kind / by_class.
+// Simulator::State ties them together: the event loop (simulator.cc), how ops
+// start and end (launches.cc) and what it reports (prediction.cc).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "plan/plan.h"
+#include "sim/indexed_heap.h"
+#include "sim/max_min.h"
+#include "sim/ports.h"
+#include "sim/simulator.h"
+
+namespace reshard {
+
+class SimObserver;
+
+namespace sim_internal {
+
+inline constexpr int kOpKinds = 7;      // OpKind values
+inline constexpr int kLinkClasses = 4;  // LinkClass values
+inline constexpr double kNsPerS = 1e9;
+
+// What the event loop reads of an op, packed (a Plan Op is ~200 bytes with
+// its vectors and label; touching it per event costs cache misses).
+struct OpInfo {
+  OpKind kind = OpKind::kAlloc;
+  int32_t gpu = -1, peer = -1, match = -1, buffer = -1;
+  int64_t bytes = 0;
+};
+
+// Launches: one group on one GPU, or one ungrouped op (an ungrouped send/recv
+// to self is one launch with both ops), numbered by their first op. Lists are
+// CSR: launch l's ops are ops[begin[l] .. begin[l+1]), in op order.
+struct Launches {
+  std::vector<int32_t> of_op;                  // op -> its launch
+  std::vector<int32_t> begin, ops;
+  std::vector<int32_t> pending;                // prerequisites (ops outside it) not yet finished
+  std::vector<int32_t> running;                // ops of an issued launch not yet ended
+  std::vector<int64_t> end_ns;                 // -1 until the launch ended
+  std::vector<int32_t> waiter_begin, waiters;  // op -> launches waiting for it (CSR)
+  int32_t ended = 0;
+
+  int32_t Count() const { return static_cast<int32_t>(pending.size()); }
+};
+
+// Builds the launches of `plan` and their prerequisites (deps and stream
+// predecessors outside the launch). O(ops + deps + groups + GPUs).
+Launches BuildLaunches(const Plan& plan, const std::vector<OpInfo>& info, int32_t gpus);
+
+// Issues and flow starts; flow ends live in FlowNetwork::ends (their times change).
+struct Event {
+  enum Kind : uint8_t { kIssue, kFlowStart };
+  int64_t t;
+  uint64_t seq;
+  Kind kind;
+  int32_t id;  // launch or flow
+};
+
+// Events by (time, sequence): at one instant, in the order they were pushed.
+class EventQueue {
+ public:
+  void Push(int64_t t, Event::Kind k, int32_t id) { queue_.push(Event{t, seq_++, k, id}); }
+  bool Empty() const { return queue_.empty(); }
+  const Event& Top() const { return queue_.top(); }
+  void Pop() { queue_.pop(); }
+
+ private:
+  struct Later {
+    bool operator()(const Event& a, const Event& b) const { return a.t != b.t ? a.t > b.t : a.seq > b.seq; }
+  };
+  std::priority_queue<Event, std::vector<Event>, Later> queue_;
+  uint64_t seq_ = 0;
+};
+
+// Counts how long at least one member of a category runs.
+struct Activity {
+  int64_t count = 0, bytes = 0, sum_ns = 0, active_ns = 0;
+  int64_t running = 0, since = 0;
+  void Start(int64_t t) {
+    if (running++ == 0) since = t;
+  }
+  void Stop(int64_t t) {
+    if (--running == 0) active_ns += t - since;
+  }
+};
+
+// Nanoseconds to move `bytes` at `bytes_per_ns`, rounded up. The tolerance
+// (1e-12 relative + 1e-6 ns) absorbs floating noise such as 3e6 / (1/3.0),
+// so exact hand-derived times stay exact.
+int64_t CeilNs(double bytes, double bytes_per_ns);
+
+struct Flow {
+  int32_t op = -1, op2 = -1;  // send (or copy/offload/reload), and recv
+  Route route;
+  int64_t bytes = 0;
+  int64_t created_ns = 0;     // rendezvous (both ops issued)
+  int64_t run_before = 0;     // bytes of earlier ops of its group run on its channel (Channel)
+  double cap = 0;             // bytes/ns ceiling: peak × efficiency
+  double remaining = 0;       // bytes
+  double rate = 0;            // bytes/ns
+  double new_rate = 0;
+  int64_t last_ns = 0;        // when `remaining` was last settled
+  int64_t finish_ns = -1;
+  uint32_t stamp = 0;         // component mark
+  std::array<int32_t, 4> pos{-1, -1, -1, -1};  // index in each port's flow list
+  bool active = false, done = false;
+};
+
+struct PortState {
+  std::vector<int32_t> flows;  // active flows (in bandwidth phase)
+  double peak = 0, duplex = 0; // bytes/ns
+  int32_t reverse = -1;
+  bool coupled = false;
+  double rate = 0;             // current sum of flow rates (bytes/ns)
+  int64_t bytes = 0, busy_ns = 0, busy_since = 0;
+  uint32_t stamp = 0;          // component mark
+};
+
+// Flows in their bandwidth phase on the ports, with max-min fair rates
+// (sim/max_min.h) re-shared per connected component of touched ports, and
+// each active flow's end time in `ends`.
+class FlowNetwork {
+ public:
+  void Init(const PortModel& ports, SimObserver* obs, int32_t max_flows);
+
+  int32_t Add(const Flow& f);             // a new flow (not yet on its ports); returns its id
+  void Start(int32_t id, int64_t t);      // puts a flow with bytes on its ports
+  void Stop(int32_t id, int64_t t);       // takes it off (if on) and marks it done
+  void SetCap(int32_t id, double cap);    // a new ceiling, re-shared at the next Recompute
+  bool Dirty() const { return !dirty_.empty(); }
+  // Re-shares bandwidth in every component that holds a port touched since
+  // the last call; settles bytes moved and moves the flows' ends.
+  void Recompute(int64_t t);
+
+  std::vector<Flow> flows;
+  std::vector<PortState> ports;
+  IndexedHeap<int64_t> ends;  // active flows by finish time
+  int64_t rate_updates = 0;   // sharing passes (one per component)
+
+ private:
+  void Share(int64_t t);  // the component in comp_ports_ / comp_flows_
+
+  SimObserver* obs_ = nullptr;
+  std::vector<int32_t> dirty_;
+  uint32_t stamp_ = 0;
+  std::vector<int32_t> comp_ports_, comp_flows_, bfs_;  // in discovery order
+  std::vector<int32_t> port_local_;                     // port -> index in comp_ports_
+  std::vector<SharedPort> shared_ports_;
+  std::vector<SharedFlow> shared_flows_;
+  std::vector<double> rates_;
+  MaxMinScratch scratch_;
+};
+
+// Device bytes per GPU and plan host bytes per node, with their peaks;
+// NCCL's per-peer memory on a GPU's first send/recv with each peer.
+class MemoryTimeline {
+ public:
+  // CUDA context + preexisting buffers at t = 0.
+  void Init(const Plan& plan, SimObserver* obs);
+  void Add(int32_t gpu, int64_t bytes, int64_t t);
+  void BufferChange(int32_t buffer, int64_t sign, int64_t t);  // alloc (+1) / free (-1)
+  void ConnectPeer(int32_t gpu, int32_t peer, int64_t t);
+
+  std::vector<int64_t> device, device_peak;  // per GPU
+  std::vector<int64_t> host, host_peak;      // per node
+
+ private:
+  const Plan* plan_ = nullptr;
+  SimObserver* obs_ = nullptr;
+  int32_t gpus_ = 0;
+  // Connected (gpu, peer) pairs: a bitset of gpus^2 bits up to 16384 GPUs
+  // (32 MiB), a hash set beyond.
+  std::vector<uint64_t> peer_bits_;
+  std::unordered_set<int64_t> peer_set_;
+};
+
+// Per ordered GPU pair (src * gpus + dst): transfers waiting for the one in flight.
+struct Channel {
+  std::vector<int32_t> pending;  // send op ids, FIFO from `head`
+  size_t head = 0;
+  bool busy = false;
+  int32_t flow = -1;             // the transfer in flight
+  int32_t group = -1;            // NCCL group of the current run of back-to-back ops
+  int64_t run_bytes = 0;         // bytes of that run so far, the transfer in flight included
+};
+
+}  // namespace sim_internal
+
+struct Simulator::State {
+  using OpInfo = sim_internal::OpInfo;
+  using Flow = sim_internal::Flow;
+
+  State(const Plan& p, SimOptions o) : plan(p), opt(o), ports(p.cluster), obs(o.observer) {}
+
+  // The event loop (simulator.cc).
+  Prediction Run();
+  void CheckOps();
+  void Process(const sim_internal::Event& e);
+  [[noreturn]] void Deadlock() const;
+  [[noreturn]] void Bad(int32_t op, const std::string& problem) const;
+
+  // Ops and launches starting and ending (launches.cc).
+  void Issue(int32_t launch, int64_t t);
+  void Rendezvous(int32_t send, int64_t t);
+  void NextOnChannel(int32_t send, int64_t t);
+  void BothWays(int32_t a, int32_t b);
+  Route TransferRoute(int32_t send) const;
+  double TransferCap(const Flow& f, bool both) const;
+  int32_t NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t, int64_t run_before = 0);
+  void StartFlow(int32_t id, int64_t t);
+  void FinishFlow(int32_t id, int64_t t);
+  void EndOp(int32_t op, int64_t t);
+  void EndLaunch(int32_t launch, int64_t t);
+
+  // The result (prediction.cc).
+  Prediction Collect() const;
+
+  const Plan& plan;
+  SimOptions opt;
+  PortModel ports;
+  SimObserver* obs;
+  int32_t gpus = 0, nops = 0;
+
+  std::vector<OpInfo> info;
+  std::vector<int64_t> op_start_ns, op_end_ns;
+  std::vector<uint8_t> op_issued;
+  sim_internal::Launches launches;
+  sim_internal::EventQueue queue;
+  sim_internal::FlowNetwork net;
+  sim_internal::MemoryTimeline memory;
+  std::unordered_map<int64_t, sim_internal::Channel> channels;  // lookup only, never iterated
+  std::array<sim_internal::Activity, sim_internal::kOpKinds> kind_use{};
+  std::array<sim_internal::Activity, sim_internal::kLinkClasses> class_use{};
+  int64_t events = 0;
+};
+
+}  // namespace reshard
