@@ -99,8 +99,8 @@ std::vector<int32_t> AssignLaunches(const Plan& plan, const std::vector<OpInfo>&
 // cost) but not the efficiency ramp again: its bandwidth phase lasts
 // T(before + bytes) - T(before), T(S) = S / (rate x efficiency(S)), and at
 // least bytes / rate. NCCL pipelines the grouped ops to one peer: 8 grouped
-// 256 MiB sends took 7.7x one (bench/results/2026-11-30-h200x2-nccl-group-
-// probe.md) where T(2 GiB) / T(256 MiB) = 7.75 and 8 isolated ops 8x.
+// 256 MiB sends took 7.7x one (bench/results/2026-11-30-h200x2-nccl-group-probe/)
+// where T(2 GiB) / T(256 MiB) = 7.75 and 8 isolated ops 8x.
 double RunCap(double rate, int64_t before, int64_t bytes, double eff_run, double eff_before) {
   const double t1 = static_cast<double>(before + bytes) / (rate * eff_run);
   const double t0 = static_cast<double>(before) / (rate * eff_before);
@@ -259,7 +259,7 @@ void Simulator::State::BothWays(int32_t a, int32_t b) {
 
 // A transfer over a link that shares_copy_port also draws on both GPUs'
 // copy ports: NCCL's kernels share SMs and HBM with copy kernels. Measured on 2x H200
-// (bench/results/2026-11-30-h200x2-nccl-group-probe.md): a 2 GiB device copy
+// (bench/results/2026-11-30-h200x2-nccl-group-probe/): a 2 GiB device copy
 // under 2 GiB both-ways NVLink ran at 1.33-1.51 TB/s (alone 1.95-2.12)
 // while NVLink kept 335-342 GB/s (alone 364): copy + NVLink in + out stayed
 // within the copy port's rate.
