@@ -20,7 +20,7 @@ ALLOWED = {
     "sim": {"model", "plan", "sim"},
     "planner": {"model", "plan", "sim", "planner"},
     "executor": {"model", "plan", "executor"},
-    "calib": {"model", "calib", "executor"},  # executor/nccl's error boundary only (rule below)
+    "calib": {"model", "calib", "executor"},  # only executor/nccl/ (rule below)
     "cli": {"model", "plan", "sim", "planner", "executor", "calib", "cli"},
 }
 # planner/ files that may include sim/: the search step, which simulates candidates.
@@ -50,7 +50,7 @@ def main() -> int:
                 if folder == "planner" and top == "sim" and rel not in PLANNER_SIM_FILES:
                     problems.append(f"{rel}: includes sim/{rest}: only the planner's search step may ({sorted(PLANNER_SIM_FILES)})")
                 if folder == "calib" and top == "executor" and not rest.startswith("nccl/"):
-                    problems.append(f"{rel}: includes executor/{rest}: calib/ may use only executor/nccl/'s error boundary")
+                    problems.append(f"{rel}: includes executor/{rest}: calib/'s measuring code may use only executor/nccl/")
             if GPU_HEADERS.search(text) and not rel.startswith(GPU_FOLDERS):
                 problems.append(f"{rel}: includes a CUDA/NCCL header outside {GPU_FOLDERS}")
             lines = text.count("\n")
