@@ -12,7 +12,8 @@
 
 namespace reshard {
 
-// The routing-independent lower bound of `plan`'s refit (sim/ports.h), in seconds.
+// The lower bound of `plan`'s own routing (sim/ports.h: max over ports of the bytes
+// the plan puts on a port / its bandwidth), in seconds.
 double LowerBoundSeconds(const Plan& plan);
 
 // Simulates `plan` (a warm refit, no op times kept) and writes the predicted
