@@ -2,6 +2,8 @@
 // send/recv, host<->device and device copies, and memory probes.
 #include "calib/measure_nccl.h"
 
+#include "calib/measure_common.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,13 +31,6 @@ namespace reshard {
 namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
-
-std::string SizeName(int64_t b) {
-  if (b >= (int64_t{1} << 30) && b % (int64_t{1} << 30) == 0) return fmt::format("{} GiB", b >> 30);
-  if (b >= kMiB && b % kMiB == 0) return fmt::format("{} MiB", b >> 20);
-  if (b >= 1024 && b % 1024 == 0) return fmt::format("{} KiB", b >> 10);
-  return fmt::format("{} B", b);
-}
 
 // ---- resources, released in reverse order; cleanup errors are ignored -------
 
@@ -211,6 +206,17 @@ MemInfo GetMemInfo(int device) {
   return {static_cast<int64_t>(free_b), static_cast<int64_t>(total_b)};
 }
 
+std::string Version(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+
+}  // namespace
+
+std::string SizeName(int64_t b) {
+  if (b >= (int64_t{1} << 30) && b % (int64_t{1} << 30) == 0) return fmt::format("{} GiB", b >> 30);
+  if (b >= kMiB && b % kMiB == 0) return fmt::format("{} MiB", b >> 20);
+  if (b >= 1024 && b % 1024 == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} B", b);
+}
+
 std::string UtcNow() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -220,9 +226,28 @@ std::string UtcNow() {
   return buf;
 }
 
-std::string Version(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+ToolVersions ReadToolVersions() {
+  int runtime = 0, driver = 0, nccl = 0;
+  RESHARD_GPU(cudaRuntimeGetVersion(&runtime));
+  RESHARD_GPU(cudaDriverGetVersion(&driver));
+  RESHARD_GPU(ncclGetVersion(&nccl));
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
+  return {host, fmt::format("{}.{}.{}", nccl / 10000, (nccl % 10000) / 100, nccl % 100), Version(runtime),
+          Version(driver)};
+}
 
-}  // namespace
+int VisibleGpus() {
+  ApplyNcclEnvDefaults();  // the settings runs use, so the profile describes them
+  int n = 0;
+  const cudaError_t count = cudaGetDeviceCount(&n);
+  if (count != cudaSuccess || n == 0)
+    throw CalibrationUnavailable(fmt::format(
+        "no CUDA GPU to calibrate: cudaGetDeviceCount {}; run `reshard calibrate` on the GPU host (check the "
+        "driver and CUDA_VISIBLE_DEVICES)",
+        count != cudaSuccess ? DescribeGpuStatus(count) : "found 0 devices"));
+  return n;
+}
 
 CalibrationData MeasureNccl(const CalibrateOptions& o) {
   if (o.min_bytes <= 0) throw InputError("<cli>", "--min-bytes", "must be > 0");
@@ -240,14 +265,7 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
     if (o.progress) o.progress(line);
   };
 
-  ApplyNcclEnvDefaults();  // the settings runs use, so the profile describes them
-  int n = 0;
-  const cudaError_t count = cudaGetDeviceCount(&n);
-  if (count != cudaSuccess || n == 0)
-    throw CalibrationUnavailable(fmt::format(
-        "no CUDA GPU to calibrate: cudaGetDeviceCount {}; run `reshard calibrate` on the GPU host (check the "
-        "driver and CUDA_VISIBLE_DEVICES)",
-        count != cudaSuccess ? DescribeGpuStatus(count) : "found 0 devices"));
+  const int n = VisibleGpus();
 
   CalibrationData d;
   // Memory probe, step 1: each device's context, before anything is allocated.
@@ -272,25 +290,19 @@ CalibrationData MeasureNccl(const CalibrateOptions& o) {
                                    g, m.free / kMiB, need / kMiB));
   }
 
-  int runtime = 0, driver = 0, nccl = 0;
-  RESHARD_GPU(cudaRuntimeGetVersion(&runtime));
-  RESHARD_GPU(cudaDriverGetVersion(&driver));
-  RESHARD_GPU(ncclGetVersion(&nccl));
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
+  const ToolVersions v = ReadToolVersions();
   const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
-  const std::string nccl_version = fmt::format("{}.{}.{}", nccl / 10000, (nccl % 10000) / 100, nccl % 100);
   d.name = fmt::format("{}x {}", n, d.memory.front().name);
   d.source = fmt::format("reshard calibrate {} on {}: {} GPU(s) {}, NCCL {}, CUDA runtime {}, driver {}", UtcNow(),
-                         host, n, d.memory.front().name, nccl_version, Version(runtime), Version(driver));
-  d.environment = {{"host", host},
+                         v.host, n, d.memory.front().name, v.nccl, v.cuda_runtime, v.cuda_driver);
+  d.environment = {{"host", v.host},
                    {"date_utc", UtcNow()},
                    {"gpus", std::to_string(n)},
                    {"gpu_name", d.memory.front().name},
-                   {"nccl_version", nccl_version},
+                   {"nccl_version", v.nccl},
                    {"nccl_header_version", fmt::format("{}.{}.{}", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH)},
-                   {"cuda_runtime", Version(runtime)},
-                   {"cuda_driver", Version(driver)},
+                   {"cuda_runtime", v.cuda_runtime},
+                   {"cuda_driver", v.cuda_driver},
                    {"NCCL_NVLS_ENABLE", nvls != nullptr ? nvls : ""},
                    {"NCCL_P2P_NVL_CHUNKSIZE", std::getenv("NCCL_P2P_NVL_CHUNKSIZE") != nullptr ? std::getenv("NCCL_P2P_NVL_CHUNKSIZE") : ""},
                    {"sizes", fmt::format("{} .. {}, x{} steps", SizeName(plan.sizes.front()),
