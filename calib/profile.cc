@@ -85,6 +85,10 @@ CalibrationFit FitCalibration(const CalibrationData& data, const FitOptions& opt
     fit.series.push_back({i, Residuals(it->profile, s.samples, s.BothWays())});
   }
 
+  if (!data.host.Empty()) {
+    fit.host = FitHost(data.host);
+    fit.has_host = true;
+  }
   for (const DeviceMemoryProbe& m : data.memory) {
     if (m.total_bytes >= 0 && m.free_after_context_bytes >= 0) {
       fit.overheads.cuda_context_bytes =
@@ -170,8 +174,15 @@ json CalibrationProfileJson(const CalibrationData& data, const CalibrationFit& f
         {"nccl_init_bytes", fit.nccl_init_bytes},
         {"nccl_connect_bytes_per_peer", fit.nccl_connect_bytes_per_peer},
         {"gpus", gpus}}}};
-  json j = {{"name", data.name}, {"measured", true}, {"source", data.source}, {"links", links}};
+  json j = {{"name", data.name}, {"measured", true}, {"source", data.source}};
+  if (!links.empty()) j["links"] = links;
   if (!memory.empty()) j["memory"] = memory;
+  if (fit.has_host) {
+    if (json host = HostSectionJson(fit.host); !host.is_null()) j["host"] = host;
+    if (!fit.host.copy_kernel.Empty()) j["copy_kernel"] = fit.host.copy_kernel;
+    measurements["host"] = HostMeasurementsJson(data.host);
+    measurements["host_fit"] = HostFitJson(data.host, fit.host);
+  }
   j["measurements"] = measurements;
   return j;
 }
@@ -225,8 +236,11 @@ CalibrationData CalibrationDataFromJson(const json& j, const std::string& file) 
     object(*it, mf + ".environment");
     for (const auto& [k, v] : it->items()) d.environment.push_back({k, string(v, mf + ".environment." + k)});
   }
-  const json& series = array(need(m, "series", mf), mf + ".series");
-  if (series.empty()) fail(mf + ".series", "is empty: nothing to fit");
+  if (auto it = m.find("host"); it != m.end()) d.host = HostMeasurementsFromJson(*it, file, mf + ".host");
+  static const json kNoSeries = json::array();
+  const json& series = d.host.Empty() ? array(need(m, "series", mf), mf + ".series")
+                                      : array(m.contains("series") ? m.at("series") : kNoSeries, mf + ".series");
+  if (series.empty() && d.host.Empty()) fail(mf + ".series", "is empty: nothing to fit");
   for (size_t i = 0; i < series.size(); ++i) {
     const std::string f = fmt::format("{}.series[{}]", mf, i);
     const json& sj = object(series[i], f);

@@ -5,7 +5,11 @@
 // class (calib_fit.h) and derives the memory overheads; CalibrationProfileJson
 // writes the profile in the format ApplyProfileJson reads (model/cluster.h,
 // calib/README.md) plus the raw data and the fit's residuals under
-// "measurements". No CUDA here: the GPU side is calib/measure_nccl.h.
+// "measurements". The one-GPU host-cost, copy-kernel and cold measurements
+// (calib/host_data.h) ride along: fitted by calib/host_fit.h into the
+// profile's "host" and "copy_kernel" sections, kept raw under
+// "measurements.host". No CUDA here: the GPU side is calib/measure_nccl.h and
+// calib/measure_host.h.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +20,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "calib/fit.h"
+#include "calib/host_data.h"
+#include "calib/host_fit.h"
 #include "model/cluster.h"
 
 namespace reshard {
@@ -49,6 +55,7 @@ struct CalibrationData {
   std::vector<MeasuredSeries> series;
   std::vector<DeviceMemoryProbe> memory;
   int32_t nccl_peers = 0;  // peers each GPU connected to during the probe (0: NCCL not probed)
+  HostMeasurements host;   // host costs, copy kernel, cold terms (empty: not measured)
 };
 
 struct SeriesFit {
@@ -73,6 +80,8 @@ struct CalibrationFit {
   // The two parts of nccl_bytes_per_peer × peers, for the record (max over GPUs):
   int64_t nccl_init_bytes = 0;              // ncclCommInitAll
   int64_t nccl_connect_bytes_per_peer = 0;  // the first transfers, per peer
+  bool has_host = false;   // data.host was measured: `host` is its fit
+  HostFit host;
 };
 
 // Fits each link class with one-direction samples (one-way, h2d and d2h
@@ -82,17 +91,20 @@ struct CalibrationFit {
 // (all that is unavailable to the plan: context, driver reserve);
 // nccl_bytes_per_peer = max over GPUs of (free before communicator creation -
 // free after the first transfers) / peers: the communicator's own memory is
-// spread over the peers, as MemoryOverheads has no per-communicator term. Throws InputError for a series
-// naming an unknown link or mode, or one that cannot be fitted.
+// spread over the peers, as MemoryOverheads has no per-communicator term.
+// Host measurements: FitHost (calib/host_fit.h). Throws InputError for a
+// series naming an unknown link or mode, or one that cannot be fitted.
 CalibrationFit FitCalibration(const CalibrationData& data, const FitOptions& options = {});
 
-// {"name", "measured": true, "source", "links", "memory", "measurements"}.
+// {"name", "measured": true, "source", "links", "memory", "host",
+// "copy_kernel", "measurements"}; sections not measured are left out.
 nlohmann::json CalibrationProfileJson(const CalibrationData& data, const CalibrationFit& fit,
                                       const FitOptions& options = {});
 
 // The measurements back from a profile CalibrationProfileJson wrote (its
 // "measurements": series with every sample, memory probes, environment), so
-// a profile can be re-fitted without GPUs. Throws InputError(file, field, ...).
+// a profile can be re-fitted without GPUs; "measurements.host" when present
+// (then "series" may be empty). Throws InputError(file, field, ...).
 CalibrationData CalibrationDataFromJson(const nlohmann::json& profile, const std::string& file);
 
 }  // namespace reshard
