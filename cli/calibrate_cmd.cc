@@ -1,14 +1,17 @@
 // `reshard calibrate -o profile.json [--max-bytes N] [--quick] [--json]`:
-// measure this host's GPU links (calib/measure_nccl.h), fit the
-// simulator's link model to them (calib/fit.h) and write a
-// calibration profile that scenarios load with `cluster.calibration`
-// (calib/README.md). The profile carries the raw measurements and the fit's
-// residuals under "measurements". Progress goes to stderr.
+// measure this host's GPU links (calib/measure_nccl.h) and, on GPU 0, the
+// executor's host costs, its copy kernel and the cold-refit terms
+// (calib/measure_host.h); fit the simulator's models to them (calib/fit.h,
+// calib/host_fit.h) and write a calibration profile that scenarios load with
+// `cluster.calibration` (calib/README.md). One GPU is enough (NVLink needs
+// two). The profile carries the raw measurements and the fit's residuals
+// under "measurements". Progress goes to stderr.
 // `--refit old.json` fits the measurements kept in an earlier profile again
 // instead of measuring (no GPU needed).
 //
 // Exit codes: 0 written; 2 bad flags, or no GPU / a reshard built without
 // CUDA and NCCL (nothing to measure); 1 a CUDA / NCCL failure.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -25,6 +28,7 @@
 #include "model/error.h"
 #include "model/scenario.h"
 #ifdef RESHARD_HAVE_NCCL
+#include "calib/measure_host.h"
 #include "calib/measure_nccl.h"
 #endif
 
@@ -38,6 +42,13 @@ struct CalibrateCmdOptions {
   std::string max_bytes = "1GiB";
   bool quick = false;
   bool json = false;
+  bool no_links = false;
+  bool no_host_costs = false;
+  bool no_copy_kernel = false;
+  bool no_cold = false;
+  std::string pin_max_bytes = "16GiB";
+  std::string copy_bytes = "256MiB";
+  int32_t host_calls = 20000;
 };
 
 nlohmann::json SummaryJson(const std::string& output, const CalibrationData& d, const CalibrationFit& fit) {
@@ -59,11 +70,48 @@ nlohmann::json SummaryJson(const std::string& output, const CalibrationData& d, 
   nlohmann::json memory = nlohmann::json::object();
   if (fit.has_cuda_context) memory["cuda_context_bytes"] = fit.overheads.cuda_context_bytes;
   if (fit.has_nccl_per_peer) memory["nccl_bytes_per_peer"] = fit.overheads.nccl_bytes_per_peer;
-  return {{"output", output}, {"name", d.name}, {"links", links}, {"memory", memory}, {"residuals", series}};
+  nlohmann::json j = {{"output", output}, {"name", d.name}, {"links", links}, {"memory", memory}, {"residuals", series}};
+  if (fit.has_host) {
+    if (nlohmann::json host = HostSectionJson(fit.host); !host.is_null()) j["host"] = host;
+    j["copy_kernel_points"] = fit.host.copy_kernel.rates.size();
+    j["launch_queue_depth"] = d.host.launch_queue_depth;
+  }
+  return j;
+}
+
+void PrintHost(const CalibrationData& d, const CalibrationFit& fit) {
+  if (!fit.has_host) return;
+  const HostCosts& h = fit.host.host;
+  const nlohmann::json section = HostSectionJson(fit.host);
+  if (!section.is_null()) {
+    std::cout << "host costs per call (GPU 0):";
+    for (const auto& [k, v] : section.items())
+      if (k != "source" && k.ends_with("_ns")) std::cout << fmt::format(" {} {}", k, v.get<int64_t>());
+    std::cout << "\n";
+  }
+  if (fit.host.set_device_ns > 0) std::cout << fmt::format("  cudaSetDevice {:.0f} ns per call\n", fit.host.set_device_ns);
+  if (d.host.launch_queue_depth >= 0)
+    std::cout << fmt::format("  launch queue: {}\n", d.host.launch_queue_depth > 0
+                                                         ? fmt::format("{} launches before a launch blocked",
+                                                                       d.host.launch_queue_depth)
+                                                         : fmt::format("no launch blocked within {}",
+                                                                       d.host.launch_queue_limit));
+  if (h.pin_bytes_per_s > 0) std::cout << fmt::format("  pinning (cudaHostAlloc) {:.2f} GB/s\n", h.pin_bytes_per_s / 1e9);
+  if (h.map_bytes_per_s > 0) std::cout << fmt::format("  mapping (fresh pool) {:.2f} GB/s\n", h.map_bytes_per_s / 1e9);
+  const CopyKernelProfile& c = fit.host.copy_kernel;
+  if (!c.Empty()) {
+    std::cout << "copy kernel (GB/s copied), runs of 64 B / 4 KiB / 64 KiB / whole copy:\n";
+    for (double share : {0.125, 0.25, 0.5, 1.0})
+      std::cout << fmt::format("  share {:<5} {:7.0f} {:7.0f} {:7.0f} {:7.0f}\n", share, c.Rate(64, share) / 1e9,
+                               c.Rate(4096, share) / 1e9, c.Rate(65536, share) / 1e9,
+                               c.Rate(int64_t{1} << 40, share) / 1e9);
+  }
 }
 
 void PrintHuman(const std::string& output, const CalibrationData& d, const CalibrationFit& fit) {
   std::cout << fmt::format("calibration profile written to {}\n{}\n", output, d.source);
+  PrintHost(d, fit);
+  if (fit.links.empty()) return;
   // points: efficiency points (+ duplex_efficiency points).
   std::cout << fmt::format("  {:<14} {:>10} {:>12} {:>12}  {}\n", "link", "latency", "peak", "both ways",
                            "points");
@@ -101,13 +149,39 @@ CalibrationData ReadMeasurements(const std::string& path) {
 // Measures (or reads back with --refit); exits 2 where nothing can be measured.
 CalibrationData Measurements(const CalibrateCmdOptions& o, int64_t max_bytes) {
   if (!o.refit.empty()) return ReadMeasurements(o.refit);
+  const bool host = !o.no_host_costs || !o.no_copy_kernel || !o.no_cold;
+  if (o.no_links && !host)
+    throw InputError("<cli>", "--no-links", "with --no-host-costs, --no-copy-kernel and --no-cold nothing is left to measure");
 #ifdef RESHARD_HAVE_NCCL
-  CalibrateOptions co;
-  co.max_bytes = max_bytes;
-  co.quick = o.quick;
-  co.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << std::endl; };
+  auto progress = [](const std::string& line) { std::cerr << "calibrate: " << line << std::endl; };
+  HostCalibrateOptions ho;
+  ho.host = !o.no_host_costs;
+  ho.copy_kernel = !o.no_copy_kernel;
+  ho.cold = !o.no_cold;
+  ho.quick = o.quick;
+  ho.calls = o.host_calls;
+  ho.pin_max_bytes = ParseBytes(o.pin_max_bytes, "<cli>", "--pin-max-bytes");
+  ho.copy_bytes = ParseBytes(o.copy_bytes, "<cli>", "--copy-bytes");
+  ho.progress = progress;
   try {
-    return MeasureNccl(co);
+    CalibrationData d;
+    if (!o.no_links) {
+      CalibrateOptions co;
+      co.max_bytes = max_bytes;
+      co.quick = o.quick;
+      co.progress = progress;
+      d = MeasureNccl(co);
+    }
+    if (host) {
+      d.host = MeasureHost(ho);
+      if (d.name.empty()) {
+        const auto gpu = std::find_if(d.host.environment.begin(), d.host.environment.end(),
+                                      [](const auto& kv) { return kv.first == "gpu_name"; });
+        d.name = fmt::format("1x {}", gpu != d.host.environment.end() ? gpu->second : "GPU");
+        d.source = d.host.source;
+      }
+    }
+    return d;
   } catch (const CalibrationUnavailable& e) {
     std::cerr << "error: " << e.what() << "\n";
     ExitWith(kExitInput);
@@ -149,12 +223,20 @@ void Run(const CalibrateCmdOptions& o) {
 void RegisterCalibrateCommand(CLI::App& app) {
   auto o = std::make_shared<CalibrateCmdOptions>();
   CLI::App* cmd =
-      app.add_subcommand("calibrate", "measure this host's GPU links (NCCL, PCIe, device copies) and fit a profile");
+      app.add_subcommand("calibrate", "measure this host's GPU links (NCCL, PCIe, device copies), host issue costs, "
+                                      "copy kernel and cold-refit terms, and fit a profile");
   cmd->add_option("-o,--output", o->output, "calibration profile to write (JSON)")->required();
-  cmd->add_option("--max-bytes", o->max_bytes, "largest transfer measured, e.g. 256MiB (default 1GiB)");
+  cmd->add_option("--max-bytes", o->max_bytes, "largest link transfer measured, e.g. 256MiB (default 1GiB)");
   cmd->add_flag("--quick", o->quick, "x4 size steps and fewer repetitions (about a quarter of the time)");
   cmd->add_flag("--json", o->json, "machine-readable summary on stdout (the profile itself goes to -o)");
   cmd->add_option("--refit", o->refit, "fit the measurements kept in this earlier profile again; measure nothing");
+  cmd->add_flag("--no-links", o->no_links, "skip the link sweeps (NCCL, PCIe, device copies)");
+  cmd->add_flag("--no-host-costs", o->no_host_costs, "skip the executor's per-call host costs and NCCL groups");
+  cmd->add_flag("--no-copy-kernel", o->no_copy_kernel, "skip the copy kernel's rates by run length and SM share");
+  cmd->add_flag("--no-cold", o->no_cold, "skip pinning host memory and growing a fresh pool (the cold-refit terms)");
+  cmd->add_option("--pin-max-bytes", o->pin_max_bytes, "largest size pinned / mapped for the cold terms (default 16GiB)");
+  cmd->add_option("--copy-bytes", o->copy_bytes, "bytes per copy-kernel launch (default 256MiB)");
+  cmd->add_option("--host-calls", o->host_calls, "calls timed per host-cost series (default 20000)");
   cmd->callback([o]() { Run(*o); });
 }
 
