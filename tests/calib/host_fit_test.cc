@@ -10,6 +10,7 @@
 #include "calib/host_data.h"
 #include "calib/host_fit.h"
 #include "calib/profile.h"
+#include "model/cluster.h"
 #include "model/error.h"
 
 namespace reshard {
@@ -166,6 +167,22 @@ TEST(HostFit, ProfileSectionsAndRefitRoundTrip) {
   EXPECT_EQ(again.host.host, fit.host.host);
   EXPECT_EQ(again.host.copy_kernel, fit.host.copy_kernel);
   EXPECT_EQ(CalibrationProfileJson(back, again)["host"], profile["host"]);
+}
+
+TEST(HostFit, ProfileSectionsApplyOntoACluster) {
+  CalibrationData d;
+  d.name = "1x NVIDIA H200";
+  d.host = Sample();
+  const CalibrationFit fit = FitCalibration(d);
+  Cluster c = ClusterPreset("h200-x2");
+  const HostCosts preset = c.host;
+  ApplyProfileJson(c, CalibrationProfileJson(d, fit), "p.json");
+  EXPECT_EQ(c.host.kernel_launch_ns, 2550);
+  EXPECT_EQ(c.host.nccl_group_ns, 23000);
+  EXPECT_DOUBLE_EQ(c.host.pin_bytes_per_s, fit.host.host.pin_bytes_per_s);
+  EXPECT_EQ(c.host.nccl_connect_ns, preset.nccl_connect_ns);  // not measured: the preset's stays
+  EXPECT_EQ(c.copy_kernel, fit.host.copy_kernel);
+  EXPECT_EQ(c.host_python, ClusterPreset("h200-x2").host_python);  // calibrate never writes it
 }
 
 TEST(HostFit, BadMeasurementsNameTheField) {
