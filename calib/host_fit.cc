@@ -159,6 +159,28 @@ HostFit FitHost(const HostMeasurements& m) {
     fit.copy_kernel.rates.push_back({key.second, key.first, static_cast<double>(cell.first) / MedianOf(cell.second)});
   if (!fit.copy_kernel.rates.empty())
     fit.copy_kernel.source = m.source + "; copy kernel rates: bytes copied / median time, pack and unpack pooled";
+  // The floor: time = floor_ns + bytes / floor_bytes_per_s by least squares
+  // over the medians of the contiguous copies of at most kFloorMaxBytes (both
+  // shares pooled: small copies do not fill even a quarter of the grid).
+  constexpr int64_t kFloorMaxBytes = int64_t{16} << 20;
+  std::map<int64_t, std::vector<double>> sizes;
+  for (const CopyKernelSample& c : m.copies)
+    if (c.pattern == kPatternSize && c.bytes <= kFloorMaxBytes)
+      sizes[c.bytes].insert(sizes[c.bytes].end(), c.seconds.begin(), c.seconds.end());
+  if (sizes.size() >= 2 && !fit.copy_kernel.rates.empty()) {
+    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (const auto& [bytes, seconds] : sizes) {
+      const double x = static_cast<double>(bytes), y = MedianOf(seconds);
+      n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+    }
+    const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);  // seconds per byte
+    const double intercept = (sy - slope * sx) / n;
+    if (slope > 0 && intercept > 0) {
+      fit.copy_kernel.floor_ns = static_cast<int64_t>(std::llround(intercept * 1e9));
+      fit.copy_kernel.floor_bytes_per_s = 1.0 / slope;
+      fit.copy_kernel.source += "; floor: least squares over contiguous copies of 1-16 MiB";
+    }
+  }
   return fit;
 }
 

@@ -92,6 +92,7 @@ void AppendLink(std::string& out, std::string_view name, const LinkProfile& l) {
   if (!l.duplex_efficiency.empty()) out += ";duplex_efficiency=";
   for (const auto& p : l.duplex_efficiency) out += fmt::format("({},{})", p.bytes, p.fraction);
   if (l.shares_copy_port) out += ";shares_copy_port";
+  if (l.op_gap_ns != 0) out += fmt::format(";op_gap_ns={}", l.op_gap_ns);
   out += "\n";
 }
 
@@ -136,6 +137,7 @@ struct LinkRow {
   double duplex_gb_per_s = 0;  // per direction, both directions busy (0 = same)
   double latency_us = 0;       // per-op floor
   std::vector<CurvePointRow> curve;
+  double op_gap_us = 0;        // ops through one port start at least this far apart (LinkProfile::op_gap_ns)
 };
 
 struct PresetRow {
@@ -174,6 +176,7 @@ LinkProfile LinkFromRow(const LinkRow& r) {
   l.bytes_per_s = r.gb_per_s * 1e9;
   l.duplex_bytes_per_s = r.duplex_gb_per_s * 1e9;
   l.efficiency = CurveFromThroughput(r);
+  l.op_gap_ns = std::llround(r.op_gap_us * 1000);
   return l;
 }
 
@@ -183,13 +186,74 @@ const std::vector<CurvePointRow> kNvlink4Measured = {
 // NVLink5 (GB200): twice NVLink4's links per GPU; the ramp scaled by 2 (estimate).
 const std::vector<CurvePointRow> kNvlink5Estimate = {
     {4 * kMiB, 184}, {16 * kMiB, 380}, {64 * kMiB, 590}, {256 * kMiB, 694}, {kGiB, 730}};
-// NCCL send/recv over one 400G NDR NIC: 46-48 GB/s at large sizes (DOMAIN
-// notes); the ramp (128 KB chunks) is an estimate until calibrated.
+// NCCL send/recv over one 400G NDR NIC, 48 GB/s peak ("46-48GB/s per NIC",
+// https://github.com/NVIDIA/nccl-tests/issues/290). No published GPUDirect
+// curve by size was found; this is the lower of two cited shapes (an estimate
+// until `calibrate` measures it across nodes): latency + bandwidth with NCCL
+// sendrecv's 20.4 us small-message latency over ConnectX-7, and that same
+// measurement's curve normalised to its plateau (uccl-project/uccl
+// experimental/lite/lite-collective/doc/p2p-design.md, 2x L4 + CX-7).
 const std::vector<CurvePointRow> kNdr400Estimate = {
-    {1 * kMiB, 25}, {8 * kMiB, 42}, {64 * kMiB, 47}, {256 * kMiB, 48}};
-// 800G XDR (ConnectX-8): twice the above (estimate).
+    {64 * 1024, 3.0},  {256 * 1024, 10.1}, {512 * 1024, 16.8}, {kMiB, 25.0},      {4 * kMiB, 34.1},
+    {16 * kMiB, 39.8}, {64 * kMiB, 45.1},  {256 * kMiB, 46.6}, {kGiB, 47.5}};
+// 800G XDR (ConnectX-8): twice the peak; the same fractions at twice the
+// sizes (latency x bandwidth doubles; estimate).
 const std::vector<CurvePointRow> kXdr800Estimate = {
-    {1 * kMiB, 40}, {8 * kMiB, 78}, {64 * kMiB, 93}, {256 * kMiB, 96}};
+    {128 * 1024, 6.0}, {512 * 1024, 20.2}, {kMiB, 33.6},       {2 * kMiB, 49.9},      {8 * kMiB, 68.2},
+    {32 * kMiB, 79.7}, {128 * kMiB, 90.2}, {512 * kMiB, 93.1}, {2 * kGiB, 95.0}};
+// Network ops start at least 3 us apart per NIC: NCCL's own cost model charges
+// a network post 1 us on Intel x86 (2 us on AMD), x3 for the Simple protocol
+// p2p uses (NCCL src/graph/tuning.cc, NCCL_NET_OVERHEAD); one proxy thread
+// posts them one after another. An estimate from NCCL's model, not measured.
+constexpr double kNetOpGapUs = 3.0;
+
+// Host issue costs of reshard's executor and of Megatron-Core's Python issue
+// path, measured on one H200 host (reshard calibrate and
+// bench/gpu/megatron_issue.py, bench/results/2026-12-01-h200-host-costs/); a
+// calibration profile replaces them with the user's own host. The first
+// refit's NCCL connection per GPU pair and side is an estimate: 10 ms, the
+// low end of the 10-100 ms first sends reported in
+// https://github.com/NVIDIA/nccl/issues/415 (NVIDIA measured 214 ms for a
+// first ncclSend on a DGX H100 including communicator setup,
+// https://github.com/NVIDIA/nccl/issues/1487).
+HostCosts PresetHostCosts() {
+  HostCosts h;
+  h.event_record_ns = 1090;
+  h.stream_wait_ns = 268;
+  h.kernel_launch_ns = 3728;
+  h.memcpy_ns = 1495;
+  h.alloc_ns = 772;
+  h.free_ns = 453;
+  h.nccl_op_ns = 167;
+  h.nccl_group_ns = 44853;
+  h.nccl_group_op_ns = 193;
+  h.nccl_connect_ns = 10'000'000;
+  h.pin_bytes_per_s = 1.614e9;
+  h.map_bytes_per_s = 9.75e11;
+  h.source =
+      "measured on one H200 host, reshard calibrate 2026-12-01 (bench/results/2026-12-01-h200-host-costs); "
+      "nccl_connect_ns estimated from NVIDIA/nccl#415";
+  return h;
+}
+HostCosts PresetPythonCosts() {
+  HostCosts h;
+  h.event_record_ns = 8024;
+  h.stream_wait_ns = 9069;
+  h.kernel_launch_ns = 18954;  // a slice + .contiguous() per piece
+  h.memcpy_ns = 6117;
+  h.alloc_ns = 3592;
+  h.free_ns = 770;
+  h.nccl_op_ns = 9434;         // a P2POp through batch_isend_irecv
+  h.nccl_group_ns = 22603;
+  h.nccl_group_op_ns = 130;
+  h.nccl_connect_ns = 10'000'000;
+  h.pin_bytes_per_s = 1.614e9;
+  h.map_bytes_per_s = 9.75e11;
+  h.source =
+      "measured on one H200 host with PyTorch 2.11, bench/gpu/megatron_issue.py 2026-12-01 "
+      "(bench/results/2026-12-01-h200-host-costs); cold terms as the executor's";
+  return h;
+}
 
 // CUDA context: ~0.5 GiB per GPU with CUDA 12 lazy loading (typical of
 // PyTorch processes on Hopper). NCCL per peer: 2 p2p channels per peer x 4 MiB
@@ -227,7 +291,7 @@ const std::vector<PresetRow>& PresetTable() {
        .gpu_memory_mib = 81559,  // nvidia-smi total of one H100 SXM 80GB
        .host_memory_gib = 2048,
        .nvlink = {.gb_per_s = 365, .duplex_gb_per_s = 358, .latency_us = 23, .curve = kNvlink4Measured},
-       .network = {.gb_per_s = 48, .latency_us = 12, .curve = kNdr400Estimate},
+       .network = {.gb_per_s = 48, .latency_us = 12, .curve = kNdr400Estimate, .op_gap_us = kNetOpGapUs},
        .pcie = {.gb_per_s = 55, .latency_us = 10, .curve = {}},
        .pcie_pageable = {.gb_per_s = 6.6, .latency_us = 10, .curve = {}},
        .device_copy = {.gb_per_s = 1450, .latency_us = 5, .curve = {}},  // H200's 2.1 TB/s x HBM 3.35/4.8
@@ -244,7 +308,7 @@ const std::vector<PresetRow>& PresetTable() {
        .gpu_memory_mib = 143155,  // H200 141GB: cudaMemGetInfo total, as h200-x2
        .host_memory_gib = 2048,
        .nvlink = {.gb_per_s = 365, .duplex_gb_per_s = 358, .latency_us = 23, .curve = kNvlink4Measured},
-       .network = {.gb_per_s = 48, .latency_us = 12, .curve = kNdr400Estimate},
+       .network = {.gb_per_s = 48, .latency_us = 12, .curve = kNdr400Estimate, .op_gap_us = kNetOpGapUs},
        .pcie = {.gb_per_s = 55, .latency_us = 10, .curve = {}},
        .pcie_pageable = {.gb_per_s = 6.6, .latency_us = 10, .curve = {}},
        .device_copy = {.gb_per_s = 2100, .latency_us = 5, .curve = {}},
@@ -261,7 +325,7 @@ const std::vector<PresetRow>& PresetTable() {
        .gpu_memory_mib = 189471,  // B200 in GB200, marketed 186 GB
        .host_memory_gib = 960,    // 2 Grace CPUs x 480 GB LPDDR5X per tray
        .nvlink = {.gb_per_s = 730, .duplex_gb_per_s = 716, .latency_us = 23, .curve = kNvlink5Estimate},
-       .network = {.gb_per_s = 96, .latency_us = 12, .curve = kXdr800Estimate},
+       .network = {.gb_per_s = 96, .latency_us = 12, .curve = kXdr800Estimate, .op_gap_us = kNetOpGapUs},
        .pcie = {.gb_per_s = 375, .latency_us = 10, .curve = {}},  // NVLink-C2C to Grace
        .pcie_pageable = {.gb_per_s = 50, .latency_us = 10, .curve = {}},
        .device_copy = {.gb_per_s = 3500, .latency_us = 5, .curve = {}},
@@ -292,6 +356,8 @@ Cluster ClusterFromRow(const PresetRow& r) {
   c.device_copy = LinkFromRow(r.device_copy);
   c.overheads.cuda_context_bytes = r.cuda_context_mib * kMiB;
   c.overheads.nccl_bytes_per_peer = r.nccl_per_peer_mib * kMiB;
+  c.host = PresetHostCosts();
+  c.host_python = PresetPythonCosts();
   c.measured = r.measured;
   c.profile_source = r.source;
   return c;
@@ -326,6 +392,7 @@ void ValidateLink(const LinkProfile& l, const std::string& file, const std::stri
   if (!std::isfinite(l.duplex_bytes_per_s) || l.duplex_bytes_per_s < 0)
     throw InputError(file, Dot(field, "duplex_bytes_per_s"), "must be a finite number >= 0");
   if (l.latency_ns < 0) throw InputError(file, Dot(field, "latency_ns"), "must be >= 0");
+  if (l.op_gap_ns < 0) throw InputError(file, Dot(field, "op_gap_ns"), "must be >= 0");
   auto check_curve = [&](const std::vector<EfficiencyPoint>& curve, std::string_view name) {
     for (size_t i = 0; i < curve.size(); ++i) {
       const auto& p = curve[i];
@@ -438,17 +505,20 @@ void to_json(json& j, const LinkProfile& l) {
     j["duplex_efficiency"] = duplex;
   }
   if (l.shares_copy_port) j["shares_copy_port"] = true;  // only when set, as above
+  if (l.op_gap_ns != 0) j["op_gap_ns"] = l.op_gap_ns;
 }
 
 LinkProfile LinkProfileFromJson(const json& j, const std::string& file, const std::string& field) {
   CheckObject(j, file, field);
   CheckKeys(j, file, field,
-            {"latency_ns", "bytes_per_s", "duplex_bytes_per_s", "efficiency", "duplex_efficiency", "shares_copy_port"});
+            {"latency_ns", "bytes_per_s", "duplex_bytes_per_s", "efficiency", "duplex_efficiency", "shares_copy_port",
+             "op_gap_ns"});
   LinkProfile l;
   l.latency_ns = GetInt(Need(j, "latency_ns", file, field), file, Dot(field, "latency_ns"));
   l.bytes_per_s = GetNumber(Need(j, "bytes_per_s", file, field), file, Dot(field, "bytes_per_s"));
   if (auto it = j.find("duplex_bytes_per_s"); it != j.end())
     l.duplex_bytes_per_s = GetNumber(*it, file, Dot(field, "duplex_bytes_per_s"));
+  if (auto it = j.find("op_gap_ns"); it != j.end()) l.op_gap_ns = GetInt(*it, file, Dot(field, "op_gap_ns"));
   auto read_curve = [&](const char* key, std::vector<EfficiencyPoint>& curve) {
     auto it = j.find(key);
     if (it == j.end()) return;

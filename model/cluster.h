@@ -40,6 +40,11 @@ struct LinkProfile {
   // NCCL's kernels share SMs and HBM with copy kernels, so a copy running
   // beside a transfer gets what the transfer leaves of the copy rate.
   bool shares_copy_port = false;
+  // Ops through one NIC start at least this far apart: each network op is
+  // posted by its GPU's NCCL proxy thread, one after another, on both the
+  // sending and the receiving side (0: no such limit). An op alone pays only
+  // latency_ns.
+  int64_t op_gap_ns = 0;
 
   // Efficiency at `bytes`: log-linear interpolation between points, clamped at the ends.
   double Efficiency(int64_t bytes) const;

@@ -80,6 +80,11 @@ double CopyKernelProfile::Rate(int64_t run_bytes, double sm_share) const {
   return rate_of(shares.size() - 1);
 }
 
+double CopyKernelProfile::FloorNs(double bytes) const {
+  if (floor_ns <= 0 && !(floor_bytes_per_s > 0)) return 0;
+  return static_cast<double>(floor_ns) + (floor_bytes_per_s > 0 ? bytes / floor_bytes_per_s * 1e9 : 0);
+}
+
 void to_json(json& j, const HostCosts& h) {
   j = json::object();
   for (const auto& [name, m] : IntFields()) j[name] = h.*m;
@@ -92,6 +97,10 @@ void to_json(json& j, const CopyKernelProfile& c) {
   for (const CopyRatePoint& p : c.rates)
     rates.push_back({{"run_bytes", p.run_bytes}, {"sm_share", p.sm_share}, {"bytes_per_s", p.bytes_per_s}});
   j = json{{"rates", rates}, {"source", c.source}};
+  if (c.floor_ns != 0 || c.floor_bytes_per_s != 0) {  // only when measured
+    j["floor_ns"] = c.floor_ns;
+    j["floor_bytes_per_s"] = c.floor_bytes_per_s;
+  }
 }
 
 void ApplyHostCostsJson(HostCosts& out, const json& j, const std::string& file, const std::string& field) {
@@ -121,8 +130,17 @@ void ApplyHostCostsJson(HostCosts& out, const json& j, const std::string& file, 
 
 CopyKernelProfile CopyKernelProfileFromJson(const json& j, const std::string& file, const std::string& field) {
   CheckObject(j, file, field);
-  CheckKeys(j, file, field, {"rates", "source"});
+  CheckKeys(j, file, field, {"rates", "floor_ns", "floor_bytes_per_s", "source"});
   CopyKernelProfile c;
+  if (auto it = j.find("floor_ns"); it != j.end()) {
+    c.floor_ns = GetInt(*it, file, Dot(field, "floor_ns"));
+    if (c.floor_ns < 0 || c.floor_ns > int64_t{1'000'000'000}) Bad(file, Dot(field, "floor_ns"), "must be in [0, 1e9] ns");
+  }
+  if (auto it = j.find("floor_bytes_per_s"); it != j.end()) {
+    c.floor_bytes_per_s = GetNumber(*it, file, Dot(field, "floor_bytes_per_s"));
+    if (c.floor_bytes_per_s != 0 && !(c.floor_bytes_per_s >= 1e3))
+      Bad(file, Dot(field, "floor_bytes_per_s"), "must be 0 or >= 1e3");
+  }
   if (auto it = j.find("source"); it != j.end()) c.source = GetString(*it, file, Dot(field, "source"));
   const json& rates = Need(j, "rates", file, field);
   const std::string rf = Dot(field, "rates");
@@ -162,6 +180,7 @@ std::string FingerprintText(const CopyKernelProfile& c) {
   if (c.Empty()) return "";
   std::string s = "copy_kernel:";
   for (const CopyRatePoint& p : c.rates) s += fmt::format("({},{},{})", p.run_bytes, p.sm_share, p.bytes_per_s);
+  if (c.floor_ns != 0 || c.floor_bytes_per_s != 0) s += fmt::format(";floor={},{}", c.floor_ns, c.floor_bytes_per_s);
   return s + "\n";
 }
 

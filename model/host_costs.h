@@ -54,6 +54,11 @@ struct CopyRatePoint {
 
 struct CopyKernelProfile {
   std::vector<CopyRatePoint> rates;  // sorted by (sm_share, run_bytes)
+  // A launch takes at least floor_ns + bytes / floor_bytes_per_s whatever its
+  // share: each warp copies its first 64 KiB chunk latency-bound, so copies
+  // of a few MiB are not bandwidth-bound (0: no floor).
+  int64_t floor_ns = 0;
+  double floor_bytes_per_s = 0;
   std::string source;
 
   bool Empty() const { return rates.empty(); }
@@ -61,11 +66,13 @@ struct CopyKernelProfile {
   // then linear in share between the two measured shares around `sm_share`;
   // clamped at the ends. O(points). 0 when empty.
   double Rate(int64_t run_bytes, double sm_share) const;
+  // The floor's time for a launch copying `bytes` (0 without a floor).
+  double FloorNs(double bytes) const;
   friend bool operator==(const CopyKernelProfile&, const CopyKernelProfile&) = default;
 };
 
 // JSON: {"event_record_ns": ..., "source": ...} and {"rates": [{"run_bytes",
-// "sm_share", "bytes_per_s"}], "source"}. The readers take the fields present
+// "sm_share", "bytes_per_s"}], "floor_ns", "floor_bytes_per_s", "source"}. The readers take the fields present
 // (onto `out`), check ranges and sort the rates; they throw InputError(file,
 // field, ...).
 void to_json(nlohmann::json& j, const HostCosts& h);

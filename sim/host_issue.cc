@@ -62,7 +62,9 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
     }
   }
 
+  const int64_t event_ns = o.op_events ? c.event_record_ns : 0;
   auto waits = [&](const Op& op) {
+    if (!o.op_events) return int64_t{0};
     int64_t n = 0;
     for (int32_t d : op.deps) {
       const Op& dep = plan.ops[d];
@@ -72,9 +74,9 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
   };
   auto local_op = [&](const Op& op) {
     int64_t& t = clock[IssuingProcess(op.gpu, o.one_process)];
-    t += waits(op) + c.event_record_ns + BodyNs(plan, op, c);
+    t += waits(op) + event_ns + BodyNs(plan, op, c);
     out.op_issue_ns[op.id] = t;
-    t += c.event_record_ns;
+    t += event_ns;
   };
   std::unordered_set<int64_t> connected;  // (gpu, peer, side), lookup only
   std::vector<int32_t> group_ops(out.processes, 0);
@@ -88,7 +90,7 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
         const Op& op = plan.ops[id];
         const int32_t p = IssuingProcess(op.gpu, o.one_process);
         if (group_ops[p]++ == 0) touched.push_back(p);
-        clock[p] += waits(op) + c.event_record_ns;  // OpStart, before the group call
+        clock[p] += waits(op) + event_ns;  // OpStart, before the group call
       }
       for (int32_t id : step.comm) {
         const Op& op = plan.ops[id];
@@ -107,7 +109,7 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
         int64_t& t = clock[IssuingProcess(op.gpu, o.one_process)];
         out.op_issue_ns[id] = t;  // queued at ncclGroupEnd
       }
-      for (int32_t id : step.comm) clock[IssuingProcess(plan.ops[id].gpu, o.one_process)] += c.event_record_ns;  // OpEnd
+      for (int32_t id : step.comm) clock[IssuingProcess(plan.ops[id].gpu, o.one_process)] += event_ns;  // OpEnd
       for (int32_t p : touched) group_ops[p] = 0;
     }
     for (int32_t id : step.after) local_op(plan.ops[id]);

@@ -36,6 +36,10 @@ namespace reshard {
 struct HostIssueOptions {
   bool one_process = false;  // one host thread issues every GPU's ops; false: a process per GPU
   bool cold = false;         // the first refit of a job: pinning, mapping and connections
+  // The issuer records an event before and after each op and waits on events
+  // for cross-stream dependencies (reshard's executor); Megatron-Core's
+  // Python path issues its pieces without (false).
+  bool op_events = true;
 };
 
 struct HostIssue {

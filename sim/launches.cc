@@ -119,6 +119,7 @@ double CopyKernelCap(const Op& op, const CopyKernelProfile& profile) {
     ns += b / (profile.Rate(CopyRunBytes(c), op.sm_share) / kNsPerS);
     bytes += b;
   }
+  ns = std::max(ns, profile.FloorNs(bytes));  // one launch for all pairs
   return ns > 0 ? bytes / ns : 0;
 }
 
@@ -319,7 +320,9 @@ int32_t Simulator::State::NewFlow(int32_t op, int32_t op2, const Route& r, int64
       }
     }
     f.cap = op2 >= 0 ? TransferCap(f, false) : ports.FlowCapBytesPerS(r, f.bytes) / kNsPerS;
-    if (info[op].copy_cap > 0) f.cap = std::min(f.cap, info[op].copy_cap);  // the kernel's runs and share
+    // A copy kernel measured as such: its runs, share and floor (its launch's
+    // fixed time included) replace the device-copy link's size curve and latency.
+    if (info[op].copy_cap > 0) f.cap = std::min(prof.bytes_per_s / kNsPerS, info[op].copy_cap);
     if (!(f.cap > 0)) Bad(op, fmt::format("{} link efficiency at {} bytes is not positive", LinkClassName(r.link_class), f.bytes));
   }
   sim_internal::Activity& a = class_use[static_cast<int>(r.link_class)];
@@ -327,8 +330,21 @@ int32_t Simulator::State::NewFlow(int32_t op, int32_t op2, const Route& r, int64
   a.bytes += f.bytes;
   a.Start(t);
   const int32_t id = net.Add(f);
-  queue.Push(t + std::max<int64_t>(prof.latency_ns, 0), sim_internal::Event::kFlowStart, id);
+  const int64_t latency = info[op].copy_cap > 0 ? 0 : std::max<int64_t>(prof.latency_ns, 0);
+  queue.Push(NetworkPost(op, op2, r, prof, t) + latency, sim_internal::Event::kFlowStart, id);
   return id;
+}
+
+// A network transfer is posted by the NCCL proxy of both its GPUs' NICs, one
+// op after another (LinkProfile::op_gap_ns): it starts its latency when both
+// NICs are free to post, and keeps each busy op_gap_ns. Other flows start at t.
+int64_t Simulator::State::NetworkPost(int32_t op, int32_t op2, const Route& r, const LinkProfile& prof, int64_t t) {
+  if (op2 < 0 || r.link_class != LinkClass::kNetwork || prof.op_gap_ns <= 0) return t;
+  const int32_t a = plan.cluster.NicOf(info[op].gpu), b = plan.cluster.NicOf(info[op2].gpu);
+  if (nic_free_ns.empty()) nic_free_ns.assign(static_cast<size_t>(plan.cluster.nodes) * plan.cluster.nics_per_node, 0);
+  const int64_t post = std::max({t, nic_free_ns[a], nic_free_ns[b]});
+  nic_free_ns[a] = nic_free_ns[b] = post + prof.op_gap_ns;
+  return post;
 }
 
 void Simulator::State::StartFlow(int32_t id, int64_t t) {

@@ -128,7 +128,7 @@ Prediction Simulator::State::Run() {
   launch_host_ns.assign(nl, 0);
   if (opt.issue != IssueModel::kNone) {
     const HostCosts& costs = opt.issue == IssueModel::kPython ? plan.cluster.host_python : plan.cluster.host;
-    host = HostIssueTimes(plan, costs, HostIssueOptions{opt.one_process, opt.cold});
+    host = HostIssueTimes(plan, costs, HostIssueOptions{opt.one_process, opt.cold, opt.issue == IssueModel::kExecutor});
     for (int32_t i = 0; i < nops; ++i)
       launch_host_ns[launches.of_op[i]] = std::max(launch_host_ns[launches.of_op[i]], host.op_issue_ns[i]);
   }

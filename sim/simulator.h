@@ -17,7 +17,17 @@
 //    (NCCL works through a connection's ops in order, also inside a group), so
 //    many small ops to one peer pay latency and small-op efficiency each.
 //    kCopy / kOffload / kReload pay latency_ns, then flow over the device-copy
-//    port / PCIe d2h / PCIe h2d. kAlloc / kFree take no time.
+//    port / PCIe d2h / PCIe h2d. kAlloc / kFree take no time. A copy kernel
+//    also runs no faster than the cluster's copy_kernel rate for its pairs'
+//    run lengths at its sm_share (each pair at its rate, times summed).
+//    A network transfer waits until the NCCL proxies of both its NICs can
+//    post it (LinkProfile::op_gap_ns between posts on one NIC).
+//  * Host issue (sim/host_issue.h, SimOptions::issue). A launch is issued no
+//    earlier than its host thread queued its ops, by the executor's per-call
+//    costs (Cluster::host) or a Python stack's (Cluster::host_python), one
+//    thread per GPU or one for all; a cold refit adds pinning, mapping and
+//    NCCL connections on the host threads. time_ns counts from t = 0, when the
+//    host starts issuing.
 //  * Bandwidth. Concurrent flows share port capacity max-min fairly
 //    (progressive filling), each also capped at peak × Efficiency(op bytes) of
 //    its class. Rates are recomputed whenever flows start or end, after all

@@ -230,6 +230,7 @@ struct Simulator::State {
   Route TransferRoute(int32_t send) const;
   double TransferCap(const Flow& f, bool both) const;
   int32_t NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t, int64_t run_before = 0);
+  int64_t NetworkPost(int32_t op, int32_t op2, const Route& r, const LinkProfile& prof, int64_t t);
   void StartFlow(int32_t id, int64_t t);
   void FinishFlow(int32_t id, int64_t t);
   void EndOp(int32_t op, int64_t t);
@@ -245,6 +246,7 @@ struct Simulator::State {
   int32_t gpus = 0, nops = 0;
 
   std::vector<OpInfo> info;
+  std::vector<int64_t> nic_free_ns;     // per NIC: when its proxy can post the next network op
   std::vector<int64_t> launch_host_ns;  // per launch: when the host has issued all its ops (0 without a host model)
   HostIssue host;
   std::vector<int64_t> op_start_ns, op_end_ns;

@@ -233,5 +233,36 @@ TEST(Simulate, GroupedOpsToOnePeerContinueTheRun) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Network posts
+
+TEST(Simulate, NetworkOpsThroughOneNicArePostedOneAfterAnother) {
+  // 2 nodes x 2 GPUs, one NIC per node, network 1 B/ns with op_gap 500 ns and
+  // latency 100 ns. One group: 0 -> 2 and 1 -> 3, 1000 B each, both through
+  // NIC 0 out and NIC 1 in. The first is posted at 0 and starts at 100; the
+  // second is posted at 500 (NIC 0 busy posting until then), starts at 600.
+  // Bytes: alone 1 B/ns on nic0.out: [100, 600] 500 B, then both share
+  // 0.5 B/ns each: the first's last 500 B end at 1600, the second then has
+  // 500 left at 1 B/ns: ends at 2100. Without the gap both start at 100 and
+  // end at 2100 together; the first ends 500 ns later (2100, not 1600).
+  Cluster c = TestCluster(2, 2, 1);
+  c.network.op_gap_ns = 500;
+  c.network.latency_ns = 100;
+  PlanBuilder b(c);
+  auto [s1, r1] = b.Transfer(0, 2, 1000, {kStreamComm, 0}, {kStreamComm, 0});
+  auto [s2, r2] = b.Transfer(1, 3, 1000, {kStreamComm, 0}, {kStreamComm, 0});
+  const Plan plan = b.Build();
+  const Prediction p = SimVerified(plan);
+  EXPECT_EQ(p.op_end_ns[s1], 1600);
+  EXPECT_EQ(p.op_end_ns[s2], 2100);
+  Plan no_gap = plan;
+  no_gap.cluster.network.op_gap_ns = 0;
+  no_gap.cluster_fingerprint = no_gap.cluster.Fingerprint();
+  const Prediction q = SimVerified(no_gap);
+  EXPECT_EQ(q.op_end_ns[s1], 2100);
+  EXPECT_EQ(q.op_end_ns[s2], 2100);
+  (void)r1, (void)r2;
+}
+
 }  // namespace
 }  // namespace reshard
