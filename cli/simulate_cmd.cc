@@ -26,15 +26,43 @@ namespace {
 struct SimulateCmdOptions {
   TargetArgs target;
   std::string trace;
+  std::string issue;  // --issue: "" = executor, or python for --baseline megatron
+  bool one_process = false;
+  bool cold = false;
   bool json = false;
 };
+
+// --issue, defaulting to what issues the plan in practice: reshard's executor,
+// or for the Megatron-style baseline Megatron-Core's Python stack.
+IssueModel IssueOf(const SimulateCmdOptions& o) {
+  if (o.issue == "none") return IssueModel::kNone;
+  if (o.issue == "executor") return IssueModel::kExecutor;
+  if (o.issue == "python") return IssueModel::kPython;
+  return o.target.baseline == "megatron" ? IssueModel::kPython : IssueModel::kExecutor;
+}
+
+// What the prediction includes beyond the wire, in one line.
+std::string HostLine(const Prediction& pr) {
+  if (pr.issue_model == "none") return "not modelled (the GPUs see every op at t = 0)";
+  std::string s = fmt::format("{} ({}), busiest host thread done issuing at {:.3f} ms",
+                              pr.issue_model == "python" ? "Megatron-style Python stack" : "reshard's executor",
+                              pr.one_process ? "one process drives every GPU" : "one process per GPU",
+                              static_cast<double>(pr.host_issue_ns) * 1e-6);
+  return s;
+}
 
 constexpr size_t kMaxRows = 8;
 
 void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace) {
   std::cout << fmt::format("plan            {} ({} ops, {} GPUs, cluster {})\n", plan.name, FormatCount(plan.ops.size()),
                            plan.Gpus(), plan.cluster.name);
-  std::cout << fmt::format("predicted time  {:.3f} ms\n", pr.time_s * 1e3);
+  std::cout << fmt::format("predicted time  {:.3f} ms ({} refit; GPU span {:.3f} ms)\n", pr.time_s * 1e3,
+                           pr.cold ? "cold: the job's first" : "warm: connections and pinned memory from earlier refits",
+                           static_cast<double>(pr.gpu_span_ns) * 1e-6);
+  std::cout << fmt::format("host issue      {}\n", HostLine(pr));
+  if (pr.cold)
+    std::cout << fmt::format("cold setup      {:.3f} ms pinning + mapping, {:.3f} ms NCCL connections (busiest process)\n",
+                             static_cast<double>(pr.cold_setup_ns) * 1e-6, static_cast<double>(pr.connect_ns) * 1e-6);
   std::cout << fmt::format("lower bound     {:.3f} ms (binding port {})\n", pr.lower_bound_s * 1e3,
                            pr.lower_bound_port.empty() ? "none" : pr.lower_bound_port);
   std::cout << fmt::format("efficiency      {:.1f} %\n", pr.plan_efficiency * 100);
@@ -87,7 +115,11 @@ void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace
 void Run(const SimulateCmdOptions& o) {
   CheckOutputPath(o.trace, "--trace");  // bad input writes nothing: checked before any work
   const Plan plan = PlanOfTarget(o.target, o.json);
-  const Prediction pr = o.trace.empty() ? Simulate(plan) : SimulateWithTrace(plan, o.trace);
+  SimOptions so;
+  so.issue = IssueOf(o);
+  so.one_process = o.one_process;
+  so.cold = o.cold;
+  const Prediction pr = o.trace.empty() ? Simulate(plan, so) : SimulateWithTrace(plan, o.trace, so);
   if (o.json) {
     nlohmann::json j = pr;
     j["plan"] = plan.name;
@@ -107,6 +139,14 @@ void RegisterSimulateCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("simulate", "predict refit time, peak memory and link use of a plan");
   AddTargetOptions(cmd, o->target);
   cmd->add_option("--trace", o->trace, "write a Perfetto / Chrome trace (JSON) to this path");
+  cmd->add_option("--issue", o->issue,
+                  "who issues the ops on the host: executor (reshard's, the default), python (Megatron-Core through "
+                  "PyTorch; the default with --baseline megatron) or none (ignore host issue)")
+      ->check(CLI::IsMember({"none", "executor", "python"}));
+  cmd->add_flag("--one-process", o->one_process,
+                "one host process drives every GPU (reshard run without mpirun); default: one process per GPU");
+  cmd->add_flag("--cold", o->cold,
+                "the job's first refit: also pin host buffers, map device memory and connect NCCL peers");
   cmd->add_flag("--json", o->json, "machine-readable output (DESIGN's result fields, plus links and phases)");
   cmd->callback([o]() { Run(*o); });
 }

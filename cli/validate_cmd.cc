@@ -48,7 +48,11 @@ std::vector<double> EndPerGpu(int32_t gpus, const std::vector<std::pair<int32_t,
 void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
   const Plan& plan = o.plan;
   const Measurement& m = o.Chosen();
-  const Prediction pred = Simulate(plan);
+  // Predicted as it ran: reshard's executor issuing, one host thread per process.
+  SimOptions so;
+  so.issue = IssueModel::kExecutor;
+  so.one_process = m.processes == 1;
+  const Prediction pred = Simulate(plan, so);
   const int32_t gpus = plan.Gpus();
 
   if (!a.trace.empty()) WriteTimelinesTrace(a.trace, plan, {PredictedTimeline(plan, pred), MeasuredTimeline(m)});

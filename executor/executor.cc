@@ -1,6 +1,5 @@
 // The walker: one code path for every backend (see executor.h for the steps).
 #include "executor/executor.h"
-#include "executor/issue_order.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,16 +20,6 @@ namespace reshard {
 namespace {
 
 std::string Gib(int64_t bytes) { return fmt::format("{:.3f} GiB", static_cast<double>(bytes) / (1 << 30)); }
-
-std::string JoinProblems(const std::vector<std::string>& problems) {
-  std::string out = fmt::format("the plan cannot run ({} problem{}):", problems.size(), problems.size() == 1 ? "" : "s");
-  const size_t shown = std::min<size_t>(problems.size(), 20);
-  for (size_t i = 0; i < shown; ++i) out += "\n  " + problems[i];
-  if (shown < problems.size()) out += fmt::format("\n  ... and {} more", problems.size() - shown);
-  return out;
-}
-
-bool IsComm(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
 
 bool ValidBuffer(const Plan& p, int32_t id) { return id >= 0 && id < static_cast<int32_t>(p.buffers.size()); }
 
@@ -196,9 +185,6 @@ std::string FaultProblem(const FaultInjection& f, const Plan& plan) {
   return {};
 }
 
-PlanRefused::PlanRefused(const std::string& file, std::vector<std::string> problems)
-    : InputError(file, "", JoinProblems(problems)), problems_(std::move(problems)) {}
-
 std::vector<std::string> ExecutorProblems(const Plan& p) {
   std::vector<std::string> out;
   const int32_t gpus = p.Gpus();
@@ -297,101 +283,6 @@ std::vector<std::string> ExecutorProblems(const Plan& p) {
                                 i, c.buffer, p.buffers[c.buffer].name));
   }
   return out;
-}
-
-std::vector<IssueStep> IssueOrder(const Plan& p, const std::string& plan_source) {
-  const int32_t n = static_cast<int32_t>(p.ops.size());
-  UnionFind groups(n);  // roots are the lowest op id of their set
-  std::map<int32_t, int32_t> group_first;
-  for (const Op& op : p.ops) {
-    if (op.group >= 0) {
-      auto [it, fresh] = group_first.emplace(op.group, op.id);
-      if (!fresh) groups.Unite(it->second, op.id);
-    }
-    if (IsComm(op.kind) && op.match >= 0 && op.match < n) groups.Unite(op.id, op.match);
-  }
-  // Nodes are indexed by their root = lowest op id, so "ties by lowest op id" is the heap order.
-  std::vector<std::vector<int32_t>> members(n);
-  for (int32_t i = 0; i < n; ++i) members[groups.Find(i)].push_back(i);
-
-  std::vector<std::string> problems;
-  std::vector<std::set<int32_t>> succ(n);
-  std::vector<int32_t> indegree(n, 0);
-  auto edge = [&](int32_t from_op, int32_t to_op, bool is_dep) {
-    const int32_t a = groups.Find(from_op), b = groups.Find(to_op);
-    if (a == b) {
-      if (is_dep)
-        problems.push_back(fmt::format("op {} depends on op {} of the same group; a group is issued at once, so it "
-                                       "cannot wait for itself",
-                                       to_op, from_op));
-      return;
-    }
-    if (succ[a].insert(b).second) ++indegree[b];
-  };
-  std::map<std::pair<int32_t, int32_t>, int32_t> last_on_stream;
-  for (const Op& op : p.ops) {
-    for (int32_t d : op.deps)
-      if (d >= 0 && d < n) edge(d, op.id, true);
-    auto [it, fresh] = last_on_stream.try_emplace({op.gpu, op.stream}, op.id);
-    if (!fresh) {
-      edge(it->second, op.id, false);
-      it->second = op.id;
-    }
-  }
-  if (!problems.empty()) throw PlanRefused(plan_source, problems);
-
-  std::priority_queue<int32_t, std::vector<int32_t>, std::greater<>> ready;
-  for (int32_t i = 0; i < n; ++i)
-    if (groups.Find(i) == i && indegree[i] == 0) ready.push(i);
-  std::vector<IssueStep> steps;
-  while (!ready.empty()) {
-    const int32_t node = ready.top();
-    ready.pop();
-    IssueStep step;
-    // Per stream: non-comm ops before the stream's first comm op go first,
-    // those after its last comm op go after the group call.
-    std::map<std::pair<int32_t, int32_t>, std::pair<int32_t, int32_t>> comm_span;  // stream -> (first, last) comm op
-    for (int32_t id : members[node]) {
-      const Op& op = p.ops[id];
-      if (!IsComm(op.kind)) continue;
-      auto [it, fresh] = comm_span.try_emplace({op.gpu, op.stream}, id, id);
-      if (!fresh) it->second.second = id;
-    }
-    std::vector<int32_t> sends, recvs;
-    for (int32_t id : members[node]) {
-      const Op& op = p.ops[id];
-      if (op.kind == OpKind::kSend) {
-        sends.push_back(id);
-      } else if (op.kind == OpKind::kRecv) {
-        recvs.push_back(id);
-      } else {
-        auto it = comm_span.find({op.gpu, op.stream});
-        if (it == comm_span.end() || id < it->second.first) {
-          step.before.push_back(id);
-        } else if (id > it->second.second) {
-          step.after.push_back(id);
-        } else {
-          problems.push_back(fmt::format("op {} ({}) sits between sends/receives of its group on GPU {} stream {}; "
-                                         "split the group",
-                                         id, OpKindName(op.kind), op.gpu, op.stream));
-        }
-      }
-    }
-    std::stable_sort(recvs.begin(), recvs.end(), [&](int32_t a, int32_t b) { return p.ops[a].match < p.ops[b].match; });
-    step.comm = std::move(sends);
-    step.comm.insert(step.comm.end(), recvs.begin(), recvs.end());
-    steps.push_back(std::move(step));
-    for (int32_t s : succ[node])
-      if (--indegree[s] == 0) ready.push(s);
-  }
-  size_t issued = 0;
-  for (const IssueStep& s : steps) issued += s.before.size() + s.comm.size() + s.after.size();
-  if (issued != p.ops.size())
-    problems.push_back(fmt::format("{} ops are on a dependency cycle once groups are issued together (a group waits "
-                                   "for work that waits for the group)",
-                                   p.ops.size() - issued));
-  if (!problems.empty()) throw PlanRefused(plan_source, problems);
-  return steps;
 }
 
 std::vector<int64_t> PlanPeakFromTimes(const Plan& p, const std::vector<OpTime>& times) {

@@ -34,22 +34,12 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "executor/backend.h"
-#include "executor/issue_order.h"  // IssueOrder: the walker's order, also used by the NCCL backend
 #include "model/cluster.h"
 #include "model/error.h"
+#include "plan/issue_order.h"  // IssueOrder (the walker's order) and PlanRefused
 #include "plan/plan.h"
 
 namespace reshard {
-
-// A plan the executor will not run: Verify's problems or its own.
-class PlanRefused : public InputError {
- public:
-  PlanRefused(const std::string& file, std::vector<std::string> problems);
-  const std::vector<std::string>& problems() const { return problems_; }
-
- private:
-  std::vector<std::string> problems_;
-};
 
 struct ExecOptions {
   // The machine the plan is about to run on; its fingerprint must match the

@@ -14,10 +14,12 @@
 
 #include "model/error.h"
 #include "model/hash.h"
+#include "model/json_fields.h"
 
 namespace reshard {
 
 using nlohmann::json;
+using namespace json_fields;  // NOLINT: the field readers shared by model/ parsers
 
 std::string_view LinkClassName(LinkClass c) {
   switch (c) {
@@ -108,6 +110,10 @@ std::string Cluster::Fingerprint() const {
   AppendLink(s, "pcie", pcie);
   AppendLink(s, "pcie_pageable", pcie_pageable);
   AppendLink(s, "device_copy", device_copy);
+  // Only when present, so fingerprints of clusters without them are unchanged.
+  s += FingerprintText("host", host);
+  s += FingerprintText("host_python", host_python);
+  s += FingerprintText(copy_kernel);
   return fmt::format("{:016x}", Fnv1a(s));
 }
 
@@ -314,8 +320,6 @@ Cluster ClusterPreset(const std::string& name, const std::string& file, const st
 
 namespace {
 
-std::string Dot(const std::string& a, std::string_view b) { return a.empty() ? std::string(b) : a + "." + std::string(b); }
-
 void ValidateLink(const LinkProfile& l, const std::string& file, const std::string& field) {
   if (!std::isfinite(l.bytes_per_s) || l.bytes_per_s < 0)
     throw InputError(file, Dot(field, "bytes_per_s"), "must be a finite number >= 0");
@@ -376,62 +380,6 @@ void ValidateCluster(const Cluster& c, const std::string& file, const std::strin
 
 namespace {
 
-[[noreturn]] void Bad(const std::string& file, const std::string& field, const std::string& problem) {
-  throw InputError(file, field, problem);
-}
-
-std::string TypeName(const json& j) { return j.type_name(); }
-
-void CheckObject(const json& j, const std::string& file, const std::string& field) {
-  if (!j.is_object()) Bad(file, field, fmt::format("expected an object, got {}", TypeName(j)));
-}
-
-void CheckKeys(const json& j, const std::string& file, const std::string& field,
-               const std::vector<std::string>& allowed) {
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
-    std::string problem = fmt::format("unknown field '{}'", it.key());
-    std::string s = Suggest(it.key(), allowed);
-    if (!s.empty()) problem += fmt::format(" (did you mean '{}'?)", s);
-    Bad(file, Dot(field, it.key()), problem);
-  }
-}
-
-const json& Need(const json& j, const std::string& key, const std::string& file, const std::string& field) {
-  auto it = j.find(key);
-  if (it == j.end()) Bad(file, Dot(field, key), "missing field");
-  return *it;
-}
-
-int64_t GetInt(const json& j, const std::string& file, const std::string& field) {
-  // Unsigned values above int64's range would wrap to negative numbers (and a
-  // confusing "must be > 0"): refuse them as what they are.
-  if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    Bad(file, field, fmt::format("{} is out of range (at most {})", j.dump(), std::numeric_limits<int64_t>::max()));
-  if (j.is_number_integer()) return j.get<int64_t>();
-  if (j.is_number_float()) {
-    double d = j.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) return static_cast<int64_t>(d);
-  }
-  Bad(file, field, fmt::format("expected an integer, got {} {}", TypeName(j), j.dump()));
-}
-
-double GetNumber(const json& j, const std::string& file, const std::string& field) {
-  if (!j.is_number()) Bad(file, field, fmt::format("expected a number, got {} {}", TypeName(j), j.dump()));
-  double d = j.get<double>();
-  if (!std::isfinite(d)) Bad(file, field, "must be finite");
-  return d;
-}
-
-bool GetBool(const json& j, const std::string& file, const std::string& field) {
-  if (!j.is_boolean()) Bad(file, field, fmt::format("expected true or false, got {} {}", TypeName(j), j.dump()));
-  return j.get<bool>();
-}
-
-std::string GetString(const json& j, const std::string& file, const std::string& field) {
-  if (!j.is_string()) Bad(file, field, fmt::format("expected a string, got {} {}", TypeName(j), j.dump()));
-  return j.get<std::string>();
-}
 
 const std::vector<std::string> kLinkNames = {"nvlink", "network", "pcie", "pcie_pageable", "device_copy"};
 
@@ -464,6 +412,15 @@ void ApplyOverheadsJson(MemoryOverheads& o, const json& j, const std::string& fi
   };
   get("cuda_context_bytes", o.cuda_context_bytes);
   get("nccl_bytes_per_peer", o.nccl_bytes_per_peer);
+}
+
+// "host", "host_python" and "copy_kernel" of a cluster or profile, when present.
+void ApplyCostsJson(Cluster& c, const json& j, const std::string& file, const std::string& field) {
+  if (auto it = j.find("host"); it != j.end()) ApplyHostCostsJson(c.host, *it, file, Dot(field, "host"));
+  if (auto it = j.find("host_python"); it != j.end())
+    ApplyHostCostsJson(c.host_python, *it, file, Dot(field, "host_python"));
+  if (auto it = j.find("copy_kernel"); it != j.end())
+    c.copy_kernel = CopyKernelProfileFromJson(*it, file, Dot(field, "copy_kernel"));
 }
 
 }  // namespace
@@ -533,6 +490,10 @@ void to_json(json& j, const Cluster& c) {
            {"measured", c.measured},
            {"profile_source", c.profile_source},
            {"fingerprint", c.Fingerprint()}};
+  // Only when present: files of clusters without them stay unchanged.
+  if (!c.host.Empty()) j["host"] = c.host;
+  if (!c.host_python.Empty()) j["host_python"] = c.host_python;
+  if (!c.copy_kernel.Empty()) j["copy_kernel"] = c.copy_kernel;
 }
 
 Cluster ClusterFromJson(const json& j, const std::string& file) {
@@ -540,7 +501,8 @@ Cluster ClusterFromJson(const json& j, const std::string& file) {
   CheckObject(j, file, field);
   CheckKeys(j, file, field,
             {"name", "nodes", "gpus_per_node", "nvlink_domain_nodes", "nics_per_node", "gpu_memory_bytes",
-             "host_memory_bytes", "links", "overheads", "measured", "profile_source", "fingerprint"});
+             "host_memory_bytes", "links", "overheads", "host", "host_python", "copy_kernel", "measured",
+             "profile_source", "fingerprint"});
   Cluster c;
   auto int32 = [&](const char* key) {
     int64_t v = GetInt(Need(j, key, file, field), file, Dot(field, key));
@@ -562,6 +524,7 @@ Cluster ClusterFromJson(const json& j, const std::string& file) {
     c.*LinkMember(name) = LinkProfileFromJson(Need(links, name, file, Dot(field, "links")), file,
                                               Dot(field, "links." + name));
   ApplyOverheadsJson(c.overheads, Need(j, "overheads", file, field), file, Dot(field, "overheads"), true);
+  ApplyCostsJson(c, j, file, field);
   if (auto it = j.find("measured"); it != j.end()) c.measured = GetBool(*it, file, Dot(field, "measured"));
   if (auto it = j.find("profile_source"); it != j.end())
     c.profile_source = GetString(*it, file, Dot(field, "profile_source"));
@@ -583,7 +546,8 @@ void ApplyProfileJson(Cluster& c, const json& j, const std::string& path) {
   CheckObject(j, path, "");
   // "measurements": the raw data and fit residuals `reshard calibrate` keeps
   // next to the profile (read by people and notebooks; ignored here).
-  CheckKeys(j, path, "", {"name", "measured", "source", "links", "memory", "measurements"});
+  CheckKeys(j, path, "",
+            {"name", "measured", "source", "links", "memory", "host", "host_python", "copy_kernel", "measurements"});
   std::string name, source;
   if (auto it = j.find("name"); it != j.end()) name = GetString(*it, path, "name");
   if (auto it = j.find("source"); it != j.end()) source = GetString(*it, path, "source");
@@ -597,6 +561,7 @@ void ApplyProfileJson(Cluster& c, const json& j, const std::string& path) {
       if (auto l = it->find(link); l != it->end()) out.*LinkMember(link) = LinkProfileFromJson(*l, path, "links." + link);
   }
   if (auto it = j.find("memory"); it != j.end()) ApplyOverheadsJson(out.overheads, *it, path, "memory", false);
+  ApplyCostsJson(out, j, path, "");
   out.measured = measured;
   out.profile_source = path;
   if (!name.empty() || !source.empty()) {
@@ -632,11 +597,11 @@ json ProfileJson(const Cluster& c) {
   for (const auto& name : kLinkNames) links[name] = c.*LinkMember(name);
   json memory;
   OverheadsToJson(memory, c.overheads);
-  return json{{"name", c.name},
-              {"measured", c.measured},
-              {"source", c.profile_source},
-              {"links", links},
-              {"memory", memory}};
+  json j{{"name", c.name}, {"measured", c.measured}, {"source", c.profile_source}, {"links", links}, {"memory", memory}};
+  if (!c.host.Empty()) j["host"] = c.host;
+  if (!c.host_python.Empty()) j["host_python"] = c.host_python;
+  if (!c.copy_kernel.Empty()) j["copy_kernel"] = c.copy_kernel;
+  return j;
 }
 
 }  // namespace reshard

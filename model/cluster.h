@@ -13,6 +13,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/host_costs.h"
+
 namespace reshard {
 
 enum class LinkClass : uint8_t { kLocal, kNvlink, kNetwork, kPcie };
@@ -69,6 +71,9 @@ struct Cluster {
   LinkProfile pcie_pageable;           // per GPU, pageable host memory
   LinkProfile device_copy;             // on-device copies (copy engines / copy kernels)
   MemoryOverheads overheads;
+  HostCosts host;                      // reshard's executor issuing a plan (model/host_costs.h)
+  HostCosts host_python;               // a Megatron-style Python stack issuing the same ops
+  CopyKernelProfile copy_kernel;       // copy kernel rates by run length and grid share
   bool measured = false;               // numbers come from `reshard calibrate`, not datasheets
   std::string profile_source;          // "preset h200-x2 (DESIGN measured ceilings)", or the profile path
 
@@ -102,7 +107,9 @@ void to_json(nlohmann::json& j, const LinkProfile& l);
 LinkProfile LinkProfileFromJson(const nlohmann::json& j, const std::string& file, const std::string& field);
 
 // Calibration profile: {"name", "measured", "links": {"nvlink": LinkProfile, ...},
-// "memory": {"cuda_context_bytes", "nccl_bytes_per_peer"}}. Applied onto a cluster.
+// "memory": {"cuda_context_bytes", "nccl_bytes_per_peer"}, "host": HostCosts,
+// "host_python": HostCosts, "copy_kernel": CopyKernelProfile}, each part
+// optional. Applied onto a cluster.
 void ApplyProfileFile(Cluster& c, const std::string& path);
 void ApplyProfileJson(Cluster& c, const nlohmann::json& j, const std::string& path);
 nlohmann::json ProfileJson(const Cluster& c);

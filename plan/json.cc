@@ -225,7 +225,7 @@ Region ReadRegion(const json& j, const Path& p, const Reader& r) {
 Op ReadOp(const json& j, const Path& p, const Reader& r) {
   r.Object(j, p,
            {"id", "kind", "gpu", "stream", "group", "deps", "buffer", "copies", "region", "peer", "match", "segment",
-            "label"});
+            "label", "sm_share"});
   Op op;
   op.id = r.RequiredInt32(j, p, "id", 0);
   op.kind = r.Enum(r.Required(j, p, "kind"), p / "kind", kOpKinds, OpKindName);
@@ -257,6 +257,7 @@ Op ReadOp(const json& j, const Path& p, const Reader& r) {
   op.match = r.Int32(j, p, "match", -1, -1);
   op.segment = r.Int32(j, p, "segment", -1, -1);
   op.label = r.String(j, p, "label", "");
+  op.sm_share = r.Double(j, p, "sm_share", 1.0, 0.0, 1.0);
   return op;
 }
 
@@ -603,6 +604,7 @@ J OpToJson(const Op& op) {
   if (op.match != -1) j["match"] = op.match;
   if (op.segment != -1) j["segment"] = op.segment;
   if (!op.label.empty()) j["label"] = op.label;
+  if (op.sm_share != 1.0) j["sm_share"] = op.sm_share;
   return j;
 }
 

@@ -2,6 +2,7 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "model/error.h"
 
@@ -55,6 +56,11 @@ bool Region::Contiguous() const {
 int64_t Region::End() const {
   if (Bytes() == 0) return offset_bytes;
   return offset_bytes + (planes - 1) * plane_stride_bytes + (rows - 1) * row_stride_bytes + row_bytes;
+}
+
+int64_t CopyRunBytes(const CopyPair& c) {
+  auto run = [](const Region& r) { return r.Contiguous() ? r.Bytes() : r.row_bytes; };
+  return std::gcd(run(c.src), run(c.dst));
 }
 
 Region ContiguousRegion(int32_t buffer, int64_t offset_bytes, int64_t bytes) {

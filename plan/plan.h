@@ -88,6 +88,10 @@ struct CopyPair {
   Region src, dst;
   friend bool operator==(const CopyPair&, const CopyPair&) = default;
 };
+// The length of the contiguous runs a copy moves: the gcd of both sides'
+// runs (a contiguous side is one run of all its bytes), as the copy kernel
+// splits it (executor/nccl/copy_desc.h). What sets its throughput.
+int64_t CopyRunBytes(const CopyPair& c);
 
 struct Op {
   int32_t id = -1;           // == index in Plan::ops
@@ -102,6 +106,9 @@ struct Op {
   int32_t peer = -1;         // kSend / kRecv: the other GPU
   int32_t match = -1;        // kSend / kRecv: id of the matching op on the peer
   int32_t segment = -1;      // segment id (reporting, traces)
+  // kCopy: the share of the GPU's copy grid (SMs x blocks per SM) its kernel
+  // may use, in (0, 1]: less leaves SMs to NCCL kernels running beside it.
+  double sm_share = 1.0;
   std::string label;         // short human tag, e.g. "seg 12 L3"
 
   int64_t Bytes() const;     // bytes moved (copies summed); 0 for alloc/free

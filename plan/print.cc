@@ -73,6 +73,7 @@ std::string OpLine(const Plan& p, size_t i) {
   if (op.group >= 0) s += fmt::format(" [group {}]", op.group);
   if (!op.deps.empty()) s += fmt::format(" deps{{{}}}", fmt::join(op.deps, ","));
   if (op.segment >= 0) s += fmt::format(" seg {}", op.segment);
+  if (op.sm_share != 1.0) s += fmt::format(" sm {:g}", op.sm_share);
   if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv)
     s += fmt::format(" match #{} b{}+{}", op.match, op.region.buffer, op.region.offset_bytes);
   if (!op.label.empty()) s += fmt::format(" \"{}\"", op.label);

@@ -258,6 +258,11 @@ class Verifier {
                   OpName(i), op.group, p_.stream_names[op.stream], op.gpu, OpName(it->second),
                   p_.stream_names[p_.ops[it->second].stream]);
       }
+      if (!(op.sm_share > 0 && op.sm_share <= 1))
+        pr_.Add("{}: sm_share {} is outside (0, 1]", OpName(i), op.sm_share);
+      else if (op.sm_share != 1.0 && op.kind != OpKind::kCopy)
+        pr_.Add("{}: sm_share {} on a {} (only copy kernels take a share of the SMs)", OpName(i), op.sm_share,
+                OpKindName(op.kind));
       switch (op.kind) {
         case OpKind::kAlloc:
         case OpKind::kFree: CheckAllocFree(i); break;

@@ -102,6 +102,7 @@ class MegatronBuilder {
     EmitGroup();
     EmitAfterGroup();
     Finish(offload_);
+    ShareCopiesWithTransfers(res_.plan);
     return std::move(res_);
   }
 

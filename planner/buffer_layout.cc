@@ -71,6 +71,16 @@ int OutermostSplitDim(const Box& b) {
   return -1;
 }
 
+void ShareCopiesWithTransfers(Plan& p) {
+  std::vector<bool> transfers(static_cast<size_t>(std::max(p.Gpus(), 0)), false);
+  for (const Op& op : p.ops)
+    if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.peer != op.gpu && op.gpu >= 0 &&
+        op.gpu < p.Gpus())
+      transfers[op.gpu] = true;
+  for (Op& op : p.ops)
+    if (op.kind == OpKind::kCopy) op.sm_share = op.gpu >= 0 && op.gpu < p.Gpus() && transfers[op.gpu] ? kCopyShareBesideTransfers : 1.0;
+}
+
 void StartPlan(Plan& p, const Scenario& s, std::vector<std::string> stream_names) {
   p.name = s.name;
   p.cluster = s.cluster;

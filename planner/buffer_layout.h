@@ -47,6 +47,16 @@ int OutermostSplitDim(const Box& b);
 // names, tensors.
 void StartPlan(Plan& p, const Scenario& s, std::vector<std::string> stream_names);
 
+// The copy kernel's share of the SMs (Op::sm_share) where copies overlap
+// transfers: on a GPU that sends or receives, copies leave SMs to NCCL's
+// kernels. 66 blocks of an H200's 264 (132 SMs x 2) was the fastest cap for
+// llama3-8b TP2 -> TP1x2 on 2x H200: 25.5 ms against 28.6 uncapped, 27.7 at
+// 32 blocks, 26.1 at 100 (bench/results/2026-11-30-h200x2-refit-session2/).
+inline constexpr double kCopyShareBesideTransfers = 0.25;
+// Sets every copy on a GPU with sends or receives to another GPU to
+// kCopyShareBesideTransfers, the others to the whole grid (1). O(ops).
+void ShareCopiesWithTransfers(Plan& p);
+
 // Appends a buffer to `p`; returns its id.
 int32_t AddPlanBuffer(Plan& p, int32_t gpu, MemorySpace space, BufferRole role, int64_t bytes, int32_t layer,
                       bool preexisting, std::string name);

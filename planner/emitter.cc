@@ -603,7 +603,9 @@ class Emitter {
 }  // namespace
 
 EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& policy) {
-  return Emitter(prob, sc, policy).Run();
+  EmittedPlan e = Emitter(prob, sc, policy).Run();
+  ShareCopiesWithTransfers(e.plan);
+  return e;
 }
 
 }  // namespace reshard

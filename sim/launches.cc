@@ -110,6 +110,18 @@ double RunCap(double rate, int64_t before, int64_t bytes, double eff_run, double
 
 }  // namespace
 
+double CopyKernelCap(const Op& op, const CopyKernelProfile& profile) {
+  if (profile.Empty()) return 0;
+  double ns = 0, bytes = 0;
+  for (const CopyPair& c : op.copies) {
+    const double b = static_cast<double>(c.src.Bytes());
+    if (b <= 0) continue;
+    ns += b / (profile.Rate(CopyRunBytes(c), op.sm_share) / kNsPerS);
+    bytes += b;
+  }
+  return ns > 0 ? bytes / ns : 0;
+}
+
 Launches BuildLaunches(const Plan& plan, const std::vector<OpInfo>& info, int32_t gpus) {
   const int32_t nops = static_cast<int32_t>(plan.ops.size());
   Launches L;
@@ -307,6 +319,7 @@ int32_t Simulator::State::NewFlow(int32_t op, int32_t op2, const Route& r, int64
       }
     }
     f.cap = op2 >= 0 ? TransferCap(f, false) : ports.FlowCapBytesPerS(r, f.bytes) / kNsPerS;
+    if (info[op].copy_cap > 0) f.cap = std::min(f.cap, info[op].copy_cap);  // the kernel's runs and share
     if (!(f.cap > 0)) Bad(op, fmt::format("{} link efficiency at {} bytes is not positive", LinkClassName(r.link_class), f.bytes));
   }
   sim_internal::Activity& a = class_use[static_cast<int>(r.link_class)];
@@ -358,7 +371,9 @@ void Simulator::State::EndLaunch(int32_t l, int64_t t) {
   for (int32_t k = launches.begin[l]; k < launches.begin[l + 1]; ++k) {
     const int32_t i = launches.ops[k];
     for (int32_t w = launches.waiter_begin[i]; w < launches.waiter_begin[i + 1]; ++w) {
-      if (--launches.pending[launches.waiters[w]] == 0) queue.Push(t, sim_internal::Event::kIssue, launches.waiters[w]);
+      const int32_t next = launches.waiters[w];
+      // Ready on the GPU, but not before its host thread issued it.
+      if (--launches.pending[next] == 0) queue.Push(std::max(t, launch_host_ns[next]), sim_internal::Event::kIssue, next);
     }
   }
 }

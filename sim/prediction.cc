@@ -21,8 +21,15 @@ Prediction Simulator::State::Collect() const {
     last = std::max(last, op_end_ns[i]);
   }
   if (nops == 0) first = 0;
-  pr.time_ns = last - first;
+  pr.time_ns = last;  // from the call: the host starts issuing at t = 0
   pr.time_s = static_cast<double>(pr.time_ns) / kNsPerS;
+  pr.gpu_span_ns = last - first;
+  pr.issue_model = host.processes == 0 ? "none" : std::string(IssueModelName(opt.issue));
+  pr.one_process = opt.one_process;
+  pr.cold = opt.cold;
+  for (int64_t t : host.process_ns) pr.host_issue_ns = std::max(pr.host_issue_ns, t);
+  pr.cold_setup_ns = host.cold_setup_ns;
+  pr.connect_ns = host.connect_ns;
   pr.peak_bytes = memory.device_peak;
   pr.peak_host_bytes = memory.host_peak;
   pr.bytes_moved = CountBytesMoved(plan);  // the planner's and executor's definition
@@ -89,6 +96,13 @@ void to_json(nlohmann::json& j, const Prediction& p) {
   j = nlohmann::json{
       {"time_s", p.time_s},
       {"time_ns", p.time_ns},
+      {"gpu_span_s", static_cast<double>(p.gpu_span_ns) / kNsPerS},
+      {"host", {{"issue_model", p.issue_model},
+                {"one_process", p.one_process},
+                {"cold", p.cold},
+                {"issue_s", static_cast<double>(p.host_issue_ns) / kNsPerS},
+                {"cold_setup_s", static_cast<double>(p.cold_setup_ns) / kNsPerS},
+                {"connect_s", static_cast<double>(p.connect_ns) / kNsPerS}}},
       {"peak_bytes", p.peak_bytes},
       {"peak_host_bytes", p.peak_host_bytes},
       {"bytes_moved", p.bytes_moved},

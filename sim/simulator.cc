@@ -29,6 +29,7 @@ void Simulator::State::CheckOps() {
   for (int32_t i = 0; i < nops; ++i) {
     const Op& op = plan.ops[i];
     info[i] = OpInfo{op.kind, op.gpu, op.peer, op.match, op.buffer, op.Bytes()};
+    if (op.kind == OpKind::kCopy) info[i].copy_cap = sim_internal::CopyKernelCap(op, plan.cluster.copy_kernel);
     if (op.id != i) Bad(i, fmt::format("id is {}, expected its index {}", op.id, i));
     if (op.gpu < 0 || op.gpu >= gpus) Bad(i, fmt::format("gpu {} outside the cluster's {} GPUs", op.gpu, gpus));
     if (op.stream < 0) Bad(i, fmt::format("stream {} is negative", op.stream));
@@ -124,8 +125,15 @@ Prediction Simulator::State::Run() {
     for (int32_t g = 0; g < gpus; ++g) obs->OnMemory(0, g, memory.device[g]);
   }
   const int32_t nl = launches.Count();
+  launch_host_ns.assign(nl, 0);
+  if (opt.issue != IssueModel::kNone) {
+    const HostCosts& costs = opt.issue == IssueModel::kPython ? plan.cluster.host_python : plan.cluster.host;
+    host = HostIssueTimes(plan, costs, HostIssueOptions{opt.one_process, opt.cold});
+    for (int32_t i = 0; i < nops; ++i)
+      launch_host_ns[launches.of_op[i]] = std::max(launch_host_ns[launches.of_op[i]], host.op_issue_ns[i]);
+  }
   for (int32_t l = 0; l < nl; ++l) {
-    if (launches.pending[l] == 0) queue.Push(0, sim_internal::Event::kIssue, l);
+    if (launches.pending[l] == 0) queue.Push(launch_host_ns[l], sim_internal::Event::kIssue, l);
   }
   // Each instant: flow ends (by flow id), then queued events (by sequence),
   // until none is left at this instant; then rates are re-shared once.
@@ -153,6 +161,15 @@ Prediction Simulator::State::Run() {
 Prediction Simulator::Run() const {
   State state(plan_, options_);
   return state.Run();
+}
+
+std::string_view IssueModelName(IssueModel m) {
+  switch (m) {
+    case IssueModel::kNone: return "none";
+    case IssueModel::kExecutor: return "executor";
+    case IssueModel::kPython: return "python";
+  }
+  return "?";
 }
 
 Prediction Simulate(const Plan& plan, const SimOptions& options) {

@@ -63,9 +63,18 @@ namespace reshard {
 
 class SimObserver;  // sim/trace.h
 
+// Which host thread issues the plan's ops (sim/host_issue.h): none (the GPUs
+// see every op at once), reshard's executor (Cluster::host), or a
+// Megatron-style Python stack (Cluster::host_python).
+enum class IssueModel : uint8_t { kNone, kExecutor, kPython };
+std::string_view IssueModelName(IssueModel m);  // "none", "executor", "python"
+
 struct SimOptions {
   SimObserver* observer = nullptr;  // not owned; called synchronously; must not change results
   bool record_op_times = true;      // fill Prediction::op_start_ns / op_end_ns
+  IssueModel issue = IssueModel::kExecutor;
+  bool one_process = false;         // one host thread issues every GPU's ops; false: a process per GPU
+  bool cold = false;                // the first refit of a job: pinning, mapping, NCCL connections
 };
 
 struct PortUse {
@@ -90,8 +99,16 @@ struct PhaseUse {
 };
 
 struct Prediction {
-  int64_t time_ns = 0;              // first op start to last op end
+  int64_t time_ns = 0;              // from the call (t = 0: the host starts issuing) to the last op end
   double time_s = 0;
+  int64_t gpu_span_ns = 0;          // first op start to last op end
+  // The host side (sim/host_issue.h): which model, and its busiest thread.
+  std::string issue_model = "none";
+  bool one_process = false;
+  bool cold = false;
+  int64_t host_issue_ns = 0;        // when the busiest host thread issued its last op
+  int64_t cold_setup_ns = 0;        // cold: pinning + mapping before the first op (busiest process)
+  int64_t connect_ns = 0;           // cold: NCCL connections on the busiest process's host thread
   std::vector<int64_t> peak_bytes;  // per GPU, device memory, everything counted
   std::vector<int64_t> peak_host_bytes;  // per node, plan host buffers
   BytesMoved bytes_moved;           // by link class (a send/recv pair counts once)
@@ -103,7 +120,7 @@ struct Prediction {
   double lower_bound_s = 0;
   std::string lower_bound_port;
   double plan_efficiency = 0;       // lower_bound_s / time_s (1 for an empty plan)
-  std::vector<int64_t> op_start_ns; // per op: issue time (with record_op_times)
+  std::vector<int64_t> op_start_ns; // per op: when the GPU could start it (with record_op_times)
   std::vector<int64_t> op_end_ns;   // per op: when its own work ended
 };
 

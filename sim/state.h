@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "plan/plan.h"
+#include "sim/host_issue.h"
 #include "sim/indexed_heap.h"
 #include "sim/max_min.h"
 #include "sim/ports.h"
@@ -42,7 +43,13 @@ struct OpInfo {
   OpKind kind = OpKind::kAlloc;
   int32_t gpu = -1, peer = -1, match = -1, buffer = -1;
   int64_t bytes = 0;
+  double copy_cap = 0;  // kCopy: bytes/ns the copy kernel reaches on its runs and share (0: no such cap)
 };
+
+// A copy kernel's ceiling over its pairs (bytes/ns): each pair at the rate of
+// its run length and the op's share of the copy grid, so the op takes the sum
+// of its pairs' times. 0 when the profile has no rates.
+double CopyKernelCap(const Op& op, const CopyKernelProfile& profile);
 
 // Launches: one group on one GPU, or one ungrouped op (an ungrouped send/recv
 // to self is one launch with both ops), numbered by their first op. Lists are
@@ -238,6 +245,8 @@ struct Simulator::State {
   int32_t gpus = 0, nops = 0;
 
   std::vector<OpInfo> info;
+  std::vector<int64_t> launch_host_ns;  // per launch: when the host has issued all its ops (0 without a host model)
+  HostIssue host;
   std::vector<int64_t> op_start_ns, op_end_ns;
   std::vector<uint8_t> op_issued;
   sim_internal::Launches launches;

@@ -120,13 +120,12 @@ void ChromeTraceWriter::OnEnd(int64_t /*t_ns*/) {
   out_.flush();
 }
 
-Prediction SimulateWithTrace(const Plan& plan, const std::string& path) {
+Prediction SimulateWithTrace(const Plan& plan, const std::string& path, SimOptions options) {
   std::ofstream out(path);
   if (!out) throw InputError(path, "", "cannot open the trace file for writing");
   ChromeTraceWriter writer(out);
-  SimOptions opt;
-  opt.observer = &writer;
-  Prediction p = Simulate(plan, opt);
+  options.observer = &writer;
+  Prediction p = Simulate(plan, options);
   if (!out) throw InputError(path, "", "writing the trace failed");
   return p;
 }

@@ -70,9 +70,10 @@ class ChromeTraceWriter : public SimObserver {
   int64_t events_ = 0;
 };
 
-// Simulates `plan` writing its trace to `path`; returns the prediction.
-// Throws InputError when the file cannot be written.
-Prediction SimulateWithTrace(const Plan& plan, const std::string& path);
+// Simulates `plan` (with `options`, whose observer it replaces) writing its
+// trace to `path`; returns the prediction. Throws InputError when the file
+// cannot be written.
+Prediction SimulateWithTrace(const Plan& plan, const std::string& path, SimOptions options = {});
 
 // When each op of one run ran, in nanoseconds from t = 0 (the call): a
 // prediction's op times, or a measurement's (the executor's CUDA events).

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "executor/issue_order.h"
+#include "plan/issue_order.h"
 #include "executor/nccl/gpu_check.h"
 
 namespace reshard {

@@ -1,0 +1,168 @@
+// Host costs and copy-kernel rates: interpolation and JSON (see host_costs.h).
+#include "model/host_costs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/json_fields.h"
+
+namespace reshard {
+
+using nlohmann::json;
+using namespace json_fields;  // NOLINT: the field readers shared by model/ parsers
+
+namespace {
+
+// The integer fields by JSON name, in file order.
+const std::vector<std::pair<const char*, int64_t HostCosts::*>>& IntFields() {
+  static const std::vector<std::pair<const char*, int64_t HostCosts::*>> fields = {
+      {"event_record_ns", &HostCosts::event_record_ns},   {"stream_wait_ns", &HostCosts::stream_wait_ns},
+      {"kernel_launch_ns", &HostCosts::kernel_launch_ns}, {"memcpy_ns", &HostCosts::memcpy_ns},
+      {"alloc_ns", &HostCosts::alloc_ns},                 {"free_ns", &HostCosts::free_ns},
+      {"nccl_op_ns", &HostCosts::nccl_op_ns},             {"nccl_group_ns", &HostCosts::nccl_group_ns},
+      {"nccl_group_op_ns", &HostCosts::nccl_group_op_ns}, {"nccl_connect_ns", &HostCosts::nccl_connect_ns},
+  };
+  return fields;
+}
+const std::vector<std::pair<const char*, double HostCosts::*>>& RateFields() {
+  static const std::vector<std::pair<const char*, double HostCosts::*>> fields = {
+      {"pin_bytes_per_s", &HostCosts::pin_bytes_per_s}, {"map_bytes_per_s", &HostCosts::map_bytes_per_s}};
+  return fields;
+}
+
+// Log-linear in run bytes over points[lo, hi) (one share, sorted by run), clamped.
+double RateAtRun(const std::vector<CopyRatePoint>& p, size_t lo, size_t hi, int64_t run_bytes) {
+  if (run_bytes <= p[lo].run_bytes) return p[lo].bytes_per_s;
+  if (run_bytes >= p[hi - 1].run_bytes) return p[hi - 1].bytes_per_s;
+  for (size_t i = lo + 1; i < hi; ++i) {
+    if (run_bytes > p[i].run_bytes) continue;
+    const double x0 = std::log(static_cast<double>(p[i - 1].run_bytes)), x1 = std::log(static_cast<double>(p[i].run_bytes));
+    const double w = (std::log(static_cast<double>(run_bytes)) - x0) / (x1 - x0);
+    return p[i - 1].bytes_per_s + w * (p[i].bytes_per_s - p[i - 1].bytes_per_s);
+  }
+  return p[hi - 1].bytes_per_s;
+}
+
+}  // namespace
+
+bool HostCosts::Empty() const {
+  for (const auto& [name, m] : IntFields())
+    if (this->*m != 0) return false;
+  for (const auto& [name, m] : RateFields())
+    if (this->*m != 0) return false;
+  return true;
+}
+
+double CopyKernelProfile::Rate(int64_t run_bytes, double sm_share) const {
+  if (rates.empty()) return 0;
+  run_bytes = std::max<int64_t>(run_bytes, 1);
+  // Runs of points with one share: [begin, end).
+  std::vector<std::pair<size_t, size_t>> shares;
+  for (size_t i = 0; i < rates.size();) {
+    size_t j = i;
+    while (j < rates.size() && rates[j].sm_share == rates[i].sm_share) ++j;
+    shares.emplace_back(i, j);
+    i = j;
+  }
+  auto share_of = [&](size_t k) { return rates[shares[k].first].sm_share; };
+  auto rate_of = [&](size_t k) { return RateAtRun(rates, shares[k].first, shares[k].second, run_bytes); };
+  if (sm_share <= share_of(0)) return rate_of(0);
+  if (sm_share >= share_of(shares.size() - 1)) return rate_of(shares.size() - 1);
+  for (size_t k = 1; k < shares.size(); ++k) {
+    if (sm_share > share_of(k)) continue;
+    const double w = (sm_share - share_of(k - 1)) / (share_of(k) - share_of(k - 1));
+    return rate_of(k - 1) + w * (rate_of(k) - rate_of(k - 1));
+  }
+  return rate_of(shares.size() - 1);
+}
+
+void to_json(json& j, const HostCosts& h) {
+  j = json::object();
+  for (const auto& [name, m] : IntFields()) j[name] = h.*m;
+  for (const auto& [name, m] : RateFields()) j[name] = h.*m;
+  j["source"] = h.source;
+}
+
+void to_json(json& j, const CopyKernelProfile& c) {
+  json rates = json::array();
+  for (const CopyRatePoint& p : c.rates)
+    rates.push_back({{"run_bytes", p.run_bytes}, {"sm_share", p.sm_share}, {"bytes_per_s", p.bytes_per_s}});
+  j = json{{"rates", rates}, {"source", c.source}};
+}
+
+void ApplyHostCostsJson(HostCosts& out, const json& j, const std::string& file, const std::string& field) {
+  CheckObject(j, file, field);
+  std::vector<std::string> allowed{"source"};
+  for (const auto& [name, m] : IntFields()) allowed.emplace_back(name);
+  for (const auto& [name, m] : RateFields()) allowed.emplace_back(name);
+  CheckKeys(j, file, field, allowed);
+  HostCosts h = out;
+  for (const auto& [name, m] : IntFields()) {
+    auto it = j.find(name);
+    if (it == j.end()) continue;
+    h.*m = GetInt(*it, file, Dot(field, name));
+    // A day per call is beyond any host; larger values would overflow sums.
+    if (h.*m < 0 || h.*m > int64_t{86'400'000'000'000})
+      Bad(file, Dot(field, name), fmt::format("must be in [0, 8.64e13] ns, got {}", h.*m));
+  }
+  for (const auto& [name, m] : RateFields()) {
+    auto it = j.find(name);
+    if (it == j.end()) continue;
+    h.*m = GetNumber(*it, file, Dot(field, name));
+    if (h.*m != 0 && !(h.*m >= 1e3)) Bad(file, Dot(field, name), fmt::format("must be 0 (not modelled) or >= 1e3, got {}", h.*m));
+  }
+  if (auto it = j.find("source"); it != j.end()) h.source = GetString(*it, file, Dot(field, "source"));
+  out = std::move(h);
+}
+
+CopyKernelProfile CopyKernelProfileFromJson(const json& j, const std::string& file, const std::string& field) {
+  CheckObject(j, file, field);
+  CheckKeys(j, file, field, {"rates", "source"});
+  CopyKernelProfile c;
+  if (auto it = j.find("source"); it != j.end()) c.source = GetString(*it, file, Dot(field, "source"));
+  const json& rates = Need(j, "rates", file, field);
+  const std::string rf = Dot(field, "rates");
+  if (!rates.is_array()) Bad(file, rf, fmt::format("expected an array, got {}", TypeName(rates)));
+  for (size_t i = 0; i < rates.size(); ++i) {
+    const std::string fi = fmt::format("{}[{}]", rf, i);
+    const json& p = rates[i];
+    CheckObject(p, file, fi);
+    CheckKeys(p, file, fi, {"run_bytes", "sm_share", "bytes_per_s"});
+    CopyRatePoint r;
+    r.run_bytes = GetInt(Need(p, "run_bytes", file, fi), file, fi + ".run_bytes");
+    r.sm_share = GetNumber(Need(p, "sm_share", file, fi), file, fi + ".sm_share");
+    r.bytes_per_s = GetNumber(Need(p, "bytes_per_s", file, fi), file, fi + ".bytes_per_s");
+    if (r.run_bytes <= 0) Bad(file, fi + ".run_bytes", "must be > 0");
+    if (!(r.sm_share > 0 && r.sm_share <= 1)) Bad(file, fi + ".sm_share", "must be in (0, 1]");
+    if (!(r.bytes_per_s >= 1e3)) Bad(file, fi + ".bytes_per_s", "must be >= 1e3");
+    for (const CopyRatePoint& q : c.rates)
+      if (q.run_bytes == r.run_bytes && q.sm_share == r.sm_share)
+        Bad(file, fi, fmt::format("a second point for run_bytes {} at sm_share {}", r.run_bytes, r.sm_share));
+    c.rates.push_back(r);
+  }
+  std::sort(c.rates.begin(), c.rates.end(), [](const CopyRatePoint& a, const CopyRatePoint& b) {
+    return a.sm_share != b.sm_share ? a.sm_share < b.sm_share : a.run_bytes < b.run_bytes;
+  });
+  return c;
+}
+
+std::string FingerprintText(std::string_view name, const HostCosts& h) {
+  if (h.Empty()) return "";
+  std::string s = fmt::format("{}:", name);
+  for (const auto& [key, m] : IntFields()) s += fmt::format("{}={};", key, h.*m);
+  for (const auto& [key, m] : RateFields()) s += fmt::format("{}={};", key, h.*m);
+  return s + "\n";
+}
+
+std::string FingerprintText(const CopyKernelProfile& c) {
+  if (c.Empty()) return "";
+  std::string s = "copy_kernel:";
+  for (const CopyRatePoint& p : c.rates) s += fmt::format("({},{},{})", p.run_bytes, p.sm_share, p.bytes_per_s);
+  return s + "\n";
+}
+
+}  // namespace reshard

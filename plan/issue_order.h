@@ -1,0 +1,41 @@
+// The order in which one host thread issues a plan's ops: the plan's groups
+// in one topological order, the same in every process. The executor walks it
+// (executor/executor.cc), the NCCL backend replays it to size its pool, and
+// the simulator charges the host's per-call costs along it (sim/host_issue.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/error.h"
+#include "plan/plan.h"
+
+namespace reshard {
+
+// A plan a consumer will not run: Verify's problems or its own.
+class PlanRefused : public InputError {
+ public:
+  PlanRefused(const std::string& file, std::vector<std::string> problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+// One step of the issue order: a group of ops issued together. `before` and
+// `after` are non-communication ops of the group that precede / follow its
+// sends and receives on their streams; `comm` are the sends and receives in
+// the order they are issued (sends by op id, then receives by their send).
+struct IssueStep {
+  std::vector<int32_t> before, comm, after;
+  friend bool operator==(const IssueStep&, const IssueStep&) = default;
+};
+
+// Kahn's algorithm over groups (a group = ops sharing a group id, plus each
+// send with its matching recv), ties broken by lowest op id:
+// O((ops + deps) log ops). Throws PlanRefused on a group that depends on
+// itself or interleaves copies between its sends and receives, or a cycle.
+std::vector<IssueStep> IssueOrder(const Plan& plan, const std::string& plan_source = "<plan>");
+
+}  // namespace reshard

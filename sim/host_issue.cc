@@ -1,0 +1,119 @@
+// Host issue times (model in host_issue.h).
+#include "sim/host_issue.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "plan/issue_order.h"
+
+namespace reshard {
+
+namespace {
+
+int64_t SecondsToNs(double s) { return static_cast<int64_t>(std::ceil(s * 1e9)); }
+
+// Host calls of an op's body (not counting its event records and waits).
+int64_t BodyNs(const Plan& plan, const Op& op, const HostCosts& c) {
+  switch (op.kind) {
+    case OpKind::kAlloc: return plan.buffers[op.buffer].space == MemorySpace::kDevice ? c.alloc_ns : 0;
+    case OpKind::kFree: return plan.buffers[op.buffer].space == MemorySpace::kDevice ? c.free_ns : 0;
+    case OpKind::kCopy: return c.kernel_launch_ns;
+    case OpKind::kOffload:
+    case OpKind::kReload: {
+      // The executor issues one cudaMemcpyAsync per contiguous pair and one
+      // cudaMemcpy2DAsync per plane of a strided one.
+      int64_t calls = 0;
+      for (const CopyPair& p : op.copies) calls += p.src.Contiguous() && p.dst.Contiguous() ? 1 : p.src.planes;
+      return calls * c.memcpy_ns;
+    }
+    case OpKind::kSend:
+    case OpKind::kRecv: return c.nccl_op_ns;
+  }
+  return 0;
+}
+
+}  // namespace
+
+HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOptions& o) {
+  const int32_t gpus = plan.Gpus();
+  const int32_t nops = static_cast<int32_t>(plan.ops.size());
+  HostIssue out;
+  out.op_issue_ns.assign(nops, 0);
+  if (c.Empty() || nops == 0) return out;  // not modelled: processes stays 0
+  out.processes = o.one_process ? 1 : gpus;
+  out.process_ns.assign(out.processes, 0);
+  std::vector<int64_t>& clock = out.process_ns;
+
+  if (o.cold) {
+    // Pin the host buffers and map the device peak of each process's GPUs.
+    std::vector<double> pin_bytes(out.processes, 0), map_bytes(out.processes, 0);
+    for (const PlanBuffer& b : plan.buffers) {
+      if (b.gpu < 0 || b.gpu >= gpus) continue;
+      const int32_t p = IssuingProcess(b.gpu, o.one_process);
+      (b.space == MemorySpace::kHost ? pin_bytes : map_bytes)[p] += static_cast<double>(b.bytes);
+    }
+    for (int32_t p = 0; p < out.processes; ++p) {
+      if (c.pin_bytes_per_s > 0) clock[p] += SecondsToNs(pin_bytes[p] / c.pin_bytes_per_s);
+      // Every device buffer mapped once: an upper bound on the pool's growth
+      // to the plan's peak (buffers freed and reused map nothing new).
+      if (c.map_bytes_per_s > 0) clock[p] += SecondsToNs(map_bytes[p] / c.map_bytes_per_s);
+      out.cold_setup_ns = std::max(out.cold_setup_ns, clock[p]);
+    }
+  }
+
+  auto waits = [&](const Op& op) {
+    int64_t n = 0;
+    for (int32_t d : op.deps) {
+      const Op& dep = plan.ops[d];
+      if (dep.gpu != op.gpu || dep.stream != op.stream) ++n;
+    }
+    return n * c.stream_wait_ns;
+  };
+  auto local_op = [&](const Op& op) {
+    int64_t& t = clock[IssuingProcess(op.gpu, o.one_process)];
+    t += waits(op) + c.event_record_ns + BodyNs(plan, op, c);
+    out.op_issue_ns[op.id] = t;
+    t += c.event_record_ns;
+  };
+  std::unordered_set<int64_t> connected;  // (gpu, peer, side), lookup only
+  std::vector<int32_t> group_ops(out.processes, 0);
+  std::vector<int32_t> touched;
+  std::vector<int64_t> connect_total(out.processes, 0);
+  for (const IssueStep& step : IssueOrder(plan)) {
+    for (int32_t id : step.before) local_op(plan.ops[id]);
+    if (!step.comm.empty()) {
+      touched.clear();
+      for (int32_t id : step.comm) {
+        const Op& op = plan.ops[id];
+        const int32_t p = IssuingProcess(op.gpu, o.one_process);
+        if (group_ops[p]++ == 0) touched.push_back(p);
+        clock[p] += waits(op) + c.event_record_ns;  // OpStart, before the group call
+      }
+      for (int32_t id : step.comm) {
+        const Op& op = plan.ops[id];
+        const int32_t p = IssuingProcess(op.gpu, o.one_process);
+        clock[p] += c.nccl_op_ns;
+        // NCCL connects a send and a receive side per peer, each on its own host.
+        const int64_t key = (static_cast<int64_t>(op.gpu) * gpus + op.peer) * 2 + (op.kind == OpKind::kSend ? 1 : 0);
+        if (o.cold && c.nccl_connect_ns > 0 && connected.insert(key).second) {
+          clock[p] += c.nccl_connect_ns;  // inside this ncclGroupEnd
+          connect_total[p] += c.nccl_connect_ns;
+        }
+      }
+      for (int32_t p : touched) clock[p] += c.nccl_group_ns + c.nccl_group_op_ns * group_ops[p];
+      for (int32_t id : step.comm) {
+        const Op& op = plan.ops[id];
+        int64_t& t = clock[IssuingProcess(op.gpu, o.one_process)];
+        out.op_issue_ns[id] = t;  // queued at ncclGroupEnd
+      }
+      for (int32_t id : step.comm) clock[IssuingProcess(plan.ops[id].gpu, o.one_process)] += c.event_record_ns;  // OpEnd
+      for (int32_t p : touched) group_ops[p] = 0;
+    }
+    for (int32_t id : step.after) local_op(plan.ops[id]);
+  }
+  for (int32_t p = 0; p < out.processes; ++p) out.connect_ns = std::max(out.connect_ns, connect_total[p]);
+  return out;
+}
+
+}  // namespace reshard

@@ -1,0 +1,237 @@
+// Tests of what the simulator adds beyond the wire: the host thread that
+// issues the ops (sim/host_issue.h), the copy kernel's rate by run length and
+// SM share, a cold refit's connections, and the rule that grouped ops to one
+// peer continue a run. Hand-derived on the test cluster of plan_builder.h
+// (links 1 byte/ns, copies 2 bytes/ns, no latency unless set).
+#include <gtest/gtest.h>
+
+#include "model/host_costs.h"
+#include "plan/plan.h"
+#include "sim/host_issue.h"
+#include "sim/simulator.h"
+#include "tests/sim/plan_builder.h"
+
+namespace reshard {
+namespace {
+
+using namespace sim_test;  // NOLINT: TestCluster, PlanBuilder, SimVerified
+
+HostCosts Costs() {
+  HostCosts c;
+  c.event_record_ns = 10;
+  c.stream_wait_ns = 7;
+  c.kernel_launch_ns = 100;
+  c.nccl_op_ns = 20;
+  c.nccl_group_ns = 50;
+  c.nccl_group_op_ns = 5;
+  return c;
+}
+
+Cluster WithHost(Cluster c) {
+  c.host = Costs();
+  return c;
+}
+
+TEST(HostIssue, OpsWaitForTheirHostThread) {
+  // Two 2000 B copies on one stream, 2 B/ns: 1000 ns each on the GPU. Host:
+  // copy 1 = event 10 + launch 100 -> queued at 110, end event -> 120; copy 2
+  // = 120 + 10 + 100 -> queued at 230, end event -> 240. GPU: copy 1 [110,
+  // 1110], copy 2 after it on the stream [1110, 2110]. time (from the call)
+  // 2110, GPU span 2000, host done at 240.
+  PlanBuilder b(WithHost(TestCluster()));
+  const int32_t c1 = b.Copy(0, 2000);
+  const int32_t c2 = b.Copy(0, 2000);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_start_ns[c1], 110);
+  EXPECT_EQ(p.op_end_ns[c1], 1110);
+  EXPECT_EQ(p.op_start_ns[c2], 1110);
+  EXPECT_EQ(p.op_end_ns[c2], 2110);
+  EXPECT_EQ(p.time_ns, 2110);
+  EXPECT_EQ(p.gpu_span_ns, 2000);
+  EXPECT_EQ(p.host_issue_ns, 240);
+  EXPECT_EQ(p.issue_model, "executor");
+}
+
+TEST(HostIssue, SmallOpsAreBoundByTheHost) {
+  // Three 20 B copies (10 ns each on the GPU) are queued at 110, 230 and 350
+  // (120 ns of host time each): each runs as soon as it is queued; the last
+  // ends at 360. Without the host model: 0-10, 10-20, 20-30.
+  PlanBuilder b(WithHost(TestCluster()));
+  for (int i = 0; i < 3; ++i) b.Copy(0, 20);
+  const Plan plan = b.Build();
+  const Prediction p = SimVerified(plan);
+  EXPECT_EQ(p.op_start_ns[2], 350);
+  EXPECT_EQ(p.time_ns, 360);
+  SimOptions none;
+  none.issue = IssueModel::kNone;
+  const Prediction q = Simulate(plan, none);
+  EXPECT_EQ(q.time_ns, 30);
+  EXPECT_EQ(q.issue_model, "none");
+}
+
+TEST(HostIssue, GroupIsQueuedAtGroupEndPerProcess) {
+  // Group 0: GPU0 sends 1000 B to GPU1. One process per GPU: each pays event
+  // 10 + ncclSend/Recv 20 + group 50 + 5 x 1 op = 85; flow [85, 1085].
+  // One process for both: events 2 x 10, calls 2 x 20, group 50 + 5 x 2 = 120;
+  // flow [120, 1120].
+  PlanBuilder b(WithHost(TestCluster()));
+  auto [s, r] = b.Transfer(0, 1, 1000, {kStreamComm, 0}, {kStreamComm, 0});
+  const Plan plan = b.Build();
+  const Prediction per_gpu = SimVerified(plan);
+  EXPECT_EQ(per_gpu.op_start_ns[s], 85);
+  EXPECT_EQ(per_gpu.op_start_ns[r], 85);
+  EXPECT_EQ(per_gpu.time_ns, 1085);
+  SimOptions one;
+  one.one_process = true;
+  const Prediction single = Simulate(plan, one);
+  EXPECT_EQ(single.op_start_ns[s], 120);
+  EXPECT_EQ(single.time_ns, 1120);
+  EXPECT_TRUE(single.one_process);
+}
+
+TEST(HostIssue, DependencyOnAnotherStreamCostsAStreamWait) {
+  // GPU0: a 4000 B copy (compute stream), then a send to GPU1 that depends on
+  // it (comm stream). Process 0: copy queued at 10 + 100 = 110, end event ->
+  // 120; send: stream wait 7 + event 10 + ncclSend 20 + group 55 -> 212.
+  // Process 1: recv queued at 85. GPU: copy [110, 2110] at 2 B/ns; the send
+  // waits for it: flow [2110, 3110].
+  PlanBuilder b(WithHost(TestCluster()));
+  const int32_t c = b.Copy(0, 4000);
+  auto [s, r] = b.Transfer(0, 1, 1000, {kStreamComm, -1, {c}});
+  const Plan plan = b.Build();
+  const HostIssue h = HostIssueTimes(plan, plan.cluster.host);
+  EXPECT_EQ(h.op_issue_ns[c], 110);
+  EXPECT_EQ(h.op_issue_ns[s], 212);
+  EXPECT_EQ(h.op_issue_ns[r], 85);
+  EXPECT_EQ(h.processes, 4);
+  const Prediction p = SimVerified(plan);
+  EXPECT_EQ(p.op_start_ns[s], 2110);
+  EXPECT_EQ(p.time_ns, 3110);
+}
+
+TEST(HostIssue, ColdRefitConnectsEachPairOnceAndPinsHostBuffers) {
+  // nccl_connect 1000 ns; two ungrouped transfers 0 -> 1 of 1000 B. Each
+  // side's first call pays event 10 + call 20 + connect 1000 + group 55 =
+  // 1085, and process 0 first pins a 5000 B host buffer at 1e12 B/s (5 ns,
+  // cold_setup_ns): send queued at 1090, recv at 1085, flow [1090, 2090].
+  // Second transfer: no connection; queued at 1100 + 85 = 1185 (recv 1180),
+  // runs after the first on the pair: [2090, 3090]. Warm: queued at 85 and
+  // 180: [85, 1085], [1085, 2085].
+  Cluster cl = WithHost(TestCluster());
+  cl.host.nccl_connect_ns = 1000;
+  cl.host.pin_bytes_per_s = 1e12;
+  PlanBuilder b(cl);
+  b.Buffer(0, 5000, /*preexisting=*/true, MemorySpace::kHost);
+  auto [s1, r1] = b.Transfer(0, 1, 1000);
+  auto [s2, r2] = b.Transfer(0, 1, 1000);
+  const Plan plan = b.Build();
+  SimOptions cold;
+  cold.cold = true;
+  const Prediction c = Simulate(plan, cold);
+  EXPECT_EQ(c.op_start_ns[s1], 1090);
+  EXPECT_EQ(c.op_start_ns[r1], 1085);  // the receiving side connects too, on its own thread
+  EXPECT_EQ(c.op_end_ns[s1], 2090);
+  EXPECT_EQ(c.op_end_ns[s2], 3090);
+  EXPECT_EQ(c.cold_setup_ns, 5);
+  EXPECT_EQ(c.connect_ns, 1000);
+  EXPECT_TRUE(c.cold);
+  const Prediction w = SimVerified(plan);
+  EXPECT_EQ(w.op_start_ns[s1], 85);
+  EXPECT_EQ(w.op_end_ns[s2], 2085);
+  EXPECT_EQ(w.connect_ns, 0);
+  (void)r2;
+}
+
+TEST(HostIssue, PythonStackUsesItsOwnCosts) {
+  // host_python: kernel launch 1000 ns, nothing else. A 2000 B copy: queued
+  // at 1000, runs [1000, 2000]. The executor model (host empty) sees none.
+  Cluster cl = TestCluster();
+  cl.host_python.kernel_launch_ns = 1000;
+  PlanBuilder b(cl);
+  b.Copy(0, 2000);
+  const Plan plan = b.Build();
+  SimOptions py;
+  py.issue = IssueModel::kPython;
+  EXPECT_EQ(Simulate(plan, py).time_ns, 2000);
+  const Prediction ex = SimVerified(plan);
+  EXPECT_EQ(ex.time_ns, 1000);
+  EXPECT_EQ(ex.issue_model, "none");  // no executor costs in this cluster: not modelled
+}
+
+// ---------------------------------------------------------------------------
+// Copy kernel rates
+
+CopyKernelProfile TwoByTwo() {
+  // share 0.25: 64 B runs 0.25 GB/s, 4 KiB runs 1 GB/s; share 1: 0.5, 2 GB/s.
+  CopyKernelProfile k;
+  k.rates = {{64, 0.25, 0.25e9}, {4096, 0.25, 1e9}, {64, 1, 0.5e9}, {4096, 1, 2e9}};
+  return k;
+}
+
+TEST(CopyKernel, RateInterpolatesInLogRunAndLinearShare) {
+  const CopyKernelProfile k = TwoByTwo();
+  EXPECT_DOUBLE_EQ(k.Rate(64, 1), 0.5e9);
+  EXPECT_DOUBLE_EQ(k.Rate(16, 1), 0.5e9);      // clamped below
+  EXPECT_DOUBLE_EQ(k.Rate(1 << 20, 1), 2e9);   // clamped above
+  EXPECT_DOUBLE_EQ(k.Rate(512, 1), 1.25e9);    // log2 512 = 9, halfway from 6 to 12
+  EXPECT_DOUBLE_EQ(k.Rate(4096, 0.625), 1.5e9);  // halfway from share 0.25 to 1
+  EXPECT_DOUBLE_EQ(k.Rate(4096, 0.1), 1e9);    // clamped at the lowest share
+  EXPECT_DOUBLE_EQ(CopyKernelProfile{}.Rate(4096, 1), 0);
+}
+
+TEST(CopyKernel, StridedRunsAndShareSetTheCopyTime) {
+  // 8192 B in 128 rows of 64 B (stride 128) into a contiguous region: runs
+  // of 64 B. Share 1: 0.5 B/ns -> 16384 ns. Share 0.25: 0.25 B/ns -> 32768.
+  // A contiguous 8192 B copy at share 1: min(port 2 B/ns, 4 KiB+ runs 2 B/ns)
+  // -> 4096 ns.
+  Cluster cl = TestCluster();
+  cl.copy_kernel = TwoByTwo();
+  for (const double share : {1.0, 0.25}) {
+    PlanBuilder b(cl);
+    const int32_t pool = b.Buffer(0, 3 * 8192, true);
+    const int32_t c = b.Copy(0, 8192);
+    Plan plan = b.Build();
+    Region strided{pool, 0, 64, 128, 128, 1, 0};
+    plan.ops[c].copies = {{strided, ContiguousRegion(pool, 2 * 8192, 8192)}};
+    plan.ops[c].sm_share = share;
+    EXPECT_EQ(CopyRunBytes(plan.ops[c].copies[0]), 64);
+    EXPECT_EQ(SimVerified(plan).time_ns, share == 1.0 ? 16384 : 32768) << share;
+  }
+  PlanBuilder b(cl);
+  b.Copy(0, 8192);
+  EXPECT_EQ(SimVerified(b.Build()).time_ns, 4096);
+}
+
+// ---------------------------------------------------------------------------
+// Grouped ops to one peer continue a run
+
+TEST(Simulate, GroupedOpsToOnePeerContinueTheRun) {
+  // NVLink efficiency 0.5 at 1000 B and 0.625 at 2000 B (1 B/ns peak). Two
+  // 1000 B sends 0 -> 1 in one group: the first at 0.5 B/ns takes 2000 ns;
+  // the second continues the run: T(2000) - T(1000) = 2000 / 0.625 - 1000 /
+  // 0.5 = 3200 - 2000 = 1200 ns (at least 1000 / 1 = 1000), so it ends at
+  // 3200. The same two sends ungrouped each pay the ramp: 2000 + 2000 = 4000.
+  Cluster c = TestCluster();
+  c.nvlink.efficiency = {{1000, 0.5}, {2000, 0.625}};
+  {
+    PlanBuilder b(c);
+    auto [s1, r1] = b.Transfer(0, 1, 1000, {kStreamComm, 0}, {kStreamComm, 0});
+    auto [s2, r2] = b.Transfer(0, 1, 1000, {kStreamComm, 0}, {kStreamComm, 0});
+    const Prediction p = SimVerified(b.Build());
+    EXPECT_EQ(p.op_end_ns[s1], 2000);
+    EXPECT_EQ(p.op_end_ns[s2], 3200);
+    EXPECT_EQ(p.time_ns, 3200);
+    (void)r1, (void)r2;
+  }
+  {
+    PlanBuilder b(c);
+    b.Transfer(0, 1, 1000);
+    auto [s2, r2] = b.Transfer(0, 1, 1000);
+    const Prediction p = SimVerified(b.Build());
+    EXPECT_EQ(p.op_end_ns[s2], 4000);
+    (void)r2;
+  }
+}
+
+}  // namespace
+}  // namespace reshard
