@@ -4,8 +4,9 @@
 // predicted / measured - 1 (signed, relative), for the whole refit and per GPU.
 //
 // Time is from the call (t = 0) to the last op end, on both sides: the
-// prediction's time_s and the measurement's time_s (host issue included; its
-// GPU span, first op start to last op end, is printed beside it). Per GPU,
+// prediction's time_s (simulated with reshard's executor issuing the ops) and
+// the measurement's time_s (host issue included; its GPU span, first op
+// start to last op end, is printed beside it). Per GPU,
 // time is from t = 0 to that GPU's last op end (predicted: the simulator's op
 // times; measured: the backend's), so the slowest GPU's equals the whole
 // refit's. Peak is device memory, everything counted. --trace writes the

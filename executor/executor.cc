@@ -369,7 +369,7 @@ Measurement Execute(const Plan& plan, Backend& backend, const ExecOptions& optio
         case OpKind::kFree: backend.Free(plan.buffers[op.buffer], op.stream); break;
         case OpKind::kCopy:
         case OpKind::kOffload:
-        case OpKind::kReload: backend.Copy(op.gpu, op.stream, op.copies, 1.0); break;
+        case OpKind::kReload: backend.Copy(op.gpu, op.stream, op.copies, op.sm_share); break;
         default: RESHARD_CHECK(false, "communication op outside a group call");
       }
     };

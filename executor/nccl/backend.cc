@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -25,6 +24,7 @@
 #include "executor/nccl/copy_desc.h"
 #include "executor/nccl/gpu_check.h"
 #include "executor/nccl/kernels.h"
+#include "executor/nccl/pinned.h"
 #include "executor/nccl/gpu_state.h"
 #include "executor/nccl/pool.h"
 #include "model/error.h"
@@ -35,25 +35,6 @@ namespace {
 
 using gpu::CheckSlot;
 using gpu::CopyDesc;
-
-// Fills pinned host memory with `value`, a few threads at once: one thread
-// fills host memory at about 10 GB/s, and offload buffers reach 100 GiB.
-void PoisonHost(void* p, size_t bytes, unsigned char value) {
-  constexpr size_t kPerThread = size_t{256} << 20;
-  const size_t threads =
-      std::clamp<size_t>(bytes / kPerThread, 1, std::max<size_t>(std::thread::hardware_concurrency(), 1));
-  if (threads == 1) {
-    std::memset(p, value, bytes);
-    return;
-  }
-  const size_t step = (bytes + threads - 1) / threads;
-  std::vector<std::thread> pool;
-  for (size_t i = 0; i < threads; ++i) {
-    const size_t begin = i * step, end = std::min(bytes, begin + step);
-    if (begin < end) pool.emplace_back([=] { std::memset(static_cast<unsigned char*>(p) + begin, value, end - begin); });
-  }
-  for (std::thread& t : pool) t.join();
-}
 
 void AtomicMax(std::atomic<int64_t>& a, int64_t v) {
   int64_t cur = a.load();
@@ -78,7 +59,7 @@ class NcclBackend final : public Backend {
     FirstGpuError errors;
     Release(errors);
     DestroyGpus(errors);
-    FreeKeptHost();
+    kept_host_.FreeAll();
   }
 
   std::string Name() const override { return "nccl"; }
@@ -187,23 +168,13 @@ class NcclBackend final : public Backend {
     // filled into them.
     std::vector<bool> filled(plan.buffers.size(), false);
     for (const ContentPiece& c : plan.sources) filled[c.buffer] = true;
-    for (auto it = kept_host_.begin(); it != kept_host_.end();) {
-      const int32_t id = it->first;
-      const bool reusable = id < static_cast<int32_t>(plan.buffers.size()) &&
-                            plan.buffers[id].space == MemorySpace::kHost && IsLocal(plan.buffers[id].gpu) &&
-                            plan.buffers[id].gpu == it->second.gpu && plan.buffers[id].bytes == it->second.bytes;
-      if (reusable) {
-        ++it;
-        continue;
-      }
-      RESHARD_GPU(cudaFreeHost(it->second.ptr));
-      it = kept_host_.erase(it);
-    }
+    RESHARD_GPU(kept_host_.KeepOnly([&](int32_t id, int32_t gpu, int64_t bytes) {
+      return id < static_cast<int32_t>(plan.buffers.size()) && plan.buffers[id].space == MemorySpace::kHost &&
+             IsLocal(gpu) && plan.buffers[id].gpu == gpu && plan.buffers[id].bytes == bytes;
+    }));
     for (const PlanBuffer& b : plan.buffers) {
       if (b.space != MemorySpace::kHost || !IsLocal(b.gpu)) continue;
-      if (const auto it = kept_host_.find(b.id); it != kept_host_.end()) {
-        ptr_[b.id] = it->second.ptr;
-        kept_host_.erase(it);
+      if ((ptr_[b.id] = kept_host_.Take(b.id)) != nullptr) {
         if (filled[b.id]) continue;
       } else {
         RESHARD_GPU(cudaSetDevice(State(b.gpu).device));
@@ -536,11 +507,7 @@ class NcclBackend final : public Backend {
     return out;
   }
 
-  int64_t KeptHostBytes() const override {
-    int64_t bytes = 0;
-    for (const auto& [id, k] : kept_host_) bytes += k.bytes;
-    return bytes;
-  }
+  int64_t KeptHostBytes() const override { return kept_host_.Bytes(); }
 
   int64_t LiveBytes() const override {
     int64_t bytes = 0;
@@ -680,7 +647,7 @@ class NcclBackend final : public Backend {
       GpuState& g = State(buf.gpu);
       RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g.device));
       if (buf.space == MemorySpace::kHost) {
-        kept_host_[static_cast<int32_t>(b)] = {buf.gpu, buf.bytes, ptr_[b]};  // for the next run (Begin)
+        kept_host_.Put(static_cast<int32_t>(b), buf.gpu, buf.bytes, ptr_[b]);  // for the next run (Begin)
       } else {
         RESHARD_GPU_CLEANUP(errors, cudaMemsetAsync(ptr_[b], kPoison, static_cast<size_t>(buf.bytes), g.streams[0]));
         RESHARD_GPU_CLEANUP(errors, cudaFreeAsync(ptr_[b], g.streams[0]));
@@ -754,18 +721,7 @@ class NcclBackend final : public Backend {
     return out;
   }
 
-  // Pinned host buffers between runs, by plan buffer id (KeptHostBytes).
-  struct KeptHost {
-    int32_t gpu = -1;
-    int64_t bytes = 0;
-    void* ptr = nullptr;
-  };
-  std::map<int32_t, KeptHost> kept_host_;
-  void FreeKeptHost() {
-    for (auto& [id, k] : kept_host_) (void)cudaFreeHost(k.ptr);
-    kept_host_.clear();
-  }
-
+  PinnedHostBuffers kept_host_;  // between runs (KeptHostBytes)
   NcclBackendOptions opt_;
   const Plan* plan_ = nullptr;
   int32_t last_started_ = -1;  // the op being issued (OpStart)

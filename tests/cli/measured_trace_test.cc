@@ -115,7 +115,9 @@ TEST(TimelineTrace, HandMadeOpTimesNestPerTrackInMicroseconds) {
     const double ts = e.at("ts"), dur = e.at("dur");
     if (const auto it = last.find(key); it != last.end()) {
       EXPECT_LE(it->second.first, ts);
-      if (it->second.first == ts) EXPECT_GE(it->second.second, dur);
+      if (it->second.first == ts) {
+        EXPECT_GE(it->second.second, dur);
+      }
     }
     last[key] = {ts, dur};
   }

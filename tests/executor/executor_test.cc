@@ -516,5 +516,53 @@ TEST(HostExecutor, KeptHostBufferIsPoisonedAtReuse) {
   backend->End();
 }
 
+// The host backend, recording the share of the SMs each copy was given.
+class ShareRecorder final : public Backend {
+ public:
+  std::unique_ptr<Backend> inner = MakeHostBackend();
+  std::vector<double> shares;  // per Copy call, in issue order
+  std::string Name() const override { return inner->Name(); }
+  void Begin(const Plan& p) override { inner->Begin(p); }
+  std::vector<int32_t> LocalGpus() const override { return inner->LocalGpus(); }
+  const MpiSession* Processes() const override { return inner->Processes(); }
+  void Warmup(const std::vector<std::pair<int32_t, int32_t>>& pairs) override { inner->Warmup(pairs); }
+  void End() override { inner->End(); }
+  void Allocate(const PlanBuffer& b, int32_t s) override { inner->Allocate(b, s); }
+  void Free(const PlanBuffer& b, int32_t s) override { inner->Free(b, s); }
+  void Copy(int32_t g, int32_t s, std::span<const CopyPair> pairs, double share) override {
+    shares.push_back(share);
+    inner->Copy(g, s, pairs, share);
+  }
+  void GroupStart() override { inner->GroupStart(); }
+  void Send(int32_t g, int32_t s, const Region& r, int32_t peer) override { inner->Send(g, s, r, peer); }
+  void Recv(int32_t g, int32_t s, const Region& r, int32_t peer) override { inner->Recv(g, s, r, peer); }
+  void GroupEnd() override { inner->GroupEnd(); }
+  void OpStart(int32_t op, int32_t g, int32_t s) override { inner->OpStart(op, g, s); }
+  void OpEnd(int32_t op, int32_t g, int32_t s) override { inner->OpEnd(op, g, s); }
+  void WaitOp(int32_t g, int32_t s, int32_t op) override { inner->WaitOp(g, s, op); }
+  void StartClock() override { inner->StartClock(); }
+  void StopClock() override { inner->StopClock(); }
+  std::vector<OpTime> OpTimes() override { return inner->OpTimes(); }
+  void Fill(const PlanBuffer& b, const PieceMap& m) override { inner->Fill(b, m); }
+  void Check(const PlanBuffer& b, const PieceMap& m, int32_t piece) override { inner->Check(b, m, piece); }
+  std::vector<PieceCheck> CheckResults(int32_t n) override { return inner->CheckResults(n); }
+  std::vector<GpuMemoryStats> MemoryStats() override { return inner->MemoryStats(); }
+};
+
+// Each copy reaches the backend with its op's share of the copy grid.
+TEST(HostExecutor, CopyGetsTheOpsSmShare) {
+  Plan p = testplans::PackSendUnpackPlan();
+  std::vector<double> want;
+  for (Op& op : p.ops) {
+    if (op.kind != OpKind::kCopy) continue;
+    op.sm_share = op.gpu == 0 ? 0.25 : 0.5;  // pack on GPU 0, unpack on GPU 1
+    want.push_back(op.sm_share);
+  }
+  ASSERT_EQ(want, (std::vector<double>{0.25, 0.5}));
+  ShareRecorder backend;
+  EXPECT_TRUE(Execute(p, backend).verified);
+  EXPECT_EQ(backend.shares, want);
+}
+
 }  // namespace
 }  // namespace reshard
