@@ -1,7 +1,9 @@
-// `reshard run SCENARIO|plan.json [--backend host|nccl] [--json] [--repeat N]`:
-// execute a plan (a plan.json, or the planner's plan of a scenario), verify
-// every destination element and report the measured time, peak memory and
-// bandwidth next to the plan's prediction.
+// `reshard run SCENARIO|plan.json [--backend host|nccl] [--json] [--repeat N]
+// [--trace FILE]`: execute a plan (a plan.json, or the planner's plan of a
+// scenario), verify every destination element and report the measured time
+// (from the call to the last op end; the GPU span beside it), peak memory and
+// bandwidth next to the plan's prediction; --trace writes the reported run's
+// op times as a Perfetto trace (one process, "measured").
 //
 // Under mpirun / srun (several processes) every process drives its block of
 // GPUs; rank 0 plans (for a scenario), broadcasts the plan, and prints the
@@ -20,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/run_common.h"
+#include "sim/trace.h"
 
 namespace reshard::cli {
 
@@ -28,11 +31,13 @@ namespace {
 void Print(const ExecuteArgs& a, const ExecuteOutcome& o) {
   const Measurement& m = o.Chosen();
   const PlanSummary& sum = o.plan.summary;
+  if (!a.trace.empty()) WriteTimelinesTrace(a.trace, o.plan, {MeasuredTimeline(m)});
   if (a.json) {
     nlohmann::json j = PredictedJson(o.plan);
     j["backend"] = m.backend;
     j["verified"] = o.verified;
     j["measured"] = MeasuredJson(o);
+    if (!a.trace.empty()) j["trace"] = a.trace;
     PrintJson(j);
     return;
   }
@@ -43,11 +48,14 @@ void Print(const ExecuteArgs& a, const ExecuteOutcome& o) {
     std::cout << fmt::format("{} runs: {} ms (the median run is shown)\n", o.runs.size(), fmt::join(ms, ", "));
   }
   if (sum.predicted_time_s > 0 && m.time_s > 0)
-    std::cout << fmt::format("predicted {:.3f} ms, measured {:.3f} ms (predicted / measured - 1 = {:+.1f} %)\n",
+    std::cout << fmt::format("predicted {:.3f} ms, measured {:.3f} ms from the call (predicted / measured - 1 = "
+                             "{:+.1f} %)\n",
                              sum.predicted_time_s * 1e3, m.time_s * 1e3, (sum.predicted_time_s / m.time_s - 1) * 100);
   if (sum.lower_bound_s > 0 && m.time_s > 0)
     std::cout << fmt::format("lower bound {:.3f} ms: plan efficiency {:.1f} % measured\n", sum.lower_bound_s * 1e3,
                              PlanEfficiency(sum.lower_bound_s, m.time_s) * 100);
+  if (!a.trace.empty())
+    std::cout << fmt::format("measured trace written to {} (open in ui.perfetto.dev)\n", a.trace);
 }
 
 }  // namespace

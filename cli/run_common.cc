@@ -95,6 +95,8 @@ void AddExecuteOptions(CLI::App* cmd, ExecuteArgs& a) {
   cmd->add_option("--backend", a.backend, "host (threads, runs anywhere) or nccl (CUDA + NCCL on GPUs)")
       ->check(CLI::IsMember({"host", "nccl"}));
   cmd->add_option("--save-plan", a.save_plan, "write the plan that ran as JSON to this path");
+  cmd->add_option("--trace", a.trace,
+                  "write the measured op times of the reported run as a Perfetto / Chrome trace (JSON) to this path");
   cmd->add_option("--repeat", a.repeat, "run the plan N times on the same backend and report the median run")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--max-mismatches", a.max_mismatches, "mismatching elements listed (all are counted)")
@@ -126,6 +128,7 @@ void WithProcesses(const std::function<void(const MpiSession* mpi, bool root)>& 
 ExecuteOutcome ExecuteTarget(const ExecuteArgs& a, const MpiSession* mpi) {
   ExecuteOutcome out;
   CheckOutputPath(a.save_plan, "--save-plan");  // bad input writes nothing: checked before any work
+  CheckOutputPath(a.trace, "--trace");
   out.plan = SharedPlan(a, mpi);
   const bool root = mpi == nullptr || mpi->rank() == 0;
   const bool one_process = mpi == nullptr || mpi->size() == 1;
@@ -177,6 +180,14 @@ nlohmann::json MeasuredJson(const ExecuteOutcome& o) {
   for (const Measurement& r : o.runs) times.push_back(r.time_s);
   j["runs_time_s"] = times;
   return j;
+}
+
+Timeline MeasuredTimeline(const Measurement& m) {
+  Timeline t;
+  t.name = "measured";
+  for (const OpTime& o : m.op_times)
+    t.ops.push_back({o.op, std::llround(o.start_s * 1e9), std::llround(o.end_s * 1e9)});
+  return t;
 }
 
 void ExitIfRunFailed(const ExecuteArgs& a, const ExecuteOutcome& o) {

@@ -1,7 +1,8 @@
 // What `reshard run` and `reshard validate` share: their flags, getting the
 // plan (a plan.json, or the planner's plan of a scenario, made once on rank 0
-// and broadcast under mpirun), choosing the backend, running the plan N times,
-// the JSON of the plan's prediction, and the verb's registration.
+// and broadcast under mpirun), choosing the backend, running the plan N times
+// on that one backend (its pinned host buffers kept from run to run), the JSON
+// of the plan's prediction, the measured trace, and the verb's registration.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "cli/inputs.h"
 #include "executor/executor.h"
 #include "plan/plan.h"
+#include "sim/trace.h"
 
 namespace CLI {
 class App;
@@ -29,6 +31,7 @@ struct ExecuteArgs {
   TargetArgs target;
   std::string backend = "host";
   std::string save_plan;
+  std::string trace;  // --trace: the chosen run's op times as a Perfetto trace (validate: beside the prediction's)
   int32_t repeat = 1;
   int32_t max_mismatches = 20;
   double timeout_s = 0;  // --timeout; 0: the backend's default (host 60 s; NCCL RESHARD_NCCL_TIMEOUT_S or 300 s)
@@ -63,6 +66,10 @@ ExecuteOutcome ExecuteTarget(const ExecuteArgs& args, const MpiSession* mpi);
 nlohmann::json PredictedJson(const Plan& plan);
 // `measured`: the Measurement plus the plan-level fields and every run's time.
 nlohmann::json MeasuredJson(const ExecuteOutcome& o);
+
+// The chosen run's measured op times (CUDA events on the NCCL backend) as a
+// trace timeline named "measured".
+Timeline MeasuredTimeline(const Measurement& m);
 
 // Exits 1 with a message when some run did not verify.
 void FailUnlessVerified(const ExecuteOutcome& o);

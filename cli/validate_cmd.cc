@@ -1,15 +1,20 @@
-// `reshard validate SCENARIO|plan.json [--backend host|nccl] [--json]`: plan,
-// simulate, run (verifying every byte) and report how far the prediction was
-// from the measurement: time_error and peak_error = predicted / measured - 1
-// (signed, relative), for the whole refit and per GPU.
+// `reshard validate SCENARIO|plan.json [--backend host|nccl] [--json]
+// [--trace FILE]`: plan, simulate, run (verifying every byte) and report how
+// far the prediction was from the measurement: time_error and peak_error =
+// predicted / measured - 1 (signed, relative), for the whole refit and per GPU.
 //
-// Per GPU, time is that GPU's first op start to its last op end (predicted:
-// the simulator's op times; measured: the backend's); peak is device memory,
-// everything counted. With --backend host the measurement is of CPU threads
-// and plan buffers only, so the errors say little about GPUs.
+// Time is from the call (t = 0) to the last op end, on both sides: the
+// prediction's time_s (simulated with reshard's executor issuing the ops) and
+// the measurement's time_s (host issue included; its GPU span, first op
+// start to last op end, is printed beside it). Per GPU,
+// time is from t = 0 to that GPU's last op end (predicted: the simulator's op
+// times; measured: the backend's), so the slowest GPU's equals the whole
+// refit's. Peak is device memory, everything counted. --trace writes the
+// predicted and the measured op times as two processes of one Perfetto trace.
+// With --backend host the measurement is of CPU threads and plan buffers
+// only, so the errors say little about GPUs.
 #include <algorithm>
 #include <iostream>
-#include <limits>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +25,7 @@
 #include "cli/common.h"
 #include "cli/run_common.h"
 #include "sim/simulator.h"
+#include "sim/trace.h"
 
 namespace reshard::cli {
 
@@ -33,15 +39,11 @@ struct GpuError {
   int64_t predicted_peak_bytes = 0, measured_peak_bytes = 0;
 };
 
-// Per GPU: first start to last end of its ops.
-std::vector<double> SpanPerGpu(int32_t gpus, const std::vector<std::pair<int32_t, std::pair<double, double>>>& ops) {
-  std::vector<double> lo(gpus, std::numeric_limits<double>::infinity()), hi(gpus, -1), span(gpus, 0);
-  for (const auto& [g, t] : ops) {
-    lo[g] = std::min(lo[g], t.first);
-    hi[g] = std::max(hi[g], t.second);
-  }
-  for (int32_t g = 0; g < gpus; ++g) span[g] = hi[g] >= lo[g] ? hi[g] - lo[g] : 0;
-  return span;
+// Per GPU: t = 0 to the last end of its ops (0 for a GPU without ops).
+std::vector<double> EndPerGpu(int32_t gpus, const std::vector<std::pair<int32_t, double>>& op_ends) {
+  std::vector<double> end(gpus, 0);
+  for (const auto& [g, t] : op_ends) end[g] = std::max(end[g], t);
+  return end;
 }
 
 void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
@@ -54,12 +56,13 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
   const Prediction pred = Simulate(plan, so);
   const int32_t gpus = plan.Gpus();
 
-  std::vector<std::pair<int32_t, std::pair<double, double>>> p_ops, m_ops;
+  if (!a.trace.empty()) WriteTimelinesTrace(a.trace, plan, {PredictedTimeline(plan, pred), MeasuredTimeline(m)});
+
+  std::vector<std::pair<int32_t, double>> p_ops, m_ops;
   for (const Op& op : plan.ops)
-    if (static_cast<size_t>(op.id) < pred.op_start_ns.size())
-      p_ops.push_back({op.gpu, {pred.op_start_ns[op.id] * 1e-9, pred.op_end_ns[op.id] * 1e-9}});
-  for (const OpTime& t : m.op_times) m_ops.push_back({t.gpu, {t.start_s, t.end_s}});
-  const std::vector<double> p_span = SpanPerGpu(gpus, p_ops), m_span = SpanPerGpu(gpus, m_ops);
+    if (static_cast<size_t>(op.id) < pred.op_end_ns.size()) p_ops.push_back({op.gpu, pred.op_end_ns[op.id] * 1e-9});
+  for (const OpTime& t : m.op_times) m_ops.push_back({t.gpu, t.end_s});
+  const std::vector<double> p_span = EndPerGpu(gpus, p_ops), m_span = EndPerGpu(gpus, m_ops);
 
   std::vector<GpuError> rows;
   for (int32_t g = 0; g < gpus; ++g) {
@@ -99,17 +102,21 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
                                                   static_cast<double>(r.measured_peak_bytes))}});
     }
     j["per_gpu"] = per;
+    j["per_gpu_note"] = "time: from t = 0 (the call) to the GPU's last op end";
+    if (!a.trace.empty()) j["trace"] = a.trace;
     PrintJson(j);
     return;
   }
   std::cout << FormatMeasurement(m, plan);
   if (m.backend == "host")
     std::cout << "note: the host backend measures CPU threads and plan buffers, not GPUs; errors below say little\n";
-  std::cout << fmt::format("refit time  predicted {:9.3f} ms  measured {:9.3f} ms  error {:+7.2f} %\n",
-                           pred.time_s * 1e3, m.time_s * 1e3, time_error * 100);
+  std::cout << fmt::format("refit time  predicted {:9.3f} ms  measured {:9.3f} ms  error {:+7.2f} %  (from the call "
+                           "to the last op end; measured GPU span {:.3f} ms)\n",
+                           pred.time_s * 1e3, m.time_s * 1e3, time_error * 100, m.gpu_span_s * 1e3);
   std::cout << fmt::format("peak        predicted {:9.3f} GiB measured {:9.3f} GiB error {:+7.2f} %\n",
                            p_peak / double(1 << 30), m_peak / double(1 << 30), peak_error * 100);
   constexpr size_t kMaxRows = 16;
+  std::cout << "per GPU (ms: from the call to that GPU's last op end):\n";
   std::cout << fmt::format("{:>5}  {:>12}  {:>12}  {:>8}  {:>12}  {:>12}  {:>8}\n", "GPU", "pred ms", "meas ms",
                            "time err", "pred GiB", "meas GiB", "peak err");
   for (size_t i = 0; i < std::min(rows.size(), kMaxRows); ++i) {
@@ -123,6 +130,8 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
                                  100);
   }
   if (rows.size() > kMaxRows) std::cout << fmt::format("  ... {} more GPUs (--json lists all)\n", rows.size() - kMaxRows);
+  if (!a.trace.empty())
+    std::cout << fmt::format("predicted and measured trace written to {} (open in ui.perfetto.dev)\n", a.trace);
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ FaultInjection ParseFaultSpec(std::string_view spec, const std::string& source =
 // Why `f` cannot fire in `plan` ("" when it can): the op must exist and run on that GPU.
 std::string FaultProblem(const FaultInjection& f, const Plan& plan);
 
-// When an op ran, relative to the run's start (StartClock), in seconds.
+// When an op ran, relative to the run's reference (t = 0, StartClock), in seconds.
 struct OpTime {
   int32_t op = -1;
   int32_t gpu = -1;
@@ -123,7 +123,8 @@ class Backend {
   // (a refit runs every training step; its steady state has them connected).
   virtual void Warmup(const std::vector<std::pair<int32_t, int32_t>>& send_pairs) = 0;
   // Frees everything still allocated (poisoning it first, so stale correct
-  // bytes cannot pass a later run's check) and releases per-run resources.
+  // bytes cannot pass a later run's check) and releases per-run resources;
+  // host buffers may be kept for the next run instead (KeptHostBytes).
   virtual void End() = 0;
 
   // Memory. stream < 0: allocate now (preexisting buffers, before timing).
@@ -132,7 +133,9 @@ class Backend {
 
   // One batch of strided copies on (gpu, stream): every pair's source byte
   // sequence is written to its destination sequence (plan/plan.h Region).
-  virtual void Copy(int32_t gpu, int32_t stream, std::span<const CopyPair> pairs) = 0;
+  // `sm_share` (0, 1]: the share of the GPU's copy grid the plan gives this
+  // op (Op::sm_share); backends without SMs ignore it.
+  virtual void Copy(int32_t gpu, int32_t stream, std::span<const CopyPair> pairs, double sm_share) = 0;
   virtual void GroupStart() = 0;
   virtual void Send(int32_t gpu, int32_t stream, const Region& r, int32_t peer) = 0;
   virtual void Recv(int32_t gpu, int32_t stream, const Region& r, int32_t peer) = 0;
@@ -144,14 +147,13 @@ class Backend {
   virtual void OpEnd(int32_t op, int32_t gpu, int32_t stream) = 0;
   virtual void WaitOp(int32_t gpu, int32_t stream, int32_t op) = 0;
 
-  // The timed run: StartClock marks t = 0 on every local GPU (after a barrier
-  // across processes); StopClock waits for all issued work and ends sampling.
-  // A backend may hold its GPUs at t = 0 until Go (so the first steps are
-  // queued before the clock runs and host issue latency is not timed, as a
-  // launch of a prepared plan would be); the executor calls Go after the
-  // first kGoAfterSteps issue steps, StopClock calls it if nobody did.
+  // The timed run: StartClock waits for the set-up work (fills, poisoning),
+  // passes a barrier across processes and then marks t = 0 (the reference)
+  // on every local GPU, right before the walker issues the first op: op times
+  // relative to it are times from the call, the host's issue included.
+  // Nothing is queued ahead of the clock. StopClock waits for all issued work
+  // and ends sampling.
   virtual void StartClock() = 0;
-  virtual void Go() {}
   virtual void StopClock() = 0;
   virtual std::vector<OpTime> OpTimes() = 0;  // after StopClock; ops of local GPUs
 
@@ -164,9 +166,17 @@ class Backend {
 
   virtual std::vector<GpuMemoryStats> MemoryStats() = 0;  // per local GPU
 
-  // Bytes of plan buffers (device and host) this backend holds right now; 0
-  // after End(), also after a failed run. -1: the backend does not track it.
+  // Bytes of plan buffers (device and host) a run holds right now; 0 after
+  // End(), also after a failed run. -1: the backend does not track it.
+  // Host buffers kept for the next run (KeptHostBytes) are not counted.
   virtual int64_t LiveBytes() const { return -1; }
+  // Host (pinned) buffers kept between runs: a backend may keep the plan's
+  // host buffers from End to the next Begin of a plan with the same buffer
+  // (id, GPU, bytes), as a training job keeps them across steps, instead of
+  // pinning them again; they are poisoned when reused (sources are filled
+  // again) and freed when the backend is destroyed or the next plan does not
+  // use them.
+  virtual int64_t KeptHostBytes() const { return 0; }
 };
 
 }  // namespace reshard

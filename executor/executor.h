@@ -15,9 +15,11 @@
 //     order turned into WaitOp.
 //  4. Every destination piece is checked element by element; mismatches are
 //     reported with tensor name and global element index.
-//  5. Per-op times, per-GPU memory, bytes and bandwidth per link class. In a
-//     multi-process run every process reports to rank 0, which returns the
-//     whole Measurement (other ranks return their part, `complete` false).
+//  5. Per-op times from the reference (t = 0, recorded right before the
+//     first op is issued: nothing is queued ahead of the clock), per-GPU
+//     memory, bytes and bandwidth per link class. In a multi-process run
+//     every process reports to rank 0, which returns the whole Measurement
+//     (other ranks return their part, `complete` false).
 //
 // Bandwidth follows nccl-tests: algbw = bytes / time. For point-to-point
 // transfers nccl-tests' bus bandwidth equals algbw (no collective factor), so
@@ -80,8 +82,17 @@ struct Measurement {
   std::string backend;
   int32_t processes = 1;
   bool complete = true;           // false on ranks other than 0 of a multi-process run
-  double time_s = 0;              // refit time: first op start -> last op end on any GPU
-  double wall_s = 0;              // host wall clock from StartClock to the end of StopClock
+  // Three clocks of one run (docs/measurements.md says which number is which):
+  //  time_s      what a caller waits for: from the call (the reference,
+  //              t = 0, recorded right before the first op is issued) to the
+  //              last op end on any GPU, host issue included; compare it with
+  //              the prediction's time_s (t = 0 to the last op end);
+  //  gpu_span_s  first op start -> last op end on any GPU (GPU events only);
+  //  wall_s      host clock from the reference to the end of StopClock (the
+  //              walker saw every GPU finish: time_s plus the final wait).
+  double time_s = 0;
+  double gpu_span_s = 0;
+  double wall_s = 0;
   std::vector<int64_t> peak_bytes;       // per GPU: GpuMemoryStats::peak_bytes
   std::vector<int64_t> plan_peak_bytes;  // per GPU: the plan's device buffers, from the measured op times
   std::vector<GpuMemoryStats> memory;    // per GPU, as the backend saw it

@@ -32,8 +32,11 @@ struct AlignedFree {
 };
 using Bytes = std::unique_ptr<unsigned char, AlignedFree>;
 
+// Bytes behind a buffer of `bytes`: at least 1, rounded up to the 64-byte alignment.
+size_t AllocatedBytes(int64_t bytes) { return (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + 63) / 64 * 64; }
+
 Bytes AllocateBytes(int64_t bytes, unsigned char poison) {
-  const size_t n = (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + 63) / 64 * 64;
+  const size_t n = AllocatedBytes(bytes);
   auto* p = static_cast<unsigned char*>(std::aligned_alloc(64, n));
   if (p == nullptr) throw RunError(fmt::format("host backend: out of memory allocating {} bytes", bytes));
   std::memset(p, poison, n);
@@ -111,6 +114,7 @@ class HostBackend final : public Backend {
                                                               gpus_, opt_.mpi->MaxTag()));
     buffers_.clear();
     buffers_.resize(plan.buffers.size());
+    KeepSpares(plan);
     done_ = std::make_unique<std::atomic<bool>[]>(plan.ops.size());
     for (size_t i = 0; i < plan.ops.size(); ++i) done_[i] = false;
     times_.assign(plan.ops.size(), OpTime{});
@@ -142,7 +146,18 @@ class HostBackend final : public Backend {
     }
     cv_.notify_all();
     StopWorkers();
+    // Host buffers still allocated are kept for the next run, as freed ones were.
+    for (size_t b = 0; b < buffers_.size(); ++b)
+      if (buffers_[b] != nullptr && plan_->buffers[b].space == MemorySpace::kHost)
+        spare_[b] = {plan_->buffers[b].gpu, plan_->buffers[b].bytes, std::move(buffers_[b])};
     buffers_.clear();
+  }
+
+  int64_t KeptHostBytes() const override {
+    int64_t bytes = 0;
+    for (const Spare& s : spare_)
+      if (s.data != nullptr) bytes += s.bytes;
+    return bytes;
   }
 
   // What is allocated now, from the buffers themselves (between runs; a
@@ -167,7 +182,7 @@ class HostBackend final : public Backend {
     Push(b.gpu, [this, &b] { DoFree(b); });
   }
 
-  void Copy(int32_t gpu, int32_t, std::span<const CopyPair> pairs) override {
+  void Copy(int32_t gpu, int32_t, std::span<const CopyPair> pairs, double) override {
     Push(gpu, [this, pairs] {
       for (const CopyPair& c : pairs) {
         const unsigned char* src = Data(c.src.buffer);
@@ -316,6 +331,26 @@ class HostBackend final : public Backend {
   struct Message {
     std::vector<unsigned char> bytes;
   };
+  // A host buffer kept between runs (Backend::KeptHostBytes), by plan buffer id.
+  struct Spare {
+    int32_t gpu = -1;
+    int64_t bytes = 0;
+    Bytes data;
+  };
+
+  // Keeps the spares `plan` can reuse (same buffer id, GPU and size, in host
+  // memory) and frees the others. Each slot is touched only by its GPU's
+  // worker during a run, so no lock is needed.
+  void KeepSpares(const Plan& plan) {
+    std::vector<Spare> kept(plan.buffers.size());
+    for (size_t b = 0; b < std::min(spare_.size(), kept.size()); ++b) {
+      const PlanBuffer& pb = plan.buffers[b];
+      if (spare_[b].data != nullptr && pb.space == MemorySpace::kHost && pb.gpu == spare_[b].gpu &&
+          pb.bytes == spare_[b].bytes)
+        kept[b] = std::move(spare_[b]);
+    }
+    spare_ = std::move(kept);
+  }
 
   // "op 5 (recv gpu 1<-0)": names an op in messages.
   std::string OpText(int32_t op) const {
@@ -343,7 +378,12 @@ class HostBackend final : public Backend {
 
   void DoAllocate(const PlanBuffer& b) {
     RESHARD_CHECK(buffers_[b.id] == nullptr, fmt::format("buffer {} allocated twice", b.id));
-    buffers_[b.id] = AllocateBytes(b.bytes, opt_.poison);
+    if (b.space == MemorySpace::kHost && spare_[b.id].data != nullptr) {
+      buffers_[b.id] = std::move(spare_[b.id].data);  // kept from an earlier run: poisoned again
+      std::memset(buffers_[b.id].get(), opt_.poison, AllocatedBytes(b.bytes));
+    } else {
+      buffers_[b.id] = AllocateBytes(b.bytes, opt_.poison);
+    }
     Memory& m = mem_[b.gpu];
     if (b.space == MemorySpace::kDevice) {
       m.device += b.bytes;
@@ -355,7 +395,8 @@ class HostBackend final : public Backend {
   }
   void DoFree(const PlanBuffer& b) {
     RESHARD_CHECK(buffers_[b.id] != nullptr, fmt::format("buffer {} freed while not allocated", b.id));
-    buffers_[b.id].reset();
+    if (b.space == MemorySpace::kHost) spare_[b.id] = {b.gpu, b.bytes, std::move(buffers_[b.id])};
+    else buffers_[b.id].reset();
     (b.space == MemorySpace::kDevice ? mem_[b.gpu].device : mem_[b.gpu].host) -= b.bytes;
   }
 
@@ -460,6 +501,7 @@ class HostBackend final : public Backend {
   std::vector<int32_t> local_gpus_;
   std::vector<bool> local_;
   std::vector<Bytes> buffers_;
+  std::vector<Spare> spare_;  // by plan buffer id
   std::vector<Memory> mem_;
   std::vector<OpTime> times_;
   std::vector<char> started_;  // char, not bool: written by different threads

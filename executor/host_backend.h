@@ -22,7 +22,9 @@
 // Memory: every allocation is tracked exactly per GPU (device and host
 // spaces apart) at the moment the worker executes it. New allocations are
 // filled with a poison byte so data that was never written cannot pass the
-// check by luck. Times are steady_clock wall times (they show ordering, not
+// check by luck. Host-space buffers are kept after their free (and after
+// End) for the next run of a plan with the same buffer, as the NCCL backend
+// keeps its pinned ones (Backend::KeptHostBytes), and poisoned when reused. Times are steady_clock wall times (they show ordering, not
 // GPU speed).
 #pragma once
 

@@ -27,6 +27,29 @@ std::string Us(int64_t ns) {
 
 std::string Quote(std::string_view s) { return nlohmann::json(std::string(s)).dump(); }
 
+std::string StreamName(const Plan& plan, int32_t s) {
+  return s >= 0 && s < static_cast<int32_t>(plan.stream_names.size()) ? plan.stream_names[s]
+                                                                       : fmt::format("stream {}", s);
+}
+
+// One op's "X" slice on track (pid, tid): named by its label (or kind), its
+// bytes, peer, group and segment in args.
+std::string SliceJson(const Plan* plan, const Op& op, int32_t pid, int32_t tid, int64_t start_ns, int64_t dur_ns) {
+  const std::string name = op.label.empty() ? std::string(OpKindName(op.kind)) : op.label;
+  std::string args = fmt::format(R"("op":{})", op.id);
+  if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) {
+    const bool known = plan != nullptr && op.buffer >= 0 && op.buffer < static_cast<int32_t>(plan->buffers.size());
+    args += fmt::format(R"(,"buffer":{},"bytes":{})", op.buffer, known ? plan->buffers[op.buffer].bytes : 0);
+  } else {
+    args += fmt::format(R"(,"bytes":{})", op.Bytes());
+  }
+  if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) args += fmt::format(R"(,"peer":{})", op.peer);
+  if (op.group >= 0) args += fmt::format(R"(,"group":{})", op.group);
+  if (op.segment >= 0) args += fmt::format(R"(,"segment":{})", op.segment);
+  return fmt::format(R"({{"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"name":{},"cat":"{}","args":{{{}}}}})", pid, tid,
+                     Us(start_ns), Us(dur_ns), Quote(name), OpKindName(op.kind), args);
+}
+
 }  // namespace
 
 void ChromeTraceWriter::Event(const std::string& json_object) {
@@ -56,10 +79,8 @@ void ChromeTraceWriter::OnBegin(const Plan& plan, const PortModel& ports) {
     Event(fmt::format(R"({{"ph":"M","pid":{},"tid":0,"name":"process_sort_index","args":{{"sort_index":{}}}}})", g, g));
   }
   for (auto [g, s] : streams) {
-    const std::string name = s < static_cast<int32_t>(plan.stream_names.size()) ? plan.stream_names[s]
-                                                                                   : fmt::format("stream {}", s);
     Event(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", g, s,
-                      Quote(fmt::format("{} ({})", name, s))));
+                      Quote(fmt::format("{} ({})", StreamName(plan, s), s))));
   }
   // Links: one process, one counter track per port that carries bytes.
   links_pid_ = gpus;
@@ -77,24 +98,10 @@ void ChromeTraceWriter::OnBegin(const Plan& plan, const PortModel& ports) {
 }
 
 void ChromeTraceWriter::OnOpEnd(int64_t t_ns, const Op& op, int64_t start_ns) {
-  const std::string name = op.label.empty() ? std::string(OpKindName(op.kind)) : op.label;
-  std::string args = fmt::format(R"("op":{})", op.id);
-  if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) {
-    const bool known = plan_ != nullptr && op.buffer >= 0 && op.buffer < static_cast<int32_t>(plan_->buffers.size());
-    args += fmt::format(R"(,"buffer":{},"bytes":{})", op.buffer, known ? plan_->buffers[op.buffer].bytes : 0);
-  } else {
-    args += fmt::format(R"(,"bytes":{})", op.Bytes());
-  }
-  if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) args += fmt::format(R"(,"peer":{})", op.peer);
-  if (op.group >= 0) args += fmt::format(R"(,"group":{})", op.group);
-  if (op.segment >= 0) args += fmt::format(R"(,"segment":{})", op.segment);
   auto& [start, slices] = pending_[{op.gpu, op.stream}];
   if (!slices.empty() && start != start_ns) Flush(slices);
   start = start_ns;
-  slices.push_back({t_ns - start_ns, op.id,
-                    fmt::format(R"({{"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"name":{},"cat":"{}","args":{{{}}}}})",
-                                op.gpu, op.stream, Us(start_ns), Us(t_ns - start_ns), Quote(name),
-                                OpKindName(op.kind), args)});
+  slices.push_back({t_ns - start_ns, op.id, SliceJson(plan_, op, op.gpu, op.stream, start_ns, t_ns - start_ns)});
 }
 
 void ChromeTraceWriter::OnPortRate(int64_t t_ns, int32_t port, double bytes_per_s) {
@@ -121,6 +128,64 @@ Prediction SimulateWithTrace(const Plan& plan, const std::string& path, SimOptio
   Prediction p = Simulate(plan, options);
   if (!out) throw InputError(path, "", "writing the trace failed");
   return p;
+}
+
+Timeline PredictedTimeline(const Plan& plan, const Prediction& prediction, std::string name) {
+  Timeline t;
+  t.name = std::move(name);
+  const size_t n = std::min({plan.ops.size(), prediction.op_start_ns.size(), prediction.op_end_ns.size()});
+  for (size_t i = 0; i < n; ++i)
+    t.ops.push_back({static_cast<int32_t>(i), prediction.op_start_ns[i], prediction.op_end_ns[i]});
+  return t;
+}
+
+void WriteTimelinesTrace(std::ostream& out, const Plan& plan, const std::vector<Timeline>& timelines) {
+  // Tracks: tid = gpu * streams + stream, so they sort by GPU, then stream.
+  int32_t streams = static_cast<int32_t>(std::max<size_t>(plan.stream_names.size(), 1));
+  for (const Op& op : plan.ops) streams = std::max(streams, op.stream + 1);
+  int64_t events = 0;
+  auto event = [&](const std::string& json) { out << (events++ == 0 ? "\n" : ",\n") << json; };
+  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"plan\":" << Quote(plan.name)
+      << ",\"t0\":\"the call: the first op is issued right after it\"},\"traceEvents\":[";
+  for (size_t pid = 0; pid < timelines.size(); ++pid) {
+    const Timeline& tl = timelines[pid];
+    event(fmt::format(R"({{"ph":"M","pid":{},"tid":0,"name":"process_name","args":{{"name":{}}}}})", pid,
+                      Quote(tl.name)));
+    event(fmt::format(R"({{"ph":"M","pid":{},"tid":0,"name":"process_sort_index","args":{{"sort_index":{}}}}})", pid,
+                      pid));
+    // Per track, parents before children: by start, longest first, then op id.
+    std::map<int32_t, std::vector<TimedOp>> tracks;
+    for (const TimedOp& t : tl.ops) {
+      RESHARD_CHECK(t.op >= 0 && t.op < static_cast<int32_t>(plan.ops.size()),
+                    fmt::format("timeline '{}': op {} is not in the plan", tl.name, t.op));
+      const Op& op = plan.ops[t.op];
+      tracks[op.gpu * streams + op.stream].push_back(t);
+    }
+    for (auto& [tid, ops] : tracks) {
+      const Op& first = plan.ops[ops.front().op];
+      event(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", pid, tid,
+                        Quote(fmt::format("GPU {} {} ({})", first.gpu, StreamName(plan, first.stream), first.stream))));
+      event(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_sort_index","args":{{"sort_index":{}}}}})", pid,
+                        tid, tid));
+      std::sort(ops.begin(), ops.end(), [](const TimedOp& a, const TimedOp& b) {
+        if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+        if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
+        return a.op < b.op;
+      });
+      for (const TimedOp& t : ops)
+        event(SliceJson(&plan, plan.ops[t.op], static_cast<int32_t>(pid), tid, t.start_ns,
+                        std::max<int64_t>(t.end_ns - t.start_ns, 0)));
+    }
+  }
+  out << "\n]}\n";
+  out.flush();
+}
+
+void WriteTimelinesTrace(const std::string& path, const Plan& plan, const std::vector<Timeline>& timelines) {
+  std::ofstream out(path);
+  if (!out) throw InputError(path, "", "cannot open the trace file for writing");
+  WriteTimelinesTrace(out, plan, timelines);
+  if (!out) throw InputError(path, "", "writing the trace failed");
 }
 
 }  // namespace reshard

@@ -1,4 +1,5 @@
-// Observing a simulation, and a Chrome / Perfetto trace writer.
+// Observing a simulation, a Chrome / Perfetto trace writer, and a writer of
+// op timelines (predicted beside measured) in the same format.
 //
 // The simulator calls a SimObserver synchronously as it runs (op issue and
 // end, flow and port rate changes, memory changes). Observers only watch: the
@@ -73,5 +74,28 @@ class ChromeTraceWriter : public SimObserver {
 // trace to `path`; returns the prediction. Throws InputError when the file
 // cannot be written.
 Prediction SimulateWithTrace(const Plan& plan, const std::string& path, SimOptions options = {});
+
+// When each op of one run ran, in nanoseconds from t = 0 (the call): a
+// prediction's op times, or a measurement's (the executor's CUDA events).
+struct TimedOp {
+  int32_t op = -1;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+struct Timeline {
+  std::string name;  // "predicted", "measured"
+  std::vector<TimedOp> ops;
+};
+// The prediction's op times (SimOptions::record_op_times) as a timeline.
+Timeline PredictedTimeline(const Plan& plan, const Prediction& prediction, std::string name = "predicted");
+
+// Writes timelines of `plan` as one Chrome / Perfetto trace, so a predicted
+// and a measured run sit side by side: one process per timeline (in order,
+// named by it), one thread track per (GPU, stream) its ops use ("GPU 0 comm
+// (1)"), an "X" slice per op as ChromeTraceWriter writes them (same name,
+// category and args). O(ops log ops). Every op must belong to `plan`.
+void WriteTimelinesTrace(std::ostream& out, const Plan& plan, const std::vector<Timeline>& timelines);
+// The same into `path`; throws InputError when the file cannot be written.
+void WriteTimelinesTrace(const std::string& path, const Plan& plan, const std::vector<Timeline>& timelines);
 
 }  // namespace reshard

@@ -7,6 +7,8 @@
 // (the CLI) includes it. Failures throw GpuError (gpu_error.h).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,13 +29,18 @@ struct NcclBackendOptions {
   // growth too.
   bool warm_pool = true;
   // Thread blocks per SM of the copy kernel: few enough that NCCL's kernels
-  // find room on every SM while copies and transfers overlap.
+  // find room on every SM while copies and transfers overlap. The copy grid
+  // is SMs x copy_blocks_per_sm blocks.
   int32_t copy_blocks_per_sm = 2;
-  // Upper bound on the copy kernel's blocks over the whole GPU (0: none; -1:
-  // half the SMs), so pack/unpack leave SMs to NCCL while they overlap
-  // transfers. llama3-8b TP2 -> TP1x2 on 2x H200: 28.6 ms uncapped, 27.7 at
-  // 32 blocks, 25.5 at 66 (half of 132 SMs), 26.1 at 100
-  // (bench/results/2026-11-30-h200x2-refit-session2/).
+  // Blocks of a copy launch (CopyBlocks). -1: the plan's share of the copy
+  // grid (Op::sm_share: the planner gives a quarter, 66 blocks on an H200,
+  // to copies that overlap transfers so pack / unpack leave SMs to NCCL, and
+  // the whole grid where none does). An experiment override otherwise
+  // (RESHARD_COPY_MAX_BLOCKS): 0 the whole grid, N > 0 at most N blocks,
+  // whatever the plan says. llama3-8b TP2 -> TP1x2 on 2x H200: 28.6 ms
+  // uncapped, 27.7 at 32 blocks, 25.5 at 66 (half of 132 SMs), 26.1 at 100
+  // (bench/results/2026-11-30-h200x2-refit-session2/); copy-bound refits on
+  // one H200 took 30-45 % longer at 66 blocks than with the whole grid.
   int32_t copy_max_blocks = -1;
   // Host <-> device pairs (offload / reload) through the copy kernel (SM
   // loads and stores over PCIe via UVA) instead of cudaMemcpy*Async on a copy
@@ -54,6 +61,18 @@ struct NcclBackendOptions {
 };
 
 std::unique_ptr<Backend> MakeNcclBackend(const NcclBackendOptions& options = {});
+
+// Blocks of one copy launch on a GPU of `sms` SMs, whose copy grid is
+// sms * blocks_per_sm blocks: max(1, lround(sm_share * grid)) with the plan's
+// share (max_blocks < 0); the whole grid (0); min(grid, max_blocks) (> 0).
+inline int32_t CopyBlocks(int32_t sms, int32_t blocks_per_sm, int32_t max_blocks, double sm_share) {
+  const int64_t grid = static_cast<int64_t>(std::max(sms, 1)) * std::max(blocks_per_sm, 1);
+  int64_t blocks = grid;
+  const double share = sm_share > 0 ? std::min(sm_share, 1.0) : 0.0;  // NaN: 0, so one block
+  if (max_blocks < 0) blocks = std::llround(share * static_cast<double>(grid));
+  else if (max_blocks > 0) blocks = std::min<int64_t>(grid, max_blocks);
+  return static_cast<int32_t>(std::max<int64_t>(blocks, 1));
+}
 
 // CUDA devices this process sees; 0 when there is no driver or no GPU. Never throws.
 int32_t CudaDeviceCount();

@@ -76,10 +76,6 @@ cudaError_t LaunchUploadDescs(CopyDesc* device, const CopyDesc* host_mapped, int
 // stream behind a long offload. Called before timing.
 cudaError_t WarmKernels(cudaStream_t s);
 
-// One thread that spins until *flag != 0 (host-mapped memory) or about
-// `max_ns` pass: holds a stream while the host queues work behind it.
-cudaError_t LaunchGate(const volatile int* flag, long long max_ns, cudaStream_t s);
-
 inline constexpr int kMaxRecorded = 16;
 struct DeviceMismatch {
   int64_t index;

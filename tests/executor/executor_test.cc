@@ -301,7 +301,7 @@ class CountingBackend final : public Backend {
   void End() override { ++calls; }
   void Allocate(const PlanBuffer&, int32_t) override { ++calls; }
   void Free(const PlanBuffer&, int32_t) override { ++calls; }
-  void Copy(int32_t, int32_t, std::span<const CopyPair>) override { ++calls; }
+  void Copy(int32_t, int32_t, std::span<const CopyPair>, double) override { ++calls; }
   void GroupStart() override { ++calls; }
   void Send(int32_t, int32_t, const Region&, int32_t) override { ++calls; }
   void Recv(int32_t, int32_t, const Region&, int32_t) override { ++calls; }
@@ -421,19 +421,30 @@ TEST(Measurement, JsonRoundTrip) {
   EXPECT_EQ(back.links, m.links);
   EXPECT_EQ(back.peak_bytes, m.peak_bytes);
   EXPECT_EQ(back.time_s, m.time_s);
+  EXPECT_EQ(back.gpu_span_s, m.gpu_span_s);
+  EXPECT_EQ(back.wall_s, m.wall_s);
+  EXPECT_GT(back.gpu_span_s, 0);
 }
 
-TEST(Measurement, TimeSpansFirstStartToLastEnd) {
+// time_s runs from the reference (t = 0, the call) to the last op end;
+// gpu_span_s from the first op start; wall_s to the end of the final wait.
+TEST(Measurement, TimeFromTheCallAndGpuSpan) {
   const Plan p = testplans::ExchangePlan();
   const Measurement m = RunHost(p);
   double lo = 1e9, hi = -1e9;
   for (const OpTime& t : m.op_times) {
+    EXPECT_GE(t.start_s, 0);  // nothing starts before the reference
     EXPECT_LE(t.start_s, t.end_s);
     lo = std::min(lo, t.start_s);
     hi = std::max(hi, t.end_s);
   }
-  EXPECT_DOUBLE_EQ(m.time_s, hi - lo);
+  EXPECT_DOUBLE_EQ(m.time_s, hi);
+  EXPECT_DOUBLE_EQ(m.gpu_span_s, hi - lo);
+  EXPECT_GE(m.time_s, m.gpu_span_s);
   EXPECT_GE(m.wall_s, m.time_s);
+  const std::string text = FormatMeasurement(m, p);
+  EXPECT_NE(text.find("from the call to the last op end"), std::string::npos) << text;
+  EXPECT_NE(text.find("GPU span"), std::string::npos) << text;
 }
 
 TEST(HostExecutor, BackendRunsSeveralPlansInSequence) {
@@ -445,6 +456,112 @@ TEST(HostExecutor, BackendRunsSeveralPlansInSequence) {
   const Measurement m = Execute(testplans::PackSendUnpackPlan(bad), *backend);
   EXPECT_FALSE(m.verified);
   EXPECT_EQ(m.mismatch_count, 16 * 16);
+}
+
+// Host buffers are kept from one run to the next of the same plan (as a
+// job keeps its pinned buffers across steps), and runs still verify.
+TEST(HostExecutor, HostBuffersKeptAcrossRuns) {
+  const Plan p = testplans::OffloadReloadPlan();
+  int64_t host_bytes = 0;
+  for (const PlanBuffer& b : p.buffers)
+    if (b.space == MemorySpace::kHost) host_bytes += b.bytes;
+  ASSERT_GT(host_bytes, 0);
+  auto backend = MakeHostBackend();
+  EXPECT_EQ(backend->KeptHostBytes(), 0);
+  for (int run = 0; run < 3; ++run) {
+    EXPECT_TRUE(Execute(p, *backend).verified) << "run " << run;
+    EXPECT_EQ(backend->LiveBytes(), 0) << "run " << run;
+    EXPECT_EQ(backend->KeptHostBytes(), host_bytes) << "run " << run;
+  }
+  // A plan without those buffers releases them.
+  EXPECT_TRUE(Execute(testplans::ExchangePlan(), *backend).verified);
+  EXPECT_EQ(backend->KeptHostBytes(), 0);
+}
+
+// A kept host buffer is poisoned when reused: the bytes a run left in it
+// cannot pass a later run's check.
+TEST(HostExecutor, KeptHostBufferIsPoisonedAtReuse) {
+  const Plan p = testplans::OffloadReloadPlan();
+  const PlanBuffer* host = nullptr;
+  for (const PlanBuffer& b : p.buffers)
+    if (b.space == MemorySpace::kHost && b.gpu == 0) host = &b;
+  ASSERT_NE(host, nullptr);
+  // GPU 0's piece of the tensor, laid out row-major in the host buffer.
+  const ContentPiece& src = p.sources.front();
+  ASSERT_EQ(p.buffers[src.buffer].gpu, 0);
+  const PlanTensor& t = p.tensors[src.tensor];
+  const PieceMap m = MakePieceMap(src.tensor, t.shape, static_cast<int32_t>(DTypeBytes(t.dtype)), src.box, 0,
+                                  src.stride_elems);
+  ASSERT_EQ(m.Elements() * m.elem_bytes, host->bytes);
+
+  auto backend = MakeHostBackend();
+  backend->Begin(p);
+  backend->Allocate(*host, -1);
+  backend->Fill(*host, m);
+  backend->Check(*host, m, 0);
+  ASSERT_EQ(backend->CheckResults(1).at(0).mismatches, 0);  // the pattern is there
+  backend->End();
+  EXPECT_EQ(backend->KeptHostBytes(), host->bytes);
+
+  backend->Begin(p);
+  EXPECT_EQ(backend->KeptHostBytes(), host->bytes);  // still kept: same buffer, same size
+  backend->Allocate(*host, -1);
+  EXPECT_EQ(backend->KeptHostBytes(), 0);  // now in use
+  backend->Check(*host, m, 0);
+  const std::vector<PieceCheck> r = backend->CheckResults(1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].mismatches, m.Elements());  // poisoned: no stale pattern survives
+  ASSERT_EQ(r[0].first.size(), 1u);
+  EXPECT_EQ(r[0].first[0].got, 0xA5A5A5A5u);
+  backend->End();
+}
+
+// The host backend, recording the share of the SMs each copy was given.
+class ShareRecorder final : public Backend {
+ public:
+  std::unique_ptr<Backend> inner = MakeHostBackend();
+  std::vector<double> shares;  // per Copy call, in issue order
+  std::string Name() const override { return inner->Name(); }
+  void Begin(const Plan& p) override { inner->Begin(p); }
+  std::vector<int32_t> LocalGpus() const override { return inner->LocalGpus(); }
+  const MpiSession* Processes() const override { return inner->Processes(); }
+  void Warmup(const std::vector<std::pair<int32_t, int32_t>>& pairs) override { inner->Warmup(pairs); }
+  void End() override { inner->End(); }
+  void Allocate(const PlanBuffer& b, int32_t s) override { inner->Allocate(b, s); }
+  void Free(const PlanBuffer& b, int32_t s) override { inner->Free(b, s); }
+  void Copy(int32_t g, int32_t s, std::span<const CopyPair> pairs, double share) override {
+    shares.push_back(share);
+    inner->Copy(g, s, pairs, share);
+  }
+  void GroupStart() override { inner->GroupStart(); }
+  void Send(int32_t g, int32_t s, const Region& r, int32_t peer) override { inner->Send(g, s, r, peer); }
+  void Recv(int32_t g, int32_t s, const Region& r, int32_t peer) override { inner->Recv(g, s, r, peer); }
+  void GroupEnd() override { inner->GroupEnd(); }
+  void OpStart(int32_t op, int32_t g, int32_t s) override { inner->OpStart(op, g, s); }
+  void OpEnd(int32_t op, int32_t g, int32_t s) override { inner->OpEnd(op, g, s); }
+  void WaitOp(int32_t g, int32_t s, int32_t op) override { inner->WaitOp(g, s, op); }
+  void StartClock() override { inner->StartClock(); }
+  void StopClock() override { inner->StopClock(); }
+  std::vector<OpTime> OpTimes() override { return inner->OpTimes(); }
+  void Fill(const PlanBuffer& b, const PieceMap& m) override { inner->Fill(b, m); }
+  void Check(const PlanBuffer& b, const PieceMap& m, int32_t piece) override { inner->Check(b, m, piece); }
+  std::vector<PieceCheck> CheckResults(int32_t n) override { return inner->CheckResults(n); }
+  std::vector<GpuMemoryStats> MemoryStats() override { return inner->MemoryStats(); }
+};
+
+// Each copy reaches the backend with its op's share of the copy grid.
+TEST(HostExecutor, CopyGetsTheOpsSmShare) {
+  Plan p = testplans::PackSendUnpackPlan();
+  std::vector<double> want;
+  for (Op& op : p.ops) {
+    if (op.kind != OpKind::kCopy) continue;
+    op.sm_share = op.gpu == 0 ? 0.25 : 0.5;  // pack on GPU 0, unpack on GPU 1
+    want.push_back(op.sm_share);
+  }
+  ASSERT_EQ(want, (std::vector<double>{0.25, 0.5}));
+  ShareRecorder backend;
+  EXPECT_TRUE(Execute(p, backend).verified);
+  EXPECT_EQ(backend.shares, want);
 }
 
 }  // namespace
