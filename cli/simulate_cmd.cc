@@ -56,8 +56,8 @@ constexpr size_t kMaxRows = 8;
 void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace) {
   std::cout << fmt::format("plan            {} ({} ops, {} GPUs, cluster {})\n", plan.name, FormatCount(plan.ops.size()),
                            plan.Gpus(), plan.cluster.name);
-  std::cout << fmt::format("predicted time  {:.3f} ms ({} refit; GPU span {:.3f} ms)\n", pr.time_s * 1e3,
-                           pr.cold ? "cold: the job's first" : "warm: connections and pinned memory from earlier refits",
+  std::cout << fmt::format("predicted time  {:.3f} ms ({}; GPU span {:.3f} ms)\n", pr.time_s * 1e3,
+                           pr.cold ? "cold: the job's first refit" : "warm: peers connected and memory pinned by earlier refits",
                            static_cast<double>(pr.gpu_span_ns) * 1e-6);
   std::cout << fmt::format("host issue      {}\n", HostLine(pr));
   if (pr.cold)

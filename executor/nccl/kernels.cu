@@ -165,7 +165,25 @@ __global__ void __launch_bounds__(kBlockThreads) UploadKernel(unsigned long long
 
 int64_t Tiles(const PieceMap& m) { return m.Rows() * ((m.extent[2] + kTile - 1) / kTile); }
 
+__global__ void GateKernel(const volatile int* flag, long long max_ns) {
+  if (max_ns <= 0) return;
+  unsigned long long start = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (;;) {
+    if (*flag != 0) return;
+    unsigned long long now = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (static_cast<long long>(now - start) > max_ns) return;
+    __nanosleep(1000);
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchGate(const volatile int* flag, long long max_ns, cudaStream_t s) {
+  GateKernel<<<1, 1, 0, s>>>(flag, max_ns);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchCopy(const CopyDesc* descs, int32_t count, int64_t total_chunks, bool descs_on_device,
                        cudaStream_t s, int32_t max_blocks) {

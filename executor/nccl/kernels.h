@@ -70,6 +70,11 @@ cudaError_t LaunchCopy(const CopyDesc* descs, int32_t count, int64_t total_chunk
 // engine would queue this behind any large offload already queued on it.
 cudaError_t LaunchUploadDescs(CopyDesc* device, const CopyDesc* host_mapped, int32_t count, cudaStream_t s);
 
+// One thread that spins until *flag != 0 (host-mapped memory) or about
+// `max_ns` pass: holds a stream while the host queues work behind it
+// (calibrate times queued launches this way).
+cudaError_t LaunchGate(const volatile int* flag, long long max_ns, cudaStream_t s);
+
 // Launches every kernel the backend uses once with no work. The first launch
 // of a kernel loads its module (CUDA's lazy loading), which waits for all
 // work already queued on the device: inside a timed run that stalled every

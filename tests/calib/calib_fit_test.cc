@@ -539,7 +539,10 @@ TEST(CalibrationProfileTest, SimulatorReproducesMeasuredTimesWithTheFittedProfil
       continue;
     }
     for (const SizeResidual& r : s.residuals.sizes) {
-      const Prediction pred = Simulate(OneTransferPlan(c, kind, r.bytes));
+      // The series time transfers on the GPU (events): no host issue.
+      SimOptions wire;
+      wire.issue = IssueModel::kNone;
+      const Prediction pred = Simulate(OneTransferPlan(c, kind, r.bytes), wire);
       // The simulator's clock is whole nanoseconds: allow 1 ns beyond the fit.
       EXPECT_NEAR(pred.time_s, r.model_s, 1.01e-9) << m.link << " " << r.bytes;
       const double bound = m.link == "pcie" ? 0.04 : 0.011;  // PCIe pools two directions

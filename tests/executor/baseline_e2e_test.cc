@@ -62,9 +62,17 @@ TEST(BaselineCli, RunVerifiesAndPlanAndSimulateReportTheBaseline) {
   EXPECT_EQ(total(jp), total(jo));
   EXPECT_FALSE(jo.contains("baseline"));
 
-  const auto sim = Reshard({"simulate", s, "--baseline", "megatron", "--json"});
+  // The plan's summary predicts reshard's executor issuing it; simulate
+  // --baseline megatron predicts Megatron-Core's Python stack by default,
+  // whose per-op host costs are higher.
+  const auto sim = Reshard({"simulate", s, "--baseline", "megatron", "--issue", "executor", "--json"});
   ASSERT_EQ(sim.code, 0) << sim.err;
   EXPECT_NEAR(nlohmann::json::parse(sim.out).at("time_s").get<double>(), jp.at("time_s").get<double>(), 1e-12);
+  const auto py = Reshard({"simulate", s, "--baseline", "megatron", "--json"});
+  ASSERT_EQ(py.code, 0) << py.err;
+  const nlohmann::json jpy = nlohmann::json::parse(py.out);
+  EXPECT_EQ(jpy.at("host").at("issue_model"), "python");
+  EXPECT_GT(jpy.at("time_s").get<double>(), jp.at("time_s").get<double>());
 }
 
 TEST(BaselineCli, BadCombinationsAreInputErrors) {
