@@ -13,6 +13,8 @@
 #                the Megatron-Core / NeMo-RL pattern through the same executor)
 #   REPEAT       validate's --repeat (default 5; the median run is reported)
 #   RUN_TIMEOUT  seconds per command before it is killed (default 240)
+#   TRACE        set (e.g. TRACE=1): also write OUTDIR/<name>.trace.json, the predicted and
+#                measured op times as two processes of one Perfetto trace
 #   TAG          appended to every output name, for experiments with the executor's knobs,
 #                e.g. RESHARD_COPY_MAX_BLOCKS=32 TAG=copyblocks-32
 #   BIN, NCCL_LIB, EXTRA_LIB  see gpu_env.sh
@@ -35,6 +37,7 @@ for s in "$@"; do
     [ "$plan" = reshard ] || { flag=(--baseline "$plan"); prefix=$plan; }
     out="$OUT/$prefix-$name${TAG:+-$TAG}"
     echo "== validate $name ($plan) ${TAG:-}"
+    [ -z "${TRACE:-}" ] || flag+=(--trace "$out.trace.json")
     timeout "${RUN_TIMEOUT:-240}" "$RUN_BIN" validate "$scenario" "${CALIB[@]}" "${flag[@]}" --backend nccl \
       --repeat "${REPEAT:-5}" --json > "$out.json" 2> "$out.log" || { echo "  exit $?"; rc=1; }
     tail -n 3 "$out.log"
@@ -42,7 +45,8 @@ for s in "$@"; do
 import json, sys
 d = json.load(open(sys.argv[1])); m = d.get("measured", {})
 peak = max(m.get("peak_bytes", [0]) or [0]) / 2**30
-print(f"  predicted {d.get('time_s', 0)*1e3:.2f} ms  measured {m.get('time_s', 0)*1e3:.2f} ms  "
+print(f"  predicted {d.get('time_s', 0)*1e3:.2f} ms  measured {m.get('time_s', 0)*1e3:.2f} ms "
+      f"(GPU span {m.get('gpu_span_s', 0)*1e3:.2f})  "
       f"bound {d.get('lower_bound_s', 0)*1e3:.2f} ms  time_error {d.get('time_error', 0)*100:+.1f}%  "
       f"peak {peak:.2f} GiB (error {d.get('peak_error', 0)*100:+.1f}%)  verified {d.get('verified')}")
 PY
