@@ -162,11 +162,16 @@ HostFit FitHost(const HostMeasurements& m) {
   // The floor: time = floor_ns + bytes / floor_bytes_per_s by least squares
   // over the medians of the contiguous copies of at most kFloorMaxBytes (both
   // shares pooled: small copies do not fill even a quarter of the grid).
-  constexpr int64_t kFloorMaxBytes = int64_t{16} << 20;
-  std::map<int64_t, std::vector<double>> sizes;
-  for (const CopyKernelSample& c : m.copies)
-    if (c.pattern == kPatternSize && c.bytes <= kFloorMaxBytes)
-      sizes[c.bytes].insert(sizes[c.bytes].end(), c.seconds.begin(), c.seconds.end());
+  // Below one chunk per warp (kFloorChunkBytes: the copy kernel's kCopyChunkBytes in
+  // executor/nccl/kernels.h) a copy costs
+  // about its launch: floor_base_ns, the median of the smallest copy measured.
+  constexpr int64_t kFloorMaxBytes = int64_t{16} << 20, kFloorChunkBytes = int64_t{64} << 10;
+  std::map<int64_t, std::vector<double>> sizes, small;
+  for (const CopyKernelSample& c : m.copies) {
+    if (c.pattern != kPatternSize) continue;
+    auto& bucket = c.bytes <= kFloorMaxBytes && c.bytes >= (int64_t{1} << 20) ? sizes : small;
+    bucket[c.bytes].insert(bucket[c.bytes].end(), c.seconds.begin(), c.seconds.end());
+  }
   if (sizes.size() >= 2 && !fit.copy_kernel.rates.empty()) {
     double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (const auto& [bytes, seconds] : sizes) {
@@ -179,6 +184,15 @@ HostFit FitHost(const HostMeasurements& m) {
       fit.copy_kernel.floor_ns = static_cast<int64_t>(std::llround(intercept * 1e9));
       fit.copy_kernel.floor_bytes_per_s = 1.0 / slope;
       fit.copy_kernel.source += "; floor: least squares over contiguous copies of 1-16 MiB";
+      if (!small.empty() && small.begin()->first <= 4096) {
+        const double base_ns = MedianOf(small.begin()->second) * 1e9;
+        if (base_ns > 0 && base_ns < static_cast<double>(fit.copy_kernel.floor_ns)) {
+          fit.copy_kernel.floor_base_ns = std::llround(base_ns);
+          fit.copy_kernel.floor_chunk_bytes = kFloorChunkBytes;
+          fit.copy_kernel.source += fmt::format("; below {} KiB a copy scales from its launch ({} B copy)",
+                                                kFloorChunkBytes >> 10, small.begin()->first);
+        }
+      }
     }
   }
   return fit;

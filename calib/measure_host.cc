@@ -377,7 +377,7 @@ void MeasureCopyKernel(const HostCalibrateOptions& o, int32_t sms, HostMeasureme
     time(kPatternContiguous, {Side(0, bytes, bytes, false), Side(1, bytes, bytes, false)}, bytes, share, reps);
   }
   for (double share : {0.25, 1.0})
-    for (int64_t b : {kMiB, 4 * kMiB, 16 * kMiB, 64 * kMiB})
+    for (int64_t b : {int64_t{256}, 4 * kKiB, 16 * kKiB, 64 * kKiB, 256 * kKiB, kMiB, 4 * kMiB, 16 * kMiB, 64 * kMiB})
       if (b <= bytes) time(kPatternSize, {Side(0, b, b, false), Side(1, b, b, false)}, b, share, 2 * reps);
   if (o.progress) {
     for (const CopyKernelSample& s : m.copies)
