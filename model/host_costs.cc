@@ -80,9 +80,13 @@ double CopyKernelProfile::Rate(int64_t run_bytes, double sm_share) const {
   return rate_of(shares.size() - 1);
 }
 
-double CopyKernelProfile::FloorNs(double bytes) const {
+double CopyKernelProfile::FloorNs(double bytes, double piece_bytes) const {
   if (floor_ns <= 0 && !(floor_bytes_per_s > 0)) return 0;
-  return static_cast<double>(floor_ns) + (floor_bytes_per_s > 0 ? bytes / floor_bytes_per_s * 1e9 : 0);
+  double fixed = static_cast<double>(floor_ns);
+  if (floor_chunk_bytes > 0 && floor_base_ns > 0 && piece_bytes < static_cast<double>(floor_chunk_bytes))
+    fixed = static_cast<double>(floor_base_ns) +
+            static_cast<double>(floor_ns - floor_base_ns) * piece_bytes / static_cast<double>(floor_chunk_bytes);
+  return fixed + (floor_bytes_per_s > 0 ? bytes / floor_bytes_per_s * 1e9 : 0);
 }
 
 void to_json(json& j, const HostCosts& h) {
@@ -100,6 +104,10 @@ void to_json(json& j, const CopyKernelProfile& c) {
   if (c.floor_ns != 0 || c.floor_bytes_per_s != 0) {  // only when measured
     j["floor_ns"] = c.floor_ns;
     j["floor_bytes_per_s"] = c.floor_bytes_per_s;
+  }
+  if (c.floor_base_ns != 0 || c.floor_chunk_bytes != 0) {
+    j["floor_base_ns"] = c.floor_base_ns;
+    j["floor_chunk_bytes"] = c.floor_chunk_bytes;
   }
 }
 
@@ -130,12 +138,20 @@ void ApplyHostCostsJson(HostCosts& out, const json& j, const std::string& file, 
 
 CopyKernelProfile CopyKernelProfileFromJson(const json& j, const std::string& file, const std::string& field) {
   CheckObject(j, file, field);
-  CheckKeys(j, file, field, {"rates", "floor_ns", "floor_bytes_per_s", "source"});
+  CheckKeys(j, file, field, {"rates", "floor_ns", "floor_base_ns", "floor_chunk_bytes", "floor_bytes_per_s", "source"});
   CopyKernelProfile c;
   if (auto it = j.find("floor_ns"); it != j.end()) {
     c.floor_ns = GetInt(*it, file, Dot(field, "floor_ns"));
     if (c.floor_ns < 0 || c.floor_ns > int64_t{1'000'000'000}) Bad(file, Dot(field, "floor_ns"), "must be in [0, 1e9] ns");
   }
+  for (const auto& [key, out] : {std::pair<const char*, int64_t*>{"floor_base_ns", &c.floor_base_ns},
+                                 std::pair<const char*, int64_t*>{"floor_chunk_bytes", &c.floor_chunk_bytes}}) {
+    auto it = j.find(key);
+    if (it == j.end()) continue;
+    *out = GetInt(*it, file, Dot(field, key));
+    if (*out < 0 || *out > int64_t{1'000'000'000}) Bad(file, Dot(field, key), "must be in [0, 1e9]");
+  }
+  if (c.floor_base_ns > c.floor_ns) Bad(file, Dot(field, "floor_base_ns"), "must be at most floor_ns");
   if (auto it = j.find("floor_bytes_per_s"); it != j.end()) {
     c.floor_bytes_per_s = GetNumber(*it, file, Dot(field, "floor_bytes_per_s"));
     if (c.floor_bytes_per_s != 0 && !(c.floor_bytes_per_s >= 1e3))
@@ -181,6 +197,7 @@ std::string FingerprintText(const CopyKernelProfile& c) {
   std::string s = "copy_kernel:";
   for (const CopyRatePoint& p : c.rates) s += fmt::format("({},{},{})", p.run_bytes, p.sm_share, p.bytes_per_s);
   if (c.floor_ns != 0 || c.floor_bytes_per_s != 0) s += fmt::format(";floor={},{}", c.floor_ns, c.floor_bytes_per_s);
+  if (c.floor_base_ns != 0 || c.floor_chunk_bytes != 0) s += fmt::format(";base={},{}", c.floor_base_ns, c.floor_chunk_bytes);
   return s + "\n";
 }
 

@@ -54,10 +54,14 @@ struct CopyRatePoint {
 
 struct CopyKernelProfile {
   std::vector<CopyRatePoint> rates;  // sorted by (sm_share, run_bytes)
-  // A launch takes at least floor_ns + bytes / floor_bytes_per_s whatever its
-  // share: each warp copies its first 64 KiB chunk latency-bound, so copies
-  // of a few MiB are not bandwidth-bound (0: no floor).
+  // A launch takes at least floor_base_ns + (floor_ns - floor_base_ns) x
+  // min(1, piece / floor_chunk_bytes) + bytes / floor_bytes_per_s whatever
+  // its share (`piece`: its largest pair): each warp copies a chunk of up to
+  // floor_chunk_bytes latency-bound, so copies of a few MiB are not
+  // bandwidth-bound, and tiny ones cost about the launch (0: no floor).
   int64_t floor_ns = 0;
+  int64_t floor_base_ns = 0;
+  int64_t floor_chunk_bytes = 0;
   double floor_bytes_per_s = 0;
   std::string source;
 
@@ -66,8 +70,9 @@ struct CopyKernelProfile {
   // then linear in share between the two measured shares around `sm_share`;
   // clamped at the ends. O(points). 0 when empty.
   double Rate(int64_t run_bytes, double sm_share) const;
-  // The floor's time for a launch copying `bytes` (0 without a floor).
-  double FloorNs(double bytes) const;
+  // The floor's time for a launch copying `bytes` whose largest pair has
+  // `piece_bytes` (0 without a floor).
+  double FloorNs(double bytes, double piece_bytes) const;
   friend bool operator==(const CopyKernelProfile&, const CopyKernelProfile&) = default;
 };
 

@@ -112,14 +112,15 @@ double RunCap(double rate, int64_t before, int64_t bytes, double eff_run, double
 
 double CopyKernelCap(const Op& op, const CopyKernelProfile& profile) {
   if (profile.Empty()) return 0;
-  double ns = 0, bytes = 0;
+  double ns = 0, bytes = 0, piece = 0;
   for (const CopyPair& c : op.copies) {
     const double b = static_cast<double>(c.src.Bytes());
     if (b <= 0) continue;
     ns += b / (profile.Rate(CopyRunBytes(c), op.sm_share) / kNsPerS);
     bytes += b;
+    piece = std::max(piece, b);
   }
-  ns = std::max(ns, profile.FloorNs(bytes));  // one launch for all pairs
+  ns = std::max(ns, profile.FloorNs(bytes, piece));  // one launch for all pairs
   return ns > 0 ? bytes / ns : 0;
 }
 

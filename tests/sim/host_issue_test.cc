@@ -202,6 +202,30 @@ TEST(CopyKernel, StridedRunsAndShareSetTheCopyTime) {
   EXPECT_EQ(SimVerified(b.Build()).time_ns, 4096);
 }
 
+TEST(CopyKernel, FloorScalesFromTheLaunchBelowOneChunk) {
+  // Floor: 20000 ns for a full 65536 B chunk per warp, 2000 ns for a launch
+  // of nothing, linear in between, plus bytes / 1e12 B/s. Rates are far
+  // above it (1e12 B/s), so the floor sets the time:
+  //   256 B:    2000 + 18000 x 256 / 65536 = 2070.3 ns, + 0.256 ns -> 2071
+  //   32768 B:  2000 + 9000 = 11000 ns, + 32.768 -> 11033
+  //   1 MiB:    20000 + 1048.576 -> 21049 (CeilNs)
+  CopyKernelProfile k;
+  k.rates = {{64, 1, 1e12}, {1 << 20, 1, 1e12}};
+  k.floor_ns = 20000;
+  k.floor_base_ns = 2000;
+  k.floor_chunk_bytes = 65536;
+  k.floor_bytes_per_s = 1e12;
+  EXPECT_NEAR(k.FloorNs(256, 256), 2070.3125 + 0.256, 1e-9);
+  Cluster cl = TestCluster();
+  cl.device_copy.bytes_per_s = 1e15;  // the port is not what binds
+  cl.copy_kernel = k;
+  for (const auto& [bytes, ns] : {std::pair<int64_t, int64_t>{256, 2071}, {32768, 11033}, {1 << 20, 21049}}) {
+    PlanBuilder b(cl);
+    b.Copy(0, bytes);
+    EXPECT_EQ(SimVerified(b.Build()).time_ns, ns) << bytes;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Grouped ops to one peer continue a run
 
