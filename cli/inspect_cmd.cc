@@ -5,6 +5,8 @@
 #include <iostream>
 #include <memory>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -74,6 +76,42 @@ std::string MinMax(const std::vector<Row>& rows, Get get) {
                      first_hi->gpu);
 }
 
+// What the simulator's cost terms beyond the link rates rest on, one line
+// each: measured here (a calibrate profile), measured elsewhere, or an
+// estimate from published sources (docs/cost-model.md).
+struct CostTerm {
+  std::string term, value, source;
+};
+std::vector<CostTerm> CostTerms(const Cluster& c) {
+  std::vector<CostTerm> out;
+  const bool network = c.nodes > c.nvlink_domain_nodes;
+  out.push_back({"network per-op", network ? fmt::format("{:.1f} us between posts per NIC, size curve of {} points",
+                                                         static_cast<double>(c.network.op_gap_ns) * 1e-3,
+                                                         c.network.efficiency.size())
+                                           : "not used (one NVLink domain)",
+                 "estimate from published sources (NCCL's cost model, nccl-tests issues; docs/cost-model.md) until "
+                 "`reshard calibrate` runs across nodes"});
+  // The executor records an event before and after each op; Megatron-Core's Python path does not.
+  auto host = [](const HostCosts& h, bool events) {
+    const int64_t ev = events ? 2 * h.event_record_ns : 0;
+    return h.Empty() ? std::string("not modelled")
+                     : fmt::format("{:.1f} us per copy op, {:.1f} us per NCCL group + {:.2f} us per op",
+                                   static_cast<double>(h.kernel_launch_ns + ev) * 1e-3,
+                                   static_cast<double>(h.nccl_group_ns) * 1e-3,
+                                   static_cast<double>(h.nccl_op_ns + h.nccl_group_op_ns + ev) * 1e-3);
+  };
+  out.push_back({"host issue (executor)", host(c.host, true), c.host.source});
+  out.push_back({"host issue (Python)", host(c.host_python, false), c.host_python.source});
+  out.push_back({"copy kernel", c.copy_kernel.Empty() ? "not modelled (device-copy link rate)"
+                                                      : fmt::format("{} rates by run length and SM share",
+                                                                    c.copy_kernel.rates.size()),
+                 c.copy_kernel.source});
+  out.push_back({"cold refit", fmt::format("{:.0f} ms per NCCL connection, pinning {:.2f} GB/s",
+                                           static_cast<double>(c.host.nccl_connect_ns) * 1e-6, c.host.pin_bytes_per_s / 1e9),
+                 "connection: estimate (NVIDIA/nccl#415, 10-100 ms first sends); pinning: as host issue"});
+  return out;
+}
+
 void Run(const InspectOptions& o) {
   const Scenario s = o.scenario.Load();
   const Layout src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
@@ -110,6 +148,10 @@ void Run(const InspectOptions& o) {
     j["source_bytes"] = source_bytes;
     j["destination_bytes"] = destination_bytes;
     j["memory_at_start"] = MemoryAtStartJson(mem, capacity);
+    nlohmann::json terms = nlohmann::json::array();
+    for (const CostTerm& t : CostTerms(s.cluster))
+      terms.push_back({{"term", t.term}, {"value", t.value}, {"source", t.source}});
+    j["cost_terms"] = terms;
     j["fits"] = fit.fits;
     j["missing_bytes"] = fit.missing_bytes;
     j["worst_gpu"] = fit.gpu;
@@ -164,6 +206,9 @@ void Run(const InspectOptions& o) {
       std::cout << fmt::format("  the {} fullest GPUs:\n", kWorstRows);
       PrintRows(worst, capacity);
     }
+    std::cout << "\ncost terms beyond the link rates (docs/cost-model.md):\n";
+    for (const CostTerm& t : CostTerms(s.cluster))
+      std::cout << fmt::format("  {:<22} {}\n  {:<22} [{}]\n", t.term, t.value, "", t.source.empty() ? "?" : t.source);
     if (fit.fits) {
       auto least = std::min_element(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
         return capacity - a.mem.Total() < capacity - b.mem.Total();
