@@ -70,6 +70,9 @@ inline constexpr const char* kPatternUnpack = "unpack";      // contiguous -> st
 inline constexpr const char* kPatternBoth = "both_strided";  // strided rows -> strided rows
 inline constexpr const char* kPatternContiguous = "contiguous";
 inline constexpr const char* kPatternSize = "contiguous_size";  // the size curve (not in the profile's rates)
+// 256 B copies each between two cudaEventRecord on its stream, as the
+// executor brackets every op (minus kPatternSize's 256 B: the events' GPU time).
+inline constexpr const char* kPatternBracketed = "event_bracketed";
 
 // One copy-kernel configuration, timed by CUDA events over repetitions.
 struct CopyKernelSample {

@@ -159,6 +159,20 @@ HostFit FitHost(const HostMeasurements& m) {
     fit.copy_kernel.rates.push_back({key.second, key.first, static_cast<double>(cell.first) / MedianOf(cell.second)});
   if (!fit.copy_kernel.rates.empty())
     fit.copy_kernel.source = m.source + "; copy kernel rates: bytes copied / median time, pack and unpack pooled";
+  // The event bracket's GPU time: bracketed 256 B copies minus plain ones (share 1).
+  {
+    std::vector<double> bracketed, plain;
+    for (const CopyKernelSample& c : m.copies) {
+      if (c.pattern == kPatternBracketed) bracketed.insert(bracketed.end(), c.seconds.begin(), c.seconds.end());
+      if (c.pattern == kPatternSize && c.bytes == 256 && c.sm_share == 1.0)
+        plain.insert(plain.end(), c.seconds.begin(), c.seconds.end());
+    }
+    if (!bracketed.empty() && !plain.empty()) {
+      const double ns = (MedianOf(bracketed) - MedianOf(plain)) * 1e9;
+      fit.host.event_gpu_ns = std::max<int64_t>(0, std::llround(ns));
+      fit.measured.push_back("event_gpu_ns");
+    }
+  }
   // The floor: time = floor_ns + bytes / floor_bytes_per_s by least squares
   // over the medians of the contiguous copies of at most kFloorMaxBytes (both
   // shares pooled: small copies do not fill even a quarter of the grid).

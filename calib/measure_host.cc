@@ -379,6 +379,36 @@ void MeasureCopyKernel(const HostCalibrateOptions& o, int32_t sms, HostMeasureme
   for (double share : {0.25, 1.0})
     for (int64_t b : {int64_t{256}, 4 * kKiB, 16 * kKiB, 64 * kKiB, 256 * kKiB, kMiB, 4 * kMiB, 16 * kMiB, 64 * kMiB})
       if (b <= bytes) time(kPatternSize, {Side(0, b, b, false), Side(1, b, b, false)}, b, share, 2 * reps);
+  {
+    // The executor's event bracket: k 256 B copies, each between two events of its own.
+    constexpr int64_t k = 64, tiny = 256;
+    CopyKernelSample s;
+    s.pattern = kPatternBracketed;
+    s.run_bytes = tiny;
+    s.bytes = tiny;
+    s.sm_share = 1.0;
+    s.blocks = std::max(1, sms * o.copy_blocks_per_sm);
+    Events inner(static_cast<int>(2 * k));
+    const gpu::CopyDesc d = DescribeCopy({Side(0, tiny, tiny, false), Side(1, tiny, tiny, false)}, src.bytes(),
+                                         dst.bytes(), 0);
+    for (int32_t r = -warmup; r < 2 * reps; ++r) {
+      RESHARD_GPU(cudaStreamSynchronize(st.a));
+      gate.Hold(st.a, 2'000'000'000LL);
+      RESHARD_GPU(cudaEventRecord(ev.ev[0], st.a));
+      for (int64_t j = 0; j < k; ++j) {
+        RESHARD_GPU(cudaEventRecord(inner.ev[2 * j], st.a));
+        RESHARD_GPU(gpu::LaunchCopy(&d, 1, d.chunk_end, false, st.a, s.blocks));
+        RESHARD_GPU(cudaEventRecord(inner.ev[2 * j + 1], st.a));
+      }
+      RESHARD_GPU(cudaEventRecord(ev.ev[1], st.a));
+      gate.Release();
+      RESHARD_GPU(cudaEventSynchronize(ev.ev[1]));
+      float ms = 0;
+      RESHARD_GPU(cudaEventElapsedTime(&ms, ev.ev[0], ev.ev[1]));
+      if (r >= 0) s.seconds.push_back(static_cast<double>(ms) * 1e-3 / static_cast<double>(k));
+    }
+    m.copies.push_back(std::move(s));
+  }
   if (o.progress) {
     for (const CopyKernelSample& s : m.copies)
       if ((s.pattern == kPatternPack || s.pattern == kPatternContiguous || s.pattern == kPatternSize) &&

@@ -25,6 +25,7 @@ const std::vector<std::pair<const char*, int64_t HostCosts::*>>& IntFields() {
       {"alloc_ns", &HostCosts::alloc_ns},                 {"free_ns", &HostCosts::free_ns},
       {"nccl_op_ns", &HostCosts::nccl_op_ns},             {"nccl_group_ns", &HostCosts::nccl_group_ns},
       {"nccl_group_op_ns", &HostCosts::nccl_group_op_ns}, {"nccl_connect_ns", &HostCosts::nccl_connect_ns},
+      {"event_gpu_ns", &HostCosts::event_gpu_ns},
   };
   return fields;
 }

@@ -32,6 +32,9 @@ struct HostCosts {
   int64_t nccl_op_ns = 0;         // ncclSend / ncclRecv inside a group
   int64_t nccl_group_ns = 0;      // ncclGroupStart + ncclGroupEnd, fixed part
   int64_t nccl_group_op_ns = 0;   // ncclGroupEnd, per send / recv in the group
+  // On the GPU, not the host: the stream time of the two events the executor
+  // records around each op (its measurement bracket), per op.
+  int64_t event_gpu_ns = 0;
   // Paid by the first (cold) refit only.
   int64_t nccl_connect_ns = 0;    // first transfer of an ordered GPU pair (NCCL connects lazily)
   double pin_bytes_per_s = 0;     // pinning the plan's host buffers (0: not modelled)

@@ -390,7 +390,7 @@ void Simulator::State::EndLaunch(int32_t l, int64_t t) {
     for (int32_t w = launches.waiter_begin[i]; w < launches.waiter_begin[i + 1]; ++w) {
       const int32_t next = launches.waiters[w];
       // Ready on the GPU, but not before its host thread issued it.
-      if (--launches.pending[next] == 0) queue.Push(std::max(t, launch_host_ns[next]), sim_internal::Event::kIssue, next);
+      if (--launches.pending[next] == 0) queue.Push(IssueAt(next, t), sim_internal::Event::kIssue, next);
     }
   }
 }

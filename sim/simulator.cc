@@ -131,9 +131,16 @@ Prediction Simulator::State::Run() {
     host = HostIssueTimes(plan, costs, HostIssueOptions{opt.one_process, opt.cold, opt.issue == IssueModel::kExecutor});
     for (int32_t i = 0; i < nops; ++i)
       launch_host_ns[launches.of_op[i]] = std::max(launch_host_ns[launches.of_op[i]], host.op_issue_ns[i]);
+    // The executor's event bracket: each op's two events take stream time
+    // before the launch's work can start (Cluster::host.event_gpu_ns).
+    if (opt.issue == IssueModel::kExecutor && costs.event_gpu_ns > 0) {
+      launch_gpu_ns.assign(nl, 0);
+      for (int32_t l = 0; l < nl; ++l)
+        launch_gpu_ns[l] = costs.event_gpu_ns * (launches.begin[l + 1] - launches.begin[l]);
+    }
   }
   for (int32_t l = 0; l < nl; ++l) {
-    if (launches.pending[l] == 0) queue.Push(launch_host_ns[l], sim_internal::Event::kIssue, l);
+    if (launches.pending[l] == 0) queue.Push(IssueAt(l, 0), sim_internal::Event::kIssue, l);
   }
   // Each instant: flow ends (by flow id), then queued events (by sequence),
   // until none is left at this instant; then rates are re-shared once.

@@ -248,6 +248,12 @@ struct Simulator::State {
   std::vector<OpInfo> info;
   std::vector<int64_t> nic_free_ns;     // per NIC: when its proxy can post the next network op
   std::vector<int64_t> launch_host_ns;  // per launch: when the host has issued all its ops (0 without a host model)
+  std::vector<int64_t> launch_gpu_ns;   // per launch: stream time of its ops' event brackets (empty: none)
+  // When launch l, ready on its GPU at t, can start: after its host issued
+  // it, plus its event brackets.
+  int64_t IssueAt(int32_t l, int64_t t) const {
+    return std::max(t, launch_host_ns[l]) + (launch_gpu_ns.empty() ? 0 : launch_gpu_ns[l]);
+  }
   HostIssue host;
   std::vector<int64_t> op_start_ns, op_end_ns;
   std::vector<uint8_t> op_issued;

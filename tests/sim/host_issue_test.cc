@@ -52,6 +52,22 @@ TEST(HostIssue, OpsWaitForTheirHostThread) {
   EXPECT_EQ(p.issue_model, "executor");
 }
 
+TEST(HostIssue, EventBracketsTakeStreamTime) {
+  // As OpsWaitForTheirHostThread, with event_gpu_ns 50: copy 1 queued at 110
+  // starts at 160, ends 1160; copy 2 is ready on the stream at 1160 (queued
+  // at 230) and starts 50 later: [1210, 2210]. The Python issue model records
+  // no events, so it pays none.
+  Cluster cl = WithHost(TestCluster());
+  cl.host.event_gpu_ns = 50;
+  PlanBuilder b(cl);
+  const int32_t c1 = b.Copy(0, 2000);
+  const int32_t c2 = b.Copy(0, 2000);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_start_ns[c1], 160);
+  EXPECT_EQ(p.op_start_ns[c2], 1210);
+  EXPECT_EQ(p.time_ns, 2210);
+}
+
 TEST(HostIssue, SmallOpsAreBoundByTheHost) {
   // Three 20 B copies (10 ns each on the GPU) are queued at 110, 230 and 350
   // (120 ns of host time each): each runs as soon as it is queued; the last
