@@ -227,6 +227,7 @@ HostCosts PresetHostCosts() {
   h.nccl_op_ns = 167;
   h.nccl_group_ns = 44853;
   h.nccl_group_op_ns = 193;
+  h.event_gpu_ns = 3658;  // bench/results/2026-12-01-h200-whole-refit-events
   h.nccl_connect_ns = 10'000'000;
   h.pin_bytes_per_s = 1.614e9;
   h.map_bytes_per_s = 9.75e11;
