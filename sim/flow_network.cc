@@ -12,13 +12,18 @@
 // The water-filling is sim/max_min.h's, step for step (the same shares, the
 // same subtractions in the same order, the same ties: its result does not
 // depend on the order flows or ports are listed in), on the network's own
-// arrays instead of a copied problem. Two shortcuts keep it exact and cheap
-// when a component holds thousands of flows (a whole refit in one NCCL group):
+// arrays instead of a copied problem. What keeps it cheap when a component
+// holds thousands of flows (a whole refit in one NCCL group, re-shared at
+// every flow start and end):
 //  * a port's key in the share heap may lag below its share (shares mostly
-//    grow as flows freeze; a share computed only when needed): the top is
-//    re-keyed until its key is its share, and then no port has a smaller one;
+//    grow as flows freeze; a share is computed only when it may have dropped
+//    or reaches the top): the top is re-keyed until its key is its share, and
+//    then no port has a smaller one;
 //  * the caps are put in a heap only once the smallest share reaches the
-//    smallest cap of any active flow (before that no cap can bind).
+//    smallest cap of any active flow (before that no cap can bind);
+//  * a port's flows are frozen without a branch per flow;
+//  * the largest component is kept between calls instead of found again by
+//    a BFS over its flows (see "The big component" below).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -110,6 +115,8 @@ void FlowNetwork::Start(int32_t id, int64_t t) {
     cap_.resize(n);
     last_ns_.resize(n);
     finish_ns_.resize(n);
+    slot_first_port_.resize(n);
+    changed_.resize(n + 1);  // + 1: Share writes one past the count
     ends.heap_.Resize(n);
   }
   f.slot = s;
@@ -120,6 +127,7 @@ void FlowNetwork::Start(int32_t id, int64_t t) {
     for (int32_t j = 0; j < k; ++j) repeated_ports_ |= route[j] == route[k];
   }
   slot_ports_[s] = route;
+  slot_first_port_[s] = route[0];
   if (big_valid_) JoinBig(f.route);
   ++first_count_[route[0]];
   frozen_[s] = 0;
@@ -149,6 +157,7 @@ void FlowNetwork::Start(int32_t id, int64_t t) {
 void FlowNetwork::MoveSlot(int32_t from, int32_t to) {
   slot_flow_[to] = slot_flow_[from];
   slot_ports_[to] = slot_ports_[from];
+  slot_first_port_[to] = slot_first_port_[from];
   slot_pos_[to] = slot_pos_[from];
   frozen_[to] = frozen_[from];
   slot_stamp_[to] = slot_stamp_[from];
@@ -460,12 +469,13 @@ void FlowNetwork::Freeze(int32_t s, double rate) {
 // is. The port's own state is not read again and is left alone.
 void FlowNetwork::FreezePort(int32_t q, double rate) {
   int32_t left = left_, touched = touched_count_;
+  double unused = 0;
   for (const PortFlow& e : ports[q].flows) {
     const int32_t s = e.slot;
     const int32_t live = 1 - frozen_[s];
     frozen_[s] = 1;
     const double r = live ? rate : 0.0;
-    new_rate_[s] = live ? rate : new_rate_[s];
+    *(live ? &new_rate_[s] : &unused) = rate;  // no read of new_rate_, no branch
     left -= live;
     for (int32_t k = 0; k < e.others; ++k) {
       const int32_t p = e.other[k];
@@ -621,16 +631,9 @@ void FlowNetwork::Share(int64_t t) {
   }
   const int32_t m = scan ? active_ : n;
   double floor = std::numeric_limits<double>::infinity();
-  for (int32_t i = 0; i < m; ++i) {
-    const int32_t s = scan ? i : comp_slots_[i];
-    if (scan && port_comp_[slot_ports_[s][0]] != comp_mark_) continue;
-    frozen_[s] = 0;
-    floor = std::min(floor, cap_[s]);
-    // Bytes moved at the old rate since the last settlement.
-    remaining_[s] = std::max(0.0, remaining_[s] - rate_[s] * static_cast<double>(t - last_ns_[s]));
-    last_ns_[s] = t;
-    // New finish times for flows whose rate changed.
-    if (new_rate_[s] == rate_[s] && finish_ns_[s] >= 0) continue;
+  // New finish times for flows whose rate changed, after settling the bytes
+  // every flow moved at its old rate since it was last settled.
+  auto finish_at = [&](int32_t s) {
     rate_[s] = new_rate_[s];
     const int64_t finish = t + CeilNs(remaining_[s], rate_[s]);
     if (obs_) {
@@ -641,8 +644,37 @@ void FlowNetwork::Share(int64_t t) {
       finish_ns_[s] = finish;
       ends.heap_.Set(s, {finish, slot_flow_[s]});
     }
+  };
+  // Settles a flow and lists it when its rate changed (a new flow's rate, 0,
+  // always does).
+  int32_t changed = 0;
+  auto settle = [&](int32_t s) {
+    frozen_[s] = 0;
+    remaining_[s] = std::max(0.0, remaining_[s] - rate_[s] * static_cast<double>(t - last_ns_[s]));
+    last_ns_[s] = t;
+    changed_[changed] = s;
+    changed += new_rate_[s] != rate_[s] ? 1 : 0;
+  };
+  if (obs_) {
+    // In discovery order (the order of the observer's calls); a new flow's
+    // rate (0) always changes.
+    for (int32_t s : comp_slots_) {
+      settle(s);
+      if (new_rate_[s] != rate_[s]) finish_at(s);
+    }
+  } else if (scan) {
+    for (int32_t s = 0; s < m; ++s)
+      if (port_comp_[slot_first_port_[s]] == comp_mark_) settle(s);
+  } else {
+    for (int32_t s : comp_slots_) settle(s);
   }
-  if (n == active_) cap_floor_ = floor;  // every active flow was seen
+  if (!obs_) {
+    for (int32_t i = 0; i < changed; ++i) finish_at(changed_[i]);
+  }
+  if (n == active_) {  // every active flow is here: the floor of the caps can rise
+    for (int32_t s = 0; s < active_; ++s) floor = std::min(floor, cap_[s]);
+    cap_floor_ = floor;
+  }
   if (!obs_) return;
   for (int32_t q : comp_ports_) {
     PortState& p = ports[q];

@@ -182,8 +182,8 @@ class FlowNetwork {
 
  private:
   // The component of port `start` (not yet marked) into comp_ports_ /
-  // comp_slots_ (slots marked with slot_mark_); with an observer, in BFS
-  // discovery order, the order of its calls.
+  // comp_slots_; with an observer, in BFS discovery order (the order of its
+  // calls).
   void Discover(int32_t start);
   // The big component kept between calls (flow_network.cc says when).
   static constexpr int32_t kBigFlows = 512;  // flows a component needs to be kept
@@ -207,7 +207,7 @@ class FlowNetwork {
 
   SimObserver* obs_ = nullptr;
   std::vector<int32_t> dirty_;
-  uint32_t stamp_ = 0, slot_mark_ = 0;  // port marks per Recompute; slot marks per component
+  uint32_t stamp_ = 0, slot_mark_ = 0;  // port marks per Recompute; slot marks per BFS (routes repeating a port)
   double cap_floor_ = 0;  // at most every active flow's cap
   bool repeated_ports_ = false;  // some route lists a port twice
 
@@ -215,6 +215,7 @@ class FlowNetwork {
   int32_t active_ = 0;
   std::vector<int32_t> slot_flow_;
   std::vector<std::array<int32_t, kMaxFlowPorts>> slot_ports_, slot_pos_;  // route ports (-1 past the last); index in each port's list
+  std::vector<int32_t> slot_first_port_;
   std::vector<uint8_t> frozen_;
   std::vector<uint32_t> slot_stamp_;
   std::vector<double> remaining_, rate_, new_rate_, cap_;  // bytes, bytes/ns
@@ -239,6 +240,7 @@ class FlowNetwork {
   std::vector<uint8_t> port_touched_, port_stale_;
   std::vector<int32_t> touched_;  // the first touched_count_
   int32_t touched_count_ = 0;
+  std::vector<int32_t> changed_;  // slots whose rate changed, listed by Share
   std::vector<std::pair<int32_t, double>> initial_shares_;
   IndexedHeap<double> shares_;  // ports by (fair share, id); a key may lag below the share
   std::vector<MaxMinScratch::CapEntry> by_cap_;
