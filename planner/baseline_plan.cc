@@ -96,6 +96,7 @@ class MegatronBuilder {
     StartPlan(p, s_, {"compute", "comm", "host", "side"});
     // Buffers and content as reshard's planner lays them out (per rank and layer).
     refit_ = AddRefitBuffers(p, s_, src_, dst_, src_buffers_, dst_buffers_, s_.destination_gpus, mem_);
+    Reserve();
     Offload(offload_);
     AllocateDestinations();
     ChooseAndPrepare();
@@ -117,6 +118,23 @@ class MegatronBuilder {
   };
 
   int32_t Emit(Op op) { return AppendOp(res_.plan, std::move(op)); }
+
+  // Room for every op and buffer the plan can get (a plan of millions of
+  // ops grown by doubling moves each op twice more and touches twice the
+  // memory): per optimizer buffer a host buffer and 3 ops, per destination
+  // buffer an alloc, per fragment at most 7 ops (pack, 2 allocs, send, recv,
+  // unpack, 2 frees) and 2 staging buffers.
+  void Reserve() {
+    Plan& p = res_.plan;
+    int64_t fragments = 0, opt = 0, dst = 0;
+    for (int32_t r = 0; r < dst_.Ranks(); ++r) {
+      fragments += static_cast<int64_t>(ts_.shard_fragments[dst_.rank_shard[r]].size());
+      dst += static_cast<int64_t>(dst_buffers_.slot_layer[dst_.rank_shard[r]].size());
+    }
+    for (int32_t slots : refit_.opt_slots) opt += slots;
+    p.ops.reserve(p.ops.size() + static_cast<size_t>(3 * opt + dst + 7 * fragments));
+    p.buffers.reserve(p.buffers.size() + static_cast<size_t>(opt + 2 * fragments));
+  }
 
   int32_t MemOp(OpKind kind, int32_t buffer, int32_t stream, std::vector<int32_t> deps) {
     return AppendMemoryOp(res_.plan, kind, buffer, stream, std::move(deps));

@@ -3,15 +3,32 @@
 //
 // Recompute finds the connected components (ports linked by flows, and the
 // two directions of a coupled duplex pair) of the ports touched since the last
-// call, by BFS, and for each: settles the bytes every flow moved at its old
-// rate, gives each port its capacity (duplex rate when both directions carry
-// flows, else peak), solves max-min fair rates (sim/max_min.h; ties by flow
-// and port id), and moves the end of every flow whose rate changed.
-// O((F_c + P_c) log(F_c + P_c)) per component of F_c flows over P_c ports,
-// plus O(log F) per moved end.
+// call, by BFS, and for each: gives each port its capacity (duplex rate when
+// both directions carry flows, else peak), solves max-min fair rates, settles
+// the bytes every flow moved at its old rate, and moves the end of every flow
+// whose rate changed. O(F_c·k + P_c log P_c) per component of F_c flows of at
+// most k ports over P_c ports, plus O(log F) per moved end.
+//
+// The water-filling is sim/max_min.h's, step for step (the same shares, the
+// same subtractions in the same order, the same ties: its result does not
+// depend on the order flows or ports are listed in), on the network's own
+// arrays instead of a copied problem. What keeps it cheap when a component
+// holds thousands of flows (a whole refit in one NCCL group, re-shared at
+// every flow start and end):
+//  * a port's key in the share heap may lag below its share (shares mostly
+//    grow as flows freeze; a share is computed only when it may have dropped
+//    or reaches the top): the top is re-keyed until its key is its share, and
+//    then no port has a smaller one;
+//  * the caps are put in a heap only once the smallest share reaches the
+//    smallest cap of any active flow (before that no cap can bind);
+//  * a port's flows are frozen without a branch per flow;
+//  * the largest component is kept between calls instead of found again by
+//    a BFS over its flows (see "The big component" below).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "model/error.h"
 #include "sim/state.h"
 #include "sim/trace.h"
 
@@ -20,23 +37,43 @@ namespace reshard::sim_internal {
 int64_t CeilNs(double bytes, double bytes_per_ns) {
   if (bytes <= 0) return 0;
   const double x = bytes / bytes_per_ns;
-  const double r = std::ceil(x - (x * 1e-12 + 1e-6));
+  const double y = x - (x * 1e-12 + 1e-6);
+  if (y > 0 && y < 0x1p62) {  // ceil by truncation (exact below 2^62)
+    const int64_t i = static_cast<int64_t>(y);
+    return static_cast<double>(i) < y ? i + 1 : i;
+  }
+  const double r = std::ceil(y);
   return r <= 0 ? 0 : static_cast<int64_t>(r);
 }
 
 void FlowNetwork::Init(const PortModel& model, SimObserver* obs, int32_t max_flows) {
   obs_ = obs;
-  ports.assign(model.NumPorts(), PortState{});
-  for (int32_t p = 0; p < model.NumPorts(); ++p) {
+  const int32_t np = model.NumPorts();
+  ports.assign(np, PortState{});
+  for (int32_t p = 0; p < np; ++p) {
     PortState& s = ports[p];
     s.peak = model.BytesPerS(p) / kNsPerS;
     s.duplex = model.DuplexBytesPerS(p) / kNsPerS;
     s.reverse = model.Reverse(p);
     s.coupled = model.Coupled(p);
   }
-  port_local_.assign(model.NumPorts(), -1);
   flows.reserve(max_flows);
-  ends.Resize(max_flows);
+  port_capacity_.assign(np, 0);
+  port_left_.assign(np, 0);
+  port_share_.assign(np, 0);
+  port_key_.assign(np, 0);
+  port_unfrozen_.assign(np, 0);
+  port_touched_.assign(np, 0);
+  port_stale_.assign(np, 0);
+  touched_.assign(np + 1, -1);
+  touched_count_ = 0;
+  shares_.Resize(np);
+  first_count_.assign(np, 0);
+  port_comp_.assign(np, 0);
+  in_big_.assign(np, 0);
+  search_a_.assign(np, 0);
+  search_b_.assign(np, 0);
+  cap_floor_ = std::numeric_limits<double>::infinity();
 }
 
 int32_t FlowNetwork::Add(const Flow& f) {
@@ -45,140 +82,607 @@ int32_t FlowNetwork::Add(const Flow& f) {
   return id;
 }
 
+double FlowNetwork::Rate(int32_t id) const {
+  const Flow& f = flows[id];
+  return f.slot >= 0 ? rate_[f.slot] : 0.0;
+}
+
+double FlowNetwork::Remaining(int32_t id) const {
+  const Flow& f = flows[id];
+  return f.slot >= 0 ? remaining_[f.slot] : 0.0;
+}
+
+int64_t FlowNetwork::FinishNs(int32_t id) const {
+  const Flow& f = flows[id];
+  return f.slot >= 0 ? finish_ns_[f.slot] : -1;
+}
+
 void FlowNetwork::Start(int32_t id, int64_t t) {
   Flow& f = flows[id];
   f.active = true;
-  f.remaining = static_cast<double>(f.bytes);
-  f.last_ns = t;
-  for (int32_t k = 0; k < f.route.num_ports; ++k) {
-    PortState& p = ports[f.route.ports[k]];
-    if (p.flows.empty()) p.busy_since = t;
-    f.pos[k] = static_cast<int32_t>(p.flows.size());
-    p.flows.push_back(id);
-    p.bytes += f.bytes;
-    dirty_.push_back(f.route.ports[k]);
+  if (f.route.num_ports == 0) return;  // on no port: never shared, never ends
+  const int32_t s = active_++;
+  if (s == static_cast<int32_t>(slot_flow_.size())) {
+    const size_t n = slot_flow_.size() + 1;
+    slot_flow_.resize(n);
+    slot_ports_.resize(n);
+    slot_pos_.resize(n);
+    frozen_.resize(n);
+    slot_stamp_.resize(n);
+    remaining_.resize(n);
+    rate_.resize(n);
+    new_rate_.resize(n);
+    cap_.resize(n);
+    last_ns_.resize(n);
+    finish_ns_.resize(n);
+    slot_first_port_.resize(n);
+    changed_.resize(n + 1);  // + 1: Share writes one past the count
+    ends.heap_.Resize(n);
   }
+  f.slot = s;
+  slot_flow_[s] = id;
+  std::array<int32_t, kMaxFlowPorts> route{-1, -1, -1, -1};
+  for (int32_t k = 0; k < f.route.num_ports; ++k) {
+    route[k] = f.route.ports[k];
+    for (int32_t j = 0; j < k; ++j) repeated_ports_ |= route[j] == route[k];
+  }
+  slot_ports_[s] = route;
+  slot_first_port_[s] = route[0];
+  if (big_valid_) JoinBig(f.route);
+  ++first_count_[route[0]];
+  frozen_[s] = 0;
+  slot_stamp_[s] = 0;
+  remaining_[s] = static_cast<double>(f.bytes);
+  rate_[s] = 0;
+  new_rate_[s] = 0;
+  cap_[s] = f.cap;
+  cap_floor_ = std::min(cap_floor_, f.cap);
+  last_ns_[s] = t;
+  finish_ns_[s] = -1;
+  for (int32_t k = 0; k < f.route.num_ports; ++k) {
+    PortState& p = ports[route[k]];
+    if (p.flows.empty()) p.busy_since = t;
+    slot_pos_[s][k] = static_cast<int32_t>(p.flows.size());
+    PortFlow e;
+    e.slot = s;
+    e.index = static_cast<int8_t>(k);
+    for (int32_t j = 0; j < f.route.num_ports; ++j)
+      if (route[j] != route[k]) e.other[e.others++] = route[j];  // a repeated port is not its own other
+    p.flows.push_back(e);
+    p.bytes += f.bytes;
+    dirty_.push_back(route[k]);
+  }
+}
+
+void FlowNetwork::MoveSlot(int32_t from, int32_t to) {
+  slot_flow_[to] = slot_flow_[from];
+  slot_ports_[to] = slot_ports_[from];
+  slot_first_port_[to] = slot_first_port_[from];
+  slot_pos_[to] = slot_pos_[from];
+  frozen_[to] = frozen_[from];
+  slot_stamp_[to] = slot_stamp_[from];
+  remaining_[to] = remaining_[from];
+  rate_[to] = rate_[from];
+  new_rate_[to] = new_rate_[from];
+  cap_[to] = cap_[from];
+  last_ns_[to] = last_ns_[from];
+  finish_ns_[to] = finish_ns_[from];
+  for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[to][k] >= 0; ++k)
+    ports[slot_ports_[to][k]].flows[slot_pos_[to][k]].slot = to;
+  flows[slot_flow_[to]].slot = to;
+  ends.heap_.Move(from, to);
 }
 
 void FlowNetwork::Stop(int32_t id, int64_t t) {
   Flow& f = flows[id];
-  if (f.active) {
+  if (f.slot >= 0) {
+    const int32_t s = f.slot;
     for (int32_t k = 0; k < f.route.num_ports; ++k) {
       const int32_t pid = f.route.ports[k];
       PortState& p = ports[pid];
-      const int32_t pos = f.pos[k];
-      const int32_t moved_flow = p.flows.back();
-      p.flows[pos] = moved_flow;
+      const int32_t pos = slot_pos_[s][k];
+      const PortFlow moved = p.flows.back();
+      p.flows[pos] = moved;
       p.flows.pop_back();
-      if (moved_flow != id) {
-        Flow& m = flows[moved_flow];
-        for (int32_t q = 0; q < m.route.num_ports; ++q)
-          if (m.route.ports[q] == pid) m.pos[q] = pos;
-      }
+      if (moved.slot != s) slot_pos_[moved.slot][moved.index] = pos;
       if (p.flows.empty()) p.busy_ns += t - p.busy_since;
       dirty_.push_back(pid);
     }
-    if (obs_) obs_->OnFlowRate(t, f.op, f.route, 0);
+    --first_count_[f.route.ports[0]];
+    if (big_valid_ && in_big_[f.route.ports[0]]) LeaveBig(f.route);
+    ends.heap_.Erase(s);
+    const int32_t last = --active_;
+    if (s != last) MoveSlot(last, s);
   }
-  ends.Erase(id);
+  if (f.active && obs_) obs_->OnFlowRate(t, f.op, f.route, 0);
   f.active = false;
   f.done = true;
-  f.rate = 0;
-  f.remaining = 0;
+  f.slot = -1;
 }
 
 void FlowNetwork::SetCap(int32_t id, double cap) {
   Flow& f = flows[id];
   f.cap = cap;
-  if (f.active)
+  if (f.slot >= 0) {
+    cap_[f.slot] = cap;
+    cap_floor_ = std::min(cap_floor_, cap);
     for (int32_t k = 0; k < f.route.num_ports; ++k) dirty_.push_back(f.route.ports[k]);
+  }
+}
+
+void FlowNetwork::Discover(int32_t start) {
+  comp_ports_.clear();
+  comp_slots_.clear();
+  bfs_.clear();
+  if (++slot_mark_ == 0) {  // wrapped: clear the marks
+    std::fill(slot_stamp_.begin(), slot_stamp_.end(), 0);
+    slot_mark_ = 1;
+  }
+  bfs_.push_back(start);
+  ports[start].stamp = stamp_;
+  // Without an observer the order does not matter: a flow is taken from the
+  // first port of its route (every port of the component is walked), which
+  // needs no mark per visit, unless a route repeats a port.
+  const bool by_first_port = obs_ == nullptr && !repeated_ports_;
+  for (size_t h = 0; h < bfs_.size(); ++h) {
+    const int32_t q = bfs_[h];
+    comp_ports_.push_back(q);
+    for (const PortFlow& e : ports[q].flows) {
+      int32_t expand = e.others;
+      if (by_first_port) {
+        // From a later port only the first needs finding: walking it
+        // finds the rest.
+        if (e.index == 0) {
+          comp_slots_.push_back(e.slot);
+        } else {
+          expand = 1;
+        }
+      } else {
+        if (slot_stamp_[e.slot] == slot_mark_) continue;
+        slot_stamp_[e.slot] = slot_mark_;
+        comp_slots_.push_back(e.slot);
+      }
+      for (int32_t k = 0; k < expand; ++k) {
+        const int32_t r = e.other[k];
+        if (ports[r].stamp != stamp_) {
+          ports[r].stamp = stamp_;
+          bfs_.push_back(r);
+        }
+      }
+    }
+    const int32_t rev = ports[q].reverse;
+    if (ports[q].coupled && ports[rev].stamp != stamp_) {
+      ports[rev].stamp = stamp_;
+      bfs_.push_back(rev);
+    }
+  }
+  comp_flows_ = static_cast<int32_t>(comp_slots_.size());
 }
 
 void FlowNetwork::Recompute(int64_t t) {
   ++stamp_;
+  if (stamp_ == 0) {  // wrapped: clear the marks
+    for (PortState& p : ports) p.stamp = 0;
+    stamp_ = 1;
+  }
+  if (big_valid_) CheckBig();
   for (int32_t start : dirty_) {
     if (ports[start].stamp == stamp_) continue;
-    comp_ports_.clear();
-    comp_flows_.clear();
-    bfs_.clear();
-    bfs_.push_back(start);
-    ports[start].stamp = stamp_;
-    for (size_t h = 0; h < bfs_.size(); ++h) {
-      const int32_t q = bfs_[h];
-      comp_ports_.push_back(q);
-      for (int32_t fid : ports[q].flows) {
-        Flow& f = flows[fid];
-        if (f.stamp == stamp_) continue;
-        f.stamp = stamp_;
-        comp_flows_.push_back(fid);
-        for (int32_t k = 0; k < f.route.num_ports; ++k) {
-          const int32_t r = f.route.ports[k];
-          if (ports[r].stamp != stamp_) {
-            ports[r].stamp = stamp_;
-            bfs_.push_back(r);
-          }
-        }
-      }
-      const int32_t rev = ports[q].reverse;
-      if (ports[q].coupled && ports[rev].stamp != stamp_) {
-        ports[rev].stamp = stamp_;
-        bfs_.push_back(rev);
-      }
+    if (big_valid_ && in_big_[start]) {
+      UseBig();
+    } else {
+      Discover(start);
+      if (obs_ == nullptr && static_cast<int32_t>(comp_slots_.size()) >= kBigFlows) KeepBig();
     }
     Share(t);
   }
   dirty_.clear();
 }
 
-void FlowNetwork::Share(int64_t t) {
-  ++rate_updates;
-  for (int32_t fid : comp_flows_) {
-    Flow& f = flows[fid];
-    f.remaining = std::max(0.0, f.remaining - f.rate * static_cast<double>(t - f.last_ns));
-    f.last_ns = t;
-  }
-  // The sharing problem, in discovery order; ties (equal shares, equal caps)
-  // fall to the lower port / flow id.
-  shared_ports_.resize(comp_ports_.size());
-  for (size_t i = 0; i < comp_ports_.size(); ++i) {
-    const int32_t q = comp_ports_[i];
-    const PortState& p = ports[q];
-    port_local_[q] = static_cast<int32_t>(i);
-    const bool both = p.coupled && !p.flows.empty() && !ports[p.reverse].flows.empty();
-    shared_ports_[i] = SharedPort{both ? p.duplex : p.peak, p.peak * 1e-12, q};
-  }
-  shared_flows_.resize(comp_flows_.size());
-  for (size_t i = 0; i < comp_flows_.size(); ++i) {
-    const Flow& f = flows[comp_flows_[i]];
-    SharedFlow& s = shared_flows_[i];
-    s.num_ports = f.route.num_ports;
-    for (int32_t k = 0; k < f.route.num_ports; ++k) s.ports[k] = port_local_[f.route.ports[k]];
-    s.cap = f.cap;
-    s.tie_id = comp_flows_[i];
-  }
-  rates_.resize(comp_flows_.size());
-  MaxMinFairRates(shared_flows_, shared_ports_, rates_, scratch_);
-  for (size_t i = 0; i < comp_flows_.size(); ++i) flows[comp_flows_[i]].new_rate = rates_[i];
+// ---- The big component, kept between calls --------------------------------
+//
+// A component of thousands of flows (every NIC of a refit in one NCCL group)
+// mostly stays one component while flows come and go. Its ports are kept
+// (in_big_) while that is known to be exact: a flow that starts inside it,
+// or joins it to ports without flows, keeps it; one that joins it to another
+// component drops it; one that stops may split it, which CheckBig rules out
+// by finding, in a bounded search, a path between the ports it leaves. A port
+// left without flows leaves it (unless its coupled reverse still carries
+// flows). Only without an observer (which wants the BFS order).
 
-  // New finish times for flows whose rate changed.
-  for (int32_t fid : comp_flows_) {
-    Flow& f = flows[fid];
-    if (f.new_rate == f.rate && f.finish_ns >= 0) continue;
-    f.rate = f.new_rate;
-    const int64_t finish = t + CeilNs(f.remaining, f.rate);
-    if (obs_) obs_->OnFlowRate(t, f.op, f.route, f.rate * kNsPerS);
-    if (finish != f.finish_ns) {
-      f.finish_ns = finish;
-      ends.Set(fid, finish);
+namespace {
+constexpr int64_t kBigSearchEntries = 4096;  // port-list entries one CheckBig search may read
+}  // namespace
+
+bool FlowNetwork::Alone(int32_t p) const {
+  const PortState& s = ports[p];
+  return s.flows.empty() && (!s.coupled || ports[s.reverse].flows.empty());
+}
+
+void FlowNetwork::JoinBig(const Route& r) {
+  bool inside = false, outside = false;
+  for (int32_t k = 0; k < r.num_ports; ++k) (in_big_[r.ports[k]] ? inside : outside) = true;
+  if (!inside) return;
+  if (!outside) return;
+  for (int32_t k = 0; k < r.num_ports; ++k) {
+    const int32_t p = r.ports[k];
+    if (in_big_[p]) continue;
+    if (!Alone(p)) {  // joins another component
+      big_valid_ = false;
+      return;
     }
   }
+  for (int32_t k = 0; k < r.num_ports; ++k) {
+    const int32_t p = r.ports[k];
+    if (in_big_[p]) continue;
+    in_big_[p] = 1;
+    big_ports_.push_back(p);
+    const PortState& ps = ports[p];
+    if (ps.coupled && !in_big_[ps.reverse]) {
+      in_big_[ps.reverse] = 1;
+      big_ports_.push_back(ps.reverse);
+    }
+  }
+}
+
+void FlowNetwork::LeaveBig(const Route& r) {
+  const size_t group = big_checks_.size();
+  big_checks_.push_back(0);
+  for (int32_t k = 0; k < r.num_ports; ++k) {
+    const int32_t p = r.ports[k];
+    if (Alone(p)) {  // a component of its own (with its reverse)
+      if (in_big_[p]) {
+        in_big_[p] = 0;
+        big_stale_ = true;
+      }
+      if (ports[p].coupled && in_big_[ports[p].reverse]) {
+        in_big_[ports[p].reverse] = 0;
+        big_stale_ = true;
+      }
+      continue;
+    }
+    // A port without flows hangs on its coupled reverse.
+    const int32_t rep = ports[p].flows.empty() ? ports[p].reverse : p;
+    bool seen = false;
+    for (size_t i = group + 1; i < big_checks_.size(); ++i) seen |= big_checks_[i] == rep;
+    if (!seen) big_checks_.push_back(rep);
+  }
+  big_checks_[group] = static_cast<int32_t>(big_checks_.size() - group - 1);
+}
+
+void FlowNetwork::CheckBig() {
+  for (size_t i = 0; i < big_checks_.size() && big_valid_;) {
+    const int32_t n = big_checks_[i];
+    for (int32_t j = 2; j <= n && big_valid_; ++j) big_valid_ = Connected(big_checks_[i + 1], big_checks_[i + j]);
+    i += 1 + n;
+  }
+  big_checks_.clear();
+  if (!big_valid_) return;
+  if (big_stale_) {
+    big_ports_.erase(std::remove_if(big_ports_.begin(), big_ports_.end(), [&](int32_t p) { return !in_big_[p]; }),
+                     big_ports_.end());
+    big_stale_ = false;
+  }
+  int32_t flows_in = 0;
+  for (int32_t q : big_ports_) flows_in += first_count_[q];
+  if (flows_in == 0) DropBig();
+}
+
+// Whether ports `u` and `v` are linked by flows (and coupled pairs): a
+// search from both ends, the smaller frontier first, that gives up (false)
+// after kBigSearchEntries port-list entries.
+bool FlowNetwork::Connected(int32_t u, int32_t v) {
+  if (u == v) return true;
+  if (++search_mark_ == 0) {
+    std::fill(search_a_.begin(), search_a_.end(), 0);
+    std::fill(search_b_.begin(), search_b_.end(), 0);
+    search_mark_ = 1;
+  }
+  search_qa_.assign(1, u);
+  search_qb_.assign(1, v);
+  search_a_[u] = search_mark_;
+  search_b_[v] = search_mark_;
+  size_t ha = 0, hb = 0;
+  int64_t read = 0;
+  while (ha < search_qa_.size() && hb < search_qb_.size()) {
+    const bool from_a = search_qa_.size() - ha <= search_qb_.size() - hb;
+    std::vector<int32_t>& queue = from_a ? search_qa_ : search_qb_;
+    std::vector<uint32_t>& mine = from_a ? search_a_ : search_b_;
+    const std::vector<uint32_t>& theirs = from_a ? search_b_ : search_a_;
+    const int32_t q = queue[from_a ? ha++ : hb++];
+    auto reach = [&](int32_t r) {
+      if (theirs[r] == search_mark_) return true;
+      if (mine[r] != search_mark_) {
+        mine[r] = search_mark_;
+        queue.push_back(r);
+      }
+      return false;
+    };
+    for (const PortFlow& e : ports[q].flows) {
+      for (int32_t k = 0; k < e.others; ++k)
+        if (reach(e.other[k])) return true;
+    }
+    if (ports[q].coupled && reach(ports[q].reverse)) return true;
+    read += static_cast<int64_t>(ports[q].flows.size());
+    if (read > kBigSearchEntries) return false;
+  }
+  return false;
+}
+
+void FlowNetwork::KeepBig() {
+  DropBig();
+  big_ports_ = comp_ports_;
+  for (int32_t q : big_ports_) in_big_[q] = 1;
+  big_valid_ = true;
+}
+
+void FlowNetwork::DropBig() {
+  for (int32_t q : big_ports_) in_big_[q] = 0;
+  big_ports_.clear();
+  big_checks_.clear();
+  big_valid_ = false;
+  big_stale_ = false;
+}
+
+// The big component as the one to share: its ports marked as the BFS would
+// mark them; its flows, when a minority of the active ones, listed from the
+// ports their route starts at.
+void FlowNetwork::UseBig() {
+  comp_ports_ = big_ports_;
+  comp_slots_.clear();
+  int32_t n = 0;
+  for (int32_t q : comp_ports_) {
+    ports[q].stamp = stamp_;
+    n += first_count_[q];
+  }
+  if (n > active_ / 2) {
+    comp_flows_ = n;
+    return;
+  }
+  for (int32_t q : comp_ports_) {
+    for (const PortFlow& e : ports[q].flows)
+      if (e.index == 0) comp_slots_.push_back(e.slot);
+  }
+  comp_flows_ = n;
+}
+
+// Freezes slot `s` at its cap `rate`: takes it off the capacity and the
+// unfrozen count of each of its ports.
+void FlowNetwork::Freeze(int32_t s, double rate) {
+  frozen_[s] = 1;
+  new_rate_[s] = rate;
+  --left_;
+  for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[s][k] >= 0; ++k) {
+    const int32_t q = slot_ports_[s][k];
+    port_left_[q] -= rate;
+    --port_unfrozen_[q];
+    if (!port_touched_[q]) {
+      port_touched_[q] = 1;
+      touched_[touched_count_++] = q;
+    }
+  }
+}
+
+// Freezes every unfrozen flow on port `q` at `rate`. Branch-free per flow
+// (about half the flows on a port were frozen by their other port, at
+// random): a frozen flow subtracts 0.0, which leaves every capacity as it
+// is. The port's own state is not read again and is left alone.
+void FlowNetwork::FreezePort(int32_t q, double rate) {
+  int32_t left = left_, touched = touched_count_;
+  double unused = 0;
+  for (const PortFlow& e : ports[q].flows) {
+    const int32_t s = e.slot;
+    const int32_t live = 1 - frozen_[s];
+    frozen_[s] = 1;
+    const double r = live ? rate : 0.0;
+    *(live ? &new_rate_[s] : &unused) = rate;  // no read of new_rate_, no branch
+    left -= live;
+    for (int32_t k = 0; k < e.others; ++k) {
+      const int32_t p = e.other[k];
+      port_left_[p] -= r;
+      port_unfrozen_[p] -= live;
+      touched_[touched] = p;
+      touched += live & (port_touched_[p] ^ 1);
+      port_touched_[p] |= static_cast<uint8_t>(live);
+    }
+  }
+  left_ = left;
+  touched_count_ = touched;
+}
+
+// As MaxMinFairRates: the share is max(0, capacity left) / unfrozen flows.
+inline double FlowNetwork::ShareOf(int32_t q) const {
+  return std::max(0.0, port_left_[q]) / port_unfrozen_[q];
+}
+
+// After a freeze: ports left without unfrozen flows leave the heap; a port
+// whose share may have dropped below its key gets its share as key; one
+// whose share surely did not (capacity left >= key x unfrozen, with a margin
+// far above the product's rounding) keeps its key and computes its share
+// when it reaches the top.
+void FlowNetwork::Flush() {
+  for (int32_t i = 0; i < touched_count_; ++i) {
+    const int32_t q = touched_[i];
+    port_touched_[q] = 0;
+    if (port_unfrozen_[q] == 0) {
+      shares_.Erase(q);
+      continue;
+    }
+    const double key = port_key_[q];
+    const double product = key * static_cast<double>(port_unfrozen_[q]);
+    if (port_left_[q] >= product + product * 1e-14) {
+      port_stale_[q] = 1;
+      continue;
+    }
+    port_stale_[q] = 0;
+    port_share_[q] = ShareOf(q);
+    if (port_share_[q] < key) {
+      port_key_[q] = port_share_[q];
+      shares_.Set(q, port_key_[q]);
+    }
+  }
+  touched_count_ = 0;
+}
+
+void FlowNetwork::WaterFill() {
+  // Ports with flows, their capacity and first share (as MaxMinFairRates).
+  initial_shares_.clear();
+  for (int32_t q : comp_ports_) {
+    const PortState& p = ports[q];
+    if (p.flows.empty()) continue;
+    const bool both = p.coupled && !ports[p.reverse].flows.empty();
+    port_capacity_[q] = both ? p.duplex : p.peak;
+    port_left_[q] = port_capacity_[q];
+    port_unfrozen_[q] = static_cast<int32_t>(p.flows.size());
+    port_share_[q] = ShareOf(q);
+    port_stale_[q] = 0;
+    port_key_[q] = port_share_[q];
+    initial_shares_.emplace_back(q, port_share_[q]);
+  }
+  shares_.Build(initial_shares_);
+  left_ = comp_flows_;
+
+  // Caps that can bind, (cap, flow id) smallest first: those below the
+  // smallest capacity of the flow's ports. Gathered (from the unfrozen flows
+  // of the ports still in the heap) once the smallest share reaches the
+  // floor of every cap; frozen flows are skipped when popped.
+  bool caps_built = false;
+  by_cap_.clear();
+  auto later = [](const MaxMinScratch::CapEntry& a, const MaxMinScratch::CapEntry& b) {
+    return a.cap != b.cap ? a.cap > b.cap : a.tie_id > b.tie_id;
+  };
+  auto build_caps = [&]() {
+    caps_built = true;
+    for (int32_t q : comp_ports_) {
+      if (ports[q].flows.empty() || !shares_.Contains(q)) continue;
+      for (const PortFlow& e : ports[q].flows) {
+        if (frozen_[e.slot]) continue;
+        double limit = port_capacity_[q];
+        for (int32_t k = 0; k < e.others; ++k) limit = std::min(limit, port_capacity_[e.other[k]]);
+        // A flow on several heap ports is listed more than once; the copies
+        // after the first are popped as frozen.
+        if (cap_[e.slot] < limit) by_cap_.push_back({cap_[e.slot], slot_flow_[e.slot], e.slot});
+      }
+    }
+    std::make_heap(by_cap_.begin(), by_cap_.end(), later);
+  };
+  auto pop_cap = [&]() {
+    std::pop_heap(by_cap_.begin(), by_cap_.end(), later);
+    by_cap_.pop_back();
+  };
+
+  while (left_ > 0) {
+    // The smallest share: a top whose key lags is re-keyed first.
+    double share_next = std::numeric_limits<double>::infinity();
+    while (!shares_.Empty()) {
+      const int32_t q = shares_.Top();
+      if (port_stale_[q]) {
+        port_stale_[q] = 0;
+        port_share_[q] = ShareOf(q);
+      }
+      if (port_key_[q] != port_share_[q]) {
+        port_key_[q] = port_share_[q];
+        shares_.Set(q, port_key_[q]);
+        continue;
+      }
+      share_next = port_share_[q];
+      break;
+    }
+    if (!caps_built && share_next >= cap_floor_) build_caps();
+    int32_t capped = -1;
+    while (!by_cap_.empty() && by_cap_.front().cap <= share_next) {
+      if (!frozen_[by_cap_.front().flow]) {
+        capped = by_cap_.front().flow;
+        break;
+      }
+      pop_cap();
+    }
+    if (capped >= 0) {
+      const double cap = by_cap_.front().cap;
+      pop_cap();
+      Freeze(capped, cap);
+      Flush();
+      continue;
+    }
+    RESHARD_CHECK(!shares_.Empty(), "water-filling lost a flow");
+    const int32_t q = shares_.Top();
+    shares_.Erase(q);
+    // Every unfrozen flow on q stops at its share (floored: rates stay positive).
+    const double rate = std::max(share_next, ports[q].peak * 1e-12);
+    FreezePort(q, rate);
+    Flush();
+  }
+}
+
+void FlowNetwork::Share(int64_t t) {
+  ++rate_updates;
+  WaterFill();
+  const int32_t n = comp_flows_;
+  // A component with most active flows is walked in slot order (a slot is in
+  // it when the first port of its route is), which reads the slot arrays in
+  // sequence.
+  const bool scan = obs_ == nullptr && n > active_ / 2;
+  if (scan) {
+    if (++comp_mark_ == 0) {
+      std::fill(port_comp_.begin(), port_comp_.end(), 0);
+      comp_mark_ = 1;
+    }
+    for (int32_t q : comp_ports_) port_comp_[q] = comp_mark_;
+  }
+  const int32_t m = scan ? active_ : n;
+  double floor = std::numeric_limits<double>::infinity();
+  // New finish times for flows whose rate changed, after settling the bytes
+  // every flow moved at its old rate since it was last settled.
+  auto finish_at = [&](int32_t s) {
+    rate_[s] = new_rate_[s];
+    const int64_t finish = t + CeilNs(remaining_[s], rate_[s]);
+    if (obs_) {
+      const Flow& f = flows[slot_flow_[s]];
+      obs_->OnFlowRate(t, f.op, f.route, rate_[s] * kNsPerS);
+    }
+    if (finish != finish_ns_[s]) {
+      finish_ns_[s] = finish;
+      ends.heap_.Set(s, {finish, slot_flow_[s]});
+    }
+  };
+  // Settles a flow and lists it when its rate changed (a new flow's rate, 0,
+  // always does).
+  int32_t changed = 0;
+  auto settle = [&](int32_t s) {
+    frozen_[s] = 0;
+    remaining_[s] = std::max(0.0, remaining_[s] - rate_[s] * static_cast<double>(t - last_ns_[s]));
+    last_ns_[s] = t;
+    changed_[changed] = s;
+    changed += new_rate_[s] != rate_[s] ? 1 : 0;
+  };
+  if (obs_) {
+    // In discovery order (the order of the observer's calls); a new flow's
+    // rate (0) always changes.
+    for (int32_t s : comp_slots_) {
+      settle(s);
+      if (new_rate_[s] != rate_[s]) finish_at(s);
+    }
+  } else if (scan) {
+    for (int32_t s = 0; s < m; ++s)
+      if (port_comp_[slot_first_port_[s]] == comp_mark_) settle(s);
+  } else {
+    for (int32_t s : comp_slots_) settle(s);
+  }
+  if (!obs_) {
+    for (int32_t i = 0; i < changed; ++i) finish_at(changed_[i]);
+  }
+  if (n == active_) {  // every active flow is here: the floor of the caps can rise
+    for (int32_t s = 0; s < active_; ++s) floor = std::min(floor, cap_[s]);
+    cap_floor_ = floor;
+  }
+  if (!obs_) return;
   for (int32_t q : comp_ports_) {
     PortState& p = ports[q];
     double sum = 0;
-    for (int32_t fid : p.flows) sum += flows[fid].rate;
+    for (const PortFlow& e : p.flows) sum += rate_[e.slot];
     if (sum != p.rate) {
       p.rate = sum;
-      if (obs_) obs_->OnPortRate(t, q, sum * kNsPerS);
+      obs_->OnPortRate(t, q, sum * kNsPerS);
     }
   }
 }

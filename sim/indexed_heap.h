@@ -45,6 +45,27 @@ class IndexedHeap {
     Up(i);
     Down(pos_[last.id]);
   }
+  bool Contains(int32_t id) const { return pos_[id] >= 0; }
+  Key KeyOf(int32_t id) const { return heap_[pos_[id]].key; }  // id must be present
+  // Renames id `from` (present or absent) to absent id `to`, keeping its key.
+  // O(1); the order stays a heap only when no two keys are equal.
+  void Move(int32_t from, int32_t to) {
+    const int32_t i = pos_[from];
+    pos_[to] = i;
+    pos_[from] = -1;
+    if (i >= 0) heap_[i].id = to;
+  }
+  // Replaces the contents with (id, key) pairs of distinct absent-or-present
+  // ids. O(n): bottom-up heap construction.
+  template <typename Pairs>
+  void Build(const Pairs& entries) {
+    Clear();
+    for (const auto& [id, key] : entries) {
+      pos_[id] = static_cast<int32_t>(heap_.size());
+      heap_.push_back({key, id});
+    }
+    for (int32_t i = static_cast<int32_t>(heap_.size()) / 2 - 1; i >= 0; --i) Down(i);
+  }
   void Clear() {
     for (const Entry& e : heap_) pos_[e.id] = -1;
     heap_.clear();

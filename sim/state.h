@@ -18,6 +18,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "plan/plan.h"
@@ -119,29 +120,50 @@ struct Flow {
   int64_t created_ns = 0;     // rendezvous (both ops issued)
   int64_t run_before = 0;     // bytes of earlier ops of its group run on its channel (Channel)
   double cap = 0;             // bytes/ns ceiling: peak × efficiency
-  double remaining = 0;       // bytes
-  double rate = 0;            // bytes/ns
-  double new_rate = 0;
-  int64_t last_ns = 0;        // when `remaining` was last settled
-  int64_t finish_ns = -1;
-  uint32_t stamp = 0;         // component mark
-  std::array<int32_t, 4> pos{-1, -1, -1, -1};  // index in each port's flow list
+  int32_t slot = -1;          // its index among FlowNetwork's active flows while on its ports
   bool active = false, done = false;
 };
 
+// An active flow on a port's list: its FlowNetwork slot, where the port sits
+// in its route, and the route's other ports (in route order), kept beside it
+// so that walking a port's flows reads one array.
+struct PortFlow {
+  int32_t slot = -1;
+  int8_t index = 0;   // the port is route.ports[index]
+  int8_t others = 0;  // how many of `other` are set
+  std::array<int32_t, kMaxFlowPorts - 1> other{-1, -1, -1};
+};
+
 struct PortState {
-  std::vector<int32_t> flows;  // active flows (in bandwidth phase)
+  std::vector<PortFlow> flows;  // active flows on it
   double peak = 0, duplex = 0; // bytes/ns
   int32_t reverse = -1;
   bool coupled = false;
-  double rate = 0;             // current sum of flow rates (bytes/ns)
+  double rate = 0;             // sum of its flows' rates (bytes/ns), kept for the observer
   int64_t bytes = 0, busy_ns = 0, busy_since = 0;
   uint32_t stamp = 0;          // component mark
+};
+
+// Active flows by (finish time, flow id): the next flow end.
+class FlowEnds {
+ public:
+  bool Empty() const { return heap_.Empty(); }
+  int64_t TopKey() const { return heap_.TopKey().first; }
+  int32_t Top() const { return heap_.TopKey().second; }  // the flow id
+
+ private:
+  friend class FlowNetwork;
+  IndexedHeap<std::pair<int64_t, int32_t>> heap_;  // by slot; keys are distinct (flow ids)
 };
 
 // Flows in their bandwidth phase on the ports, with max-min fair rates
 // (sim/max_min.h) re-shared per connected component of touched ports, and
 // each active flow's end time in `ends`.
+//
+// Layout: `flows` holds every flow ever added (by id, what launches read);
+// the state of the flows on their ports lives apart in dense arrays indexed
+// by slot 0 .. active-1 (a stopped flow's slot takes the last one), so that
+// re-sharing a component of F flows scans F slots, not F scattered flows.
 class FlowNetwork {
  public:
   void Init(const PortModel& ports, SimObserver* obs, int32_t max_flows);
@@ -154,24 +176,82 @@ class FlowNetwork {
   // Re-shares bandwidth in every component that holds a port touched since
   // the last call; settles bytes moved and moves the flows' ends.
   void Recompute(int64_t t);
+  // An active flow's state (tests): rate (bytes/ns), bytes left when last
+  // settled, end time (-1: none yet). 0 / 0 / -1 for a flow not on its ports.
+  double Rate(int32_t id) const;
+  double Remaining(int32_t id) const;
+  int64_t FinishNs(int32_t id) const;
 
   std::vector<Flow> flows;
   std::vector<PortState> ports;
-  IndexedHeap<int64_t> ends;  // active flows by finish time
+  FlowEnds ends;
   int64_t rate_updates = 0;   // sharing passes (one per component)
 
  private:
-  void Share(int64_t t);  // the component in comp_ports_ / comp_flows_
+  // The component of port `start` (not yet marked) into comp_ports_ /
+  // comp_slots_; with an observer, in BFS discovery order (the order of its
+  // calls).
+  void Discover(int32_t start);
+  // The big component kept between calls (flow_network.cc says when).
+  static constexpr int32_t kBigFlows = 512;  // flows a component needs to be kept
+  bool Alone(int32_t port) const;             // no flows on it nor on its coupled reverse
+  void JoinBig(const Route& r);               // before a flow on `r` starts
+  void LeaveBig(const Route& r);              // after a flow on `r` stopped
+  void CheckBig();
+  bool Connected(int32_t u, int32_t v);
+  void KeepBig();
+  void DropBig();
+  void UseBig();
+  // Max-min rates of the component into new_rate_, then settles its flows
+  // and moves the ends of those whose rate changed.
+  void Share(int64_t t);
+  void WaterFill();
+  void Freeze(int32_t s, double rate);
+  void FreezePort(int32_t q, double rate);
+  void Flush();
+  double ShareOf(int32_t q) const;
+  void MoveSlot(int32_t from, int32_t to);
 
   SimObserver* obs_ = nullptr;
   std::vector<int32_t> dirty_;
-  uint32_t stamp_ = 0;
-  std::vector<int32_t> comp_ports_, comp_flows_, bfs_;  // in discovery order
-  std::vector<int32_t> port_local_;                     // port -> index in comp_ports_
-  std::vector<SharedPort> shared_ports_;
-  std::vector<SharedFlow> shared_flows_;
-  std::vector<double> rates_;
-  MaxMinScratch scratch_;
+  uint32_t stamp_ = 0, slot_mark_ = 0;  // port marks per Recompute; slot marks per BFS (routes repeating a port)
+  double cap_floor_ = 0;  // at most every active flow's cap
+  bool repeated_ports_ = false;  // some route lists a port twice
+
+  // Active flows by slot.
+  int32_t active_ = 0;
+  std::vector<int32_t> slot_flow_;
+  std::vector<std::array<int32_t, kMaxFlowPorts>> slot_ports_, slot_pos_;  // route ports (-1 past the last); index in each port's list
+  std::vector<int32_t> slot_first_port_;
+  std::vector<uint8_t> frozen_;
+  std::vector<uint32_t> slot_stamp_;
+  std::vector<double> remaining_, rate_, new_rate_, cap_;  // bytes, bytes/ns
+  std::vector<int64_t> last_ns_, finish_ns_;               // when `remaining` was settled; -1: no end yet
+
+  // The component and the water-filling state, by port id.
+  std::vector<int32_t> comp_ports_, comp_slots_, bfs_;
+  int32_t comp_flows_ = 0;          // flows in the component (comp_slots_ may be left empty)
+  std::vector<int32_t> first_count_;  // per port: active flows whose route starts there
+  std::vector<uint32_t> port_comp_;   // per port: comp_mark_ when in the component being shared
+  uint32_t comp_mark_ = 0;
+  bool big_valid_ = false, big_stale_ = false;  // stale: big_ports_ lists ports that left
+  std::vector<int32_t> big_ports_;
+  std::vector<uint8_t> in_big_;
+  std::vector<int32_t> big_checks_;  // groups [n, port 1 .. port n] that must stay linked
+  std::vector<uint32_t> search_a_, search_b_;
+  uint32_t search_mark_ = 0;
+  std::vector<int32_t> search_qa_, search_qb_;
+  std::vector<double> port_capacity_, port_left_, port_share_;  // port_share_ valid unless port_stale_
+  std::vector<double> port_key_;                                 // the port's key in shares_
+  std::vector<int32_t> port_unfrozen_;
+  std::vector<uint8_t> port_touched_, port_stale_;
+  std::vector<int32_t> touched_;  // the first touched_count_
+  int32_t touched_count_ = 0;
+  std::vector<int32_t> changed_;  // slots whose rate changed, listed by Share
+  std::vector<std::pair<int32_t, double>> initial_shares_;
+  IndexedHeap<double> shares_;  // ports by (fair share, id); a key may lag below the share
+  std::vector<MaxMinScratch::CapEntry> by_cap_;
+  int32_t left_ = 0;
 };
 
 // Device bytes per GPU and plan host bytes per node, with their peaks;

@@ -1,0 +1,265 @@
+// FlowNetwork (sim/state.h) against a direct statement of what it must
+// compute. After every Recompute at time t: each active flow's rate is, bit
+// for bit, its rate in MaxMinFairRates over all active flows at once (the
+// components are independent, and the water-filling does not depend on the
+// order flows and ports are listed in); the flows of every component that
+// holds a port touched since the last call, and only those, settled their
+// bytes at their old rate and, when their rate changed, got the end
+// t + CeilNs(bytes left, rate); one sharing pass ran per such component.
+// Random starts, stops and cap changes on real clusters, including ones
+// whose NICs form one component of thousands of flows that is split and
+// joined again (the component FlowNetwork keeps between calls).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "model/cluster.h"
+#include "sim/max_min.h"
+#include "sim/ports.h"
+#include "sim/state.h"
+
+namespace reshard::sim_internal {
+namespace {
+
+struct Expected {
+  double remaining = 0, rate = 0;
+  int64_t last_ns = 0, finish_ns = -1;
+};
+
+class Checker {
+ public:
+  Checker(const std::string& preset, int32_t nodes) : cluster_(Preset(preset, nodes)), model_(cluster_) {
+    net_.Init(model_, nullptr, 1 << 20);
+  }
+
+  const PortModel& model() const { return model_; }
+  int32_t Gpus() const { return cluster_.Gpus(); }
+  size_t Active() const { return expected_.size(); }
+
+  // Route of a transfer a -> b as the simulator builds it (NVLink also loads
+  // both copy ports).
+  Route Transfer(int32_t a, int32_t b) const {
+    Route r = model_.Transfer(a, b);
+    if (r.link_class == LinkClass::kNvlink) {
+      for (int32_t g : {a, b}) r.ports[r.num_ports++] = model_.DeviceCopy(g).ports[0];
+    }
+    return r;
+  }
+
+  int32_t Start(const Route& r, int64_t bytes, double cap, int64_t t) {
+    Flow f;
+    f.route = r;
+    f.bytes = bytes;
+    f.cap = cap;
+    const int32_t id = net_.Add(f);
+    net_.Start(id, t);
+    expected_[id] = Expected{static_cast<double>(bytes), 0, t, -1};
+    Touch(r);
+    return id;
+  }
+  void Stop(int32_t id, int64_t t) {
+    net_.Stop(id, t);
+    expected_.erase(id);
+    Touch(net_.flows[id].route);
+  }
+  void SetCap(int32_t id, double cap) {
+    net_.SetCap(id, cap);
+    Touch(net_.flows[id].route);
+  }
+  // Up to `n` active network flows whose ends `group` puts in different groups.
+  template <typename Group>
+  std::vector<int32_t> CrossingFlows(Group group, int n) const {
+    std::vector<int32_t> out;
+    for (const auto& [id, e] : expected_) {
+      if (static_cast<int>(out.size()) >= n) break;
+      const Route& r = net_.flows[id].route;
+      if (r.link_class != LinkClass::kNetwork) continue;
+      // NIC ports are numbered after the GPUs' (sim/ports.h); one NIC per GPU here.
+      const int32_t a = model_.Owner(r.ports[0]), b = model_.Owner(r.ports[1]);
+      if (group(a) != group(b)) out.push_back(id);
+    }
+    return out;
+  }
+  int32_t RandomActive(std::mt19937& rng) const {
+    auto it = expected_.begin();
+    std::advance(it, std::uniform_int_distribution<size_t>(0, expected_.size() - 1)(rng));
+    return it->first;
+  }
+
+  // Recompute at t and compare everything with the statement above.
+  void Recompute(int64_t t, const std::string& where) {
+    const int64_t passes = net_.rate_updates;
+    net_.Recompute(t);
+    // Components (union-find over ports: flows and coupled pairs).
+    const int32_t np = model_.NumPorts();
+    std::vector<int32_t> root(np);
+    std::iota(root.begin(), root.end(), 0);
+    auto find = [&](int32_t p) {
+      while (root[p] != p) p = root[p] = root[root[p]];
+      return p;
+    };
+    auto unite = [&](int32_t a, int32_t b) { root[find(a)] = find(b); };
+    for (int32_t p = 0; p < np; ++p)
+      if (model_.Coupled(p)) unite(p, model_.Reverse(p));
+    for (const auto& [id, e] : expected_) {
+      const Route& r = net_.flows[id].route;
+      for (int32_t k = 1; k < r.num_ports; ++k) unite(r.ports[0], r.ports[k]);
+    }
+    std::set<int32_t> touched;
+    for (int32_t p : dirty_) touched.insert(find(p));
+    dirty_.clear();
+    EXPECT_EQ(net_.rate_updates - passes, static_cast<int64_t>(touched.size())) << where;
+
+    // Rates of all active flows as one problem.
+    std::vector<SharedPort> ports(np);
+    for (int32_t q = 0; q < np; ++q) {
+      const PortState& p = net_.ports[q];
+      const bool both = p.coupled && !p.flows.empty() && !net_.ports[p.reverse].flows.empty();
+      ports[q] = SharedPort{both ? p.duplex : p.peak, p.peak * 1e-12, q};
+    }
+    std::vector<SharedFlow> flows;
+    std::vector<int32_t> ids;
+    for (const auto& [id, e] : expected_) {
+      const Flow& f = net_.flows[id];
+      SharedFlow s;
+      s.num_ports = f.route.num_ports;
+      for (int32_t k = 0; k < s.num_ports; ++k) s.ports[k] = f.route.ports[k];
+      s.cap = f.cap;
+      s.tie_id = id;
+      flows.push_back(s);
+      ids.push_back(id);
+    }
+    const std::vector<double> rates = MaxMinFairRates(flows, ports);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      Expected& e = expected_[ids[i]];
+      if (touched.count(find(net_.flows[ids[i]].route.ports[0])) != 0) {
+        e.remaining = std::max(0.0, e.remaining - e.rate * static_cast<double>(t - e.last_ns));
+        e.last_ns = t;
+        if (rates[i] != e.rate || e.finish_ns < 0) {
+          e.rate = rates[i];
+          e.finish_ns = t + CeilNs(e.remaining, e.rate);
+        }
+      }
+      ASSERT_EQ(net_.Rate(ids[i]), e.rate) << where << " flow " << ids[i];
+      ASSERT_EQ(net_.Remaining(ids[i]), e.remaining) << where << " flow " << ids[i];
+      ASSERT_EQ(net_.FinishNs(ids[i]), e.finish_ns) << where << " flow " << ids[i];
+    }
+    // The next end: the smallest (end, flow id).
+    if (expected_.empty()) {
+      EXPECT_TRUE(net_.ends.Empty()) << where;
+    } else {
+      int32_t first = -1;
+      for (const auto& [id, e] : expected_)
+        if (first < 0 || e.finish_ns < expected_[first].finish_ns) first = id;
+      ASSERT_FALSE(net_.ends.Empty()) << where;
+      EXPECT_EQ(net_.ends.Top(), first) << where;
+      EXPECT_EQ(net_.ends.TopKey(), expected_[first].finish_ns) << where;
+    }
+  }
+
+ private:
+  static Cluster Preset(const std::string& name, int32_t nodes) {
+    Cluster c = ClusterPreset(name);
+    c.nodes = nodes;
+    return c;
+  }
+  void Touch(const Route& r) {
+    for (int32_t k = 0; k < r.num_ports; ++k) dirty_.push_back(r.ports[k]);
+  }
+
+  Cluster cluster_;
+  PortModel model_;
+  FlowNetwork net_;
+  std::map<int32_t, Expected> expected_;  // by flow id
+  std::vector<int32_t> dirty_;
+};
+
+// Caps around the ports' rates: some bind, some do not; a few equal.
+double RandomCap(std::mt19937& rng, const PortModel& m, const Route& r) {
+  double peak = 1e300;
+  for (int32_t k = 0; k < r.num_ports; ++k) peak = std::min(peak, m.BytesPerS(r.ports[k]) / kNsPerS);
+  const int pick = std::uniform_int_distribution<int>(0, 9)(rng);
+  if (pick == 0) return peak / 4;
+  return peak * std::uniform_real_distribution<double>(0.01, 1.5)(rng);
+}
+
+// Copies, offloads and transfers of every class on two DGX H100 nodes:
+// many small components, NVLink and copy ports coupled, caps that bind.
+TEST(FlowNetwork, MatchesMaxMinAndSettlesTouchedComponents) {
+  Checker c("dgx-h100", 2);
+  std::mt19937 rng(11);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int64_t t = 0;
+  for (int step = 0; step < 1500; ++step) {
+    t += uni(0, 3) == 0 ? 0 : uni(1, 5000);
+    const int ops = uni(1, 4);
+    for (int o = 0; o < ops; ++o) {
+      const int what = c.Active() == 0 ? 0 : uni(0, 9);
+      if (what <= 4) {
+        Route r;
+        const int32_t g = uni(0, c.Gpus() - 1);
+        switch (uni(0, 4)) {
+          case 0: r = c.model().DeviceCopy(g); break;
+          case 1: r = c.model().Offload(g); break;
+          case 2: r = c.model().Reload(g); break;
+          default: r = c.Transfer(g, uni(0, c.Gpus() - 1)); break;
+        }
+        c.Start(r, uni(1, 1 << 26), RandomCap(rng, c.model(), r), t);
+      } else if (what <= 7) {
+        c.Stop(c.RandomActive(rng), t);
+      } else {
+        const int32_t id = c.RandomActive(rng);
+        c.SetCap(id, RandomCap(rng, c.model(), c.Transfer(0, 1)));
+      }
+    }
+    c.Recompute(t, "step " + std::to_string(step));
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Network transfers among 128 GPUs: the NICs form components of thousands
+// of flows. Phases where flows cross the whole cluster (components join)
+// alternate with phases where new flows stay inside groups of 4 nodes and
+// the flows between groups stop (the big component splits, one link at a
+// time at the end).
+TEST(FlowNetwork, KeepsLargeComponentsExact) {
+  Checker c("dgx-h100", 16);
+  std::mt19937 rng(7);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  constexpr int32_t kPerNode = 8, kGroupNodes = 4;
+  auto group_of = [&](int32_t gpu) { return gpu / kPerNode / kGroupNodes; };
+  int64_t t = 0;
+  for (int step = 0; step < 600; ++step) {
+    t += uni(1, 20000);
+    const bool split = (step / 100) % 2 == 1;
+    const int32_t target = 1200;
+    // Start flows (inside a group while splitting), stop random ones.
+    for (int o = 0; o < 6 || static_cast<int32_t>(c.Active()) < target / 2; ++o) {
+      if (static_cast<int32_t>(c.Active()) < target && uni(0, 2) != 0) {
+        // b on another node: anywhere, or (splitting) in a's group.
+        const int32_t a = uni(0, c.Gpus() - 1);
+        const int32_t span = split ? kGroupNodes * kPerNode : c.Gpus(), base = split ? a - a % span : 0;
+        int32_t b = base + uni(0, span - 1);
+        if (a / kPerNode == b / kPerNode) b = base + (b - base + kPerNode) % span;
+        const Route r = c.Transfer(a, b);
+        c.Start(r, uni(1 << 10, 1 << 24), RandomCap(rng, c.model(), r), t);
+      } else if (c.Active() > 0) {
+        c.Stop(c.RandomActive(rng), t);
+      }
+    }
+    // While splitting, flows between groups stop, a few per step.
+    if (split) {
+      for (int32_t id : c.CrossingFlows(group_of, uni(0, 8))) c.Stop(id, t);
+    }
+    c.Recompute(t, "step " + std::to_string(step));
+    if (HasFatalFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace reshard::sim_internal
