@@ -14,6 +14,7 @@
 
 #include "cli/common.h"
 #include "model/error.h"
+#include "model/output_file.h"
 #include "model/scenario.h"
 #include "planner/planner.h"
 
@@ -121,16 +122,8 @@ int64_t SegmentBytesFlag(const std::string& text) {
   return bytes;
 }
 
-void CheckOutputPath(const std::string& path, const std::string& flag) {
-  if (path.empty()) return;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path p(path);
-  if (fs::is_directory(p, ec))
-    throw InputError("<cli>", flag, fmt::format("'{}' is a directory; give a file path", path));
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir, ec))
-    throw InputError("<cli>", flag, fmt::format("cannot write '{}': directory '{}' does not exist", path, dir.string()));
+void CheckOutputPath(const std::string& path, const std::string& flag, const std::vector<std::string>& inputs) {
+  CheckOutputFile(path, "<cli>", flag, inputs);
 }
 
 CLI::Validator PositiveFiniteNumber() {

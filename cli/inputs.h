@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "plan/plan.h"
 
@@ -58,9 +59,10 @@ void RecordScenario(Plan& plan, const Scenario& s);
 // otherwise a size > 0 ("64MiB").
 int64_t SegmentBytesFlag(const std::string& text);
 
-// An output path given by `flag`, checked before any work: not a directory,
-// its directory exists. "" (not given) passes.
-void CheckOutputPath(const std::string& path, const std::string& flag);
+// An output path given by `flag`, checked before any work (CheckOutputFile):
+// a regular file or none yet, its directory exists, not one of `inputs` (the
+// command's input files). "" (not given) passes.
+void CheckOutputPath(const std::string& path, const std::string& flag, const std::vector<std::string>& inputs = {});
 
 // CLI11 check: a finite number > 0 (timeouts in seconds).
 CLI::Validator PositiveFiniteNumber();

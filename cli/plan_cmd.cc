@@ -51,7 +51,8 @@ void PrintPeaks(const std::vector<int64_t>& peak, int64_t capacity) {
 }
 
 void Run(const PlanCmdOptions& o) {
-  CheckOutputPath(o.output, "-o");  // bad input writes nothing: checked before any work
+  // Bad input writes nothing: checked before any work.
+  CheckOutputPath(o.output, "-o", {o.scenario.scenario, o.scenario.calibration});
   const Scenario s = o.scenario.Load();
   PlannerOptions po;
   po.segment_bytes = SegmentBytesFlag(o.segment_bytes);

@@ -127,8 +127,10 @@ void WithProcesses(const std::function<void(const MpiSession* mpi, bool root)>& 
 
 ExecuteOutcome ExecuteTarget(const ExecuteArgs& a, const MpiSession* mpi) {
   ExecuteOutcome out;
-  CheckOutputPath(a.save_plan, "--save-plan");  // bad input writes nothing: checked before any work
-  CheckOutputPath(a.trace, "--trace");
+  // Bad input writes nothing: checked before any work.
+  const std::vector<std::string> inputs = {a.target.target, a.target.scenario, a.target.calibration};
+  CheckOutputPath(a.save_plan, "--save-plan", inputs);
+  CheckOutputPath(a.trace, "--trace", inputs);
   out.plan = SharedPlan(a, mpi);
   const bool root = mpi == nullptr || mpi->rank() == 0;
   const bool one_process = mpi == nullptr || mpi->size() == 1;

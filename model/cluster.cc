@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "model/input_file.h"
 #include "model/hash.h"
 #include "model/json_fields.h"
 
@@ -645,18 +646,14 @@ void ApplyProfileJson(Cluster& c, const json& j, const std::string& path) {
 }
 
 void ApplyProfileFile(Cluster& c, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open calibration profile");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = ReadInputFile(path, "calibration profile");
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw InputError(path, "", "calibration profile is empty (expected a JSON object)");
   if (const size_t nul = text.find('\0'); nul != std::string::npos)
     throw InputError(path, "", fmt::format("not a JSON calibration profile: binary data (NUL byte at offset {})", nul));
   json j;
   try {
-    j = json::parse(text);
+    j = ParseJsonInput(text, path);  // nesting capped, duplicate keys refused
   } catch (const json::exception& e) {  // parse_error, and out_of_range.406 (number overflow)
     throw InputError(path, "", fmt::format("not valid JSON: {}", e.what()));
   }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "model/input_file.h"
 #include "model/model.h"
 
 namespace reshard {
@@ -150,7 +151,7 @@ std::string DefaultName(const std::string& path) {
 ModelConfig ParseHfConfig(const std::string& json_text, const std::string& path) {
   Json j;
   try {
-    j = Json::parse(json_text);
+    j = ParseJsonInput(json_text, path);  // nesting capped, duplicate keys refused
   } catch (const Json::exception& e) {  // parse_error, and out_of_range.406 (number overflow)
     throw InputError(path, "", std::string("invalid JSON: ") + e.what());
   }
@@ -225,12 +226,7 @@ ModelConfig ParseHfConfig(const std::string& json_text, const std::string& path)
 }
 
 ModelConfig ReadHfConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open the Hugging Face config file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path, "", "error while reading the file");
-  const std::string s = text.str();
+  const std::string s = ReadInputFile(path, "Hugging Face config file");
   if (s.find_first_not_of(" \t\r\n") == std::string::npos)
     throw InputError(path, "", "the Hugging Face config file is empty (expected a JSON object)");
   if (const size_t nul = s.find('\0'); nul != std::string::npos)

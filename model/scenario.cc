@@ -22,6 +22,7 @@
 
 #include "model/builtin_scenarios.h"
 #include "model/error.h"
+#include "model/input_file.h"
 
 namespace reshard {
 
@@ -680,7 +681,7 @@ YAML::Node ParseTree(const std::string& text, const std::string& path) {
   if (t.front() == '{' || t.front() == '[') {
     json j;
     try {
-      j = json::parse(text);
+      j = ParseJsonInput(text, path);  // nesting capped, duplicate keys refused
     } catch (const json::exception& e) {  // parse_error, and out_of_range.406 (number overflow)
       throw InputError(path, "", fmt::format("invalid JSON (truncated?): {}", e.what()));
     }
@@ -739,11 +740,7 @@ Scenario ParseScenario(const std::string& text, const std::string& path) {
 Scenario LoadScenario(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw InputError(path, "", "is a directory, not a scenario file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open the scenario file (does it exist?)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseScenario(ss.str(), path);
+  return ParseScenario(ReadInputFile(path, "scenario file"), path);
 }
 
 std::vector<std::string> BuiltinScenarioNames() {
