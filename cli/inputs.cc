@@ -106,7 +106,7 @@ Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json) {
     throw InputError("<cli>", "--scenario", fmt::format("applies to a plan.json; '{}' is a scenario", t.target));
   const Scenario s = LoadScenarioArg(t.target, t.calibration);
   PlannerOptions po;
-  po.segment_bytes = SegmentBytesFlag(t.segment_bytes);
+  po.segment_bytes = SegmentBytesFlag(t.segment_bytes, s);
   PlanResult r = PlanScenario(s, po, t.baseline);
   if (!r.ok()) ExitInfeasible(s, r, infeasible_json);
   RecordScenario(r.plan, s);
@@ -115,10 +115,11 @@ Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json) {
 
 void RecordScenario(Plan& plan, const Scenario& s) { plan.scenario_fingerprint = ScenarioFingerprint(s); }
 
-int64_t SegmentBytesFlag(const std::string& text) {
+int64_t SegmentBytesFlag(const std::string& text, const Scenario& s) {
   if (text.empty() || text == "auto") return 0;
   const int64_t bytes = ParseBytes(text, "<cli>", "--segment-bytes");
   if (bytes <= 0) throw InputError("<cli>", "--segment-bytes", fmt::format("must be > 0 (or 'auto'), got '{}'", text));
+  CheckSegmentBytes(s, bytes, "<cli>", "--segment-bytes");
   return bytes;
 }
 
@@ -134,6 +135,8 @@ CLI::Validator PositiveFiniteNumber() {
         const double v = std::strtod(text.c_str(), &end);
         if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v <= 0)
           return fmt::format("must be a finite number > 0, got '{}'", text);
+        if (v > kMaxTimeoutS)
+          return fmt::format("{} s is more than {:g} s (30 days), the longest wait reshard takes", text, kMaxTimeoutS);
         return {};
       },
       "SECONDS>0");

@@ -55,16 +55,18 @@ Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json);
 // does not yet record it itself).
 void RecordScenario(Plan& plan, const Scenario& s);
 
-// --segment-bytes for one plan: "" or "auto" -> 0 (the scenario decides);
-// otherwise a size > 0 ("64MiB").
-int64_t SegmentBytesFlag(const std::string& text);
+// --segment-bytes for one plan of `s`: "" or "auto" -> 0 (the scenario
+// decides); otherwise a size > 0 ("64MiB") that passes CheckSegmentBytes.
+int64_t SegmentBytesFlag(const std::string& text, const Scenario& s);
 
 // An output path given by `flag`, checked before any work (CheckOutputFile):
 // a regular file or none yet, its directory exists, not one of `inputs` (the
 // command's input files). "" (not given) passes.
 void CheckOutputPath(const std::string& path, const std::string& flag, const std::vector<std::string>& inputs = {});
 
-// CLI11 check: a finite number > 0 (timeouts in seconds).
+// CLI11 check: a finite number > 0 and at most kMaxTimeoutS (timeouts in
+// seconds; larger ones would overflow the clocks' nanoseconds).
+inline constexpr double kMaxTimeoutS = 30 * 86400.0;
 CLI::Validator PositiveFiniteNumber();
 
 }  // namespace reshard::cli

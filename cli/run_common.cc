@@ -33,8 +33,9 @@ double EnvSeconds(const char* name, double fallback) {
   if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
   const double s = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !std::isfinite(s) || s <= 0)
-    throw InputError("<environment>", name, fmt::format("must be a finite number of seconds > 0, got '{}'", v));
+  if (end == v || *end != '\0' || !std::isfinite(s) || s <= 0 || s > kMaxTimeoutS)
+    throw InputError("<environment>", name,
+                     fmt::format("must be a finite number of seconds in (0, {:g}], got '{}'", kMaxTimeoutS, v));
   return s;
 }
 

@@ -174,6 +174,8 @@ void Run(const SweepCmdOptions& o) {
   CheckOutputPath(o.csv, "--csv", {o.scenario.scenario, o.scenario.calibration});
   const Scenario s = o.scenario.Load();
   const SweepGrid grid = GridOf(o);
+  for (int64_t b : grid.segment_bytes)
+    if (b > 0) CheckSegmentBytes(s, b, "<cli>", "--segment-bytes");
   SweepOptions so;
   so.threads = o.threads;
   so.margin = ParseNumber(o.margin, "--margin");
