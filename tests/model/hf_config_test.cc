@@ -1,6 +1,9 @@
 // Hugging Face config.json reader: published parameter counts of real configs
 // (tests/data/hf/<model>/config.json), equality with the presets, family defaults, and errors
 // that name the file and the field.
+#include <regex>
+#include <string>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -74,11 +77,17 @@ TEST(HfConfigTest, KimiK2IsFoundByArchitecture) {
   EXPECT_EQ(c.first_dense_layers, 1);
 }
 
-// A minimal valid config of a family, as a JSON object to mutate.
+// A minimal valid config of a family, as a JSON object to mutate: a key in
+// `extra` (", \"key\": value, ...") replaces the base's (a key given twice
+// is itself an error).
 std::string Llama(const std::string& extra = "") {
-  return R"({"model_type": "llama", "vocab_size": 1024, "hidden_size": 256, "intermediate_size": 512,
-             "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2)" +
-         extra + "}";
+  std::string base = R"({"model_type": "llama", "vocab_size": 1024, "hidden_size": 256, "intermediate_size": 512,
+             "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2)";
+  const std::regex key(R"re("(\w+)"\s*:)re");
+  for (auto it = std::sregex_iterator(extra.begin(), extra.end(), key); it != std::sregex_iterator(); ++it)
+    base = std::regex_replace(base, std::regex(",?\\s*\"" + (*it)[1].str() + R"re("\s*:\s*[^,}]+)re"), "");
+  if (base.size() > 1 && base[1] == ',') base.erase(1, 1);
+  return base + extra + "}";
 }
 
 // Llama's config with another model_type.
