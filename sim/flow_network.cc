@@ -467,9 +467,17 @@ void FlowNetwork::Freeze(int32_t s, double rate) {
 // (about half the flows on a port were frozen by their other port, at
 // random): a frozen flow subtracts 0.0, which leaves every capacity as it
 // is. The port's own state is not read again and is left alone.
+//
+// A port a flow leaves gets its share computed when it reaches the top
+// (stale), unless the share may have dropped below its key, which needs a
+// rate within 1e-9 of the key: the share is L/u with L/u >= key; after
+// freezing a rate r <= key (1 - 1e-9) it is (L - r) / (u - 1) >= L/u + (L/u
+// - r) / (u - 1), a rise far beyond the few roundings of L - r and the
+// division for any u below 10^6. Those few ports are flushed (Flush).
 void FlowNetwork::FreezePort(int32_t q, double rate) {
   int32_t left = left_, touched = touched_count_;
   double unused = 0;
+  const double near = rate / (1 - 1e-9);  // a key at or below this may be passed
   for (const PortFlow& e : ports[q].flows) {
     const int32_t s = e.slot;
     const int32_t live = 1 - frozen_[s];
@@ -481,9 +489,11 @@ void FlowNetwork::FreezePort(int32_t q, double rate) {
       const int32_t p = e.other[k];
       port_left_[p] -= r;
       port_unfrozen_[p] -= live;
+      port_stale_[p] |= static_cast<uint8_t>(live);
+      const int32_t check = live & (port_key_[p] <= near ? 1 : 0);
       touched_[touched] = p;
-      touched += live & (port_touched_[p] ^ 1);
-      port_touched_[p] |= static_cast<uint8_t>(live);
+      touched += check & (port_touched_[p] ^ 1);
+      port_touched_[p] |= static_cast<uint8_t>(check);
     }
   }
   left_ = left;
@@ -495,19 +505,17 @@ inline double FlowNetwork::ShareOf(int32_t q) const {
   return std::max(0.0, port_left_[q]) / port_unfrozen_[q];
 }
 
-// After a freeze: ports left without unfrozen flows leave the heap; a port
-// whose share may have dropped below its key gets its share as key; one
-// whose share surely did not (capacity left >= key x unfrozen, with a margin
-// far above the product's rounding) keeps its key and computes its share
-// when it reaches the top.
+// After a freeze, for the touched ports: a port whose share may have
+// dropped below its key gets its share as key; one whose share surely did
+// not (capacity left >= key x unfrozen, with a margin far above the
+// product's rounding) keeps its key and computes its share when it reaches
+// the top. Ports left without unfrozen flows leave the heap when they reach
+// the top.
 void FlowNetwork::Flush() {
   for (int32_t i = 0; i < touched_count_; ++i) {
     const int32_t q = touched_[i];
     port_touched_[q] = 0;
-    if (port_unfrozen_[q] == 0) {
-      shares_.Erase(q);
-      continue;
-    }
+    if (port_unfrozen_[q] == 0) continue;
     const double key = port_key_[q];
     const double product = key * static_cast<double>(port_unfrozen_[q]);
     if (port_left_[q] >= product + product * 1e-14) {
@@ -576,6 +584,10 @@ void FlowNetwork::WaterFill() {
     double share_next = std::numeric_limits<double>::infinity();
     while (!shares_.Empty()) {
       const int32_t q = shares_.Top();
+      if (port_unfrozen_[q] == 0) {  // every flow on it is frozen
+        shares_.Erase(q);
+        continue;
+      }
       if (port_stale_[q]) {
         port_stale_[q] = 0;
         port_share_[q] = ShareOf(q);
