@@ -60,13 +60,8 @@ void FlowNetwork::Init(const PortModel& model, SimObserver* obs, int32_t max_flo
   flows.reserve(max_flows);
   port_capacity_.assign(np, 0);
   port_left_.assign(np, 0);
-  port_share_.assign(np, 0);
   port_key_.assign(np, 0);
   port_unfrozen_.assign(np, 0);
-  port_touched_.assign(np, 0);
-  port_stale_.assign(np, 0);
-  touched_.assign(np + 1, -1);
-  touched_count_ = 0;
   shares_.Resize(np);
   first_count_.assign(np, 0);
   port_comp_.assign(np, 0);
@@ -446,20 +441,30 @@ void FlowNetwork::UseBig() {
   comp_flows_ = n;
 }
 
+// Freezing flows at `rate` (the current level, or a cap at or below it)
+// raises the share of every other port they leave, except, through
+// rounding, a port whose key is within 1e-9 of the rate: its share L/u >= key
+// becomes (L - r) / (u - 1) = L/u + (L/u - r) / (u - 1), for r <= key (1 -
+// 1e-9) a rise far beyond the few roundings of L - r and the division (for u
+// below 10^6). So the freezes list the ports they leave whose key is at most
+// rate / (1 - 1e-9) (many ports tie at the level: equal capacities, equal
+// counts), and LowerNear gives those their share as key if it dropped below;
+// every other key stays at or below its port's share and is raised when it
+// reaches the top.
+
 // Freezes slot `s` at its cap `rate`: takes it off the capacity and the
 // unfrozen count of each of its ports.
 void FlowNetwork::Freeze(int32_t s, double rate) {
   frozen_[s] = 1;
   new_rate_[s] = rate;
   --left_;
+  const double near = rate / (1 - 1e-9);
+  near_.clear();
   for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[s][k] >= 0; ++k) {
-    const int32_t q = slot_ports_[s][k];
-    port_left_[q] -= rate;
-    --port_unfrozen_[q];
-    if (!port_touched_[q]) {
-      port_touched_[q] = 1;
-      touched_[touched_count_++] = q;
-    }
+    const int32_t p = slot_ports_[s][k];
+    port_left_[p] -= rate;
+    --port_unfrozen_[p];
+    if (port_key_[p] <= near) near_.push_back(p);
   }
 }
 
@@ -467,18 +472,13 @@ void FlowNetwork::Freeze(int32_t s, double rate) {
 // (about half the flows on a port were frozen by their other port, at
 // random): a frozen flow subtracts 0.0, which leaves every capacity as it
 // is. The port's own state is not read again and is left alone.
-//
-// A port a flow leaves gets its share computed when it reaches the top
-// (stale), unless the share may have dropped below its key, which needs a
-// rate within 1e-9 of the key: the share is L/u with L/u >= key; after
-// freezing a rate r <= key (1 - 1e-9) it is (L - r) / (u - 1) >= L/u + (L/u
-// - r) / (u - 1), a rise far beyond the few roundings of L - r and the
-// division for any u below 10^6. Those few ports are flushed (Flush).
 void FlowNetwork::FreezePort(int32_t q, double rate) {
-  int32_t left = left_, touched = touched_count_;
+  const std::vector<PortFlow>& list = ports[q].flows;
+  near_.resize(list.size() * (kMaxFlowPorts - 1) + 1);
+  int32_t left = left_, n = 0;
   double unused = 0;
-  const double near = rate / (1 - 1e-9);  // a key at or below this may be passed
-  for (const PortFlow& e : ports[q].flows) {
+  const double near = rate / (1 - 1e-9);
+  for (const PortFlow& e : list) {
     const int32_t s = e.slot;
     const int32_t live = 1 - frozen_[s];
     frozen_[s] = 1;
@@ -489,15 +489,12 @@ void FlowNetwork::FreezePort(int32_t q, double rate) {
       const int32_t p = e.other[k];
       port_left_[p] -= r;
       port_unfrozen_[p] -= live;
-      port_stale_[p] |= static_cast<uint8_t>(live);
-      const int32_t check = live & (port_key_[p] <= near ? 1 : 0);
-      touched_[touched] = p;
-      touched += check & (port_touched_[p] ^ 1);
-      port_touched_[p] |= static_cast<uint8_t>(check);
+      near_[n] = p;
+      n += live & (port_key_[p] <= near ? 1 : 0);
     }
   }
+  near_.resize(n);
   left_ = left;
-  touched_count_ = touched;
 }
 
 // As MaxMinFairRates: the share is max(0, capacity left) / unfrozen flows.
@@ -505,31 +502,17 @@ inline double FlowNetwork::ShareOf(int32_t q) const {
   return std::max(0.0, port_left_[q]) / port_unfrozen_[q];
 }
 
-// After a freeze, for the touched ports: a port whose share may have
-// dropped below its key gets its share as key; one whose share surely did
-// not (capacity left >= key x unfrozen, with a margin far above the
-// product's rounding) keeps its key and computes its share when it reaches
-// the top. Ports left without unfrozen flows leave the heap when they reach
-// the top.
-void FlowNetwork::Flush() {
-  for (int32_t i = 0; i < touched_count_; ++i) {
-    const int32_t q = touched_[i];
-    port_touched_[q] = 0;
+// The ports a freeze listed (near_, perhaps twice) whose share dropped below
+// their key get it as key.
+void FlowNetwork::LowerNear() {
+  for (int32_t q : near_) {
     if (port_unfrozen_[q] == 0) continue;
-    const double key = port_key_[q];
-    const double product = key * static_cast<double>(port_unfrozen_[q]);
-    if (port_left_[q] >= product + product * 1e-14) {
-      port_stale_[q] = 1;
-      continue;
-    }
-    port_stale_[q] = 0;
-    port_share_[q] = ShareOf(q);
-    if (port_share_[q] < key) {
-      port_key_[q] = port_share_[q];
-      shares_.Set(q, port_key_[q]);
+    const double share = ShareOf(q);
+    if (share < port_key_[q]) {
+      port_key_[q] = share;
+      shares_.Set(q, share);
     }
   }
-  touched_count_ = 0;
 }
 
 void FlowNetwork::WaterFill() {
@@ -542,10 +525,8 @@ void FlowNetwork::WaterFill() {
     port_capacity_[q] = both ? p.duplex : p.peak;
     port_left_[q] = port_capacity_[q];
     port_unfrozen_[q] = static_cast<int32_t>(p.flows.size());
-    port_share_[q] = ShareOf(q);
-    port_stale_[q] = 0;
-    port_key_[q] = port_share_[q];
-    initial_shares_.emplace_back(q, port_share_[q]);
+    port_key_[q] = ShareOf(q);
+    initial_shares_.emplace_back(q, port_key_[q]);
   }
   shares_.Build(initial_shares_);
   left_ = comp_flows_;
@@ -588,16 +569,13 @@ void FlowNetwork::WaterFill() {
         shares_.Erase(q);
         continue;
       }
-      if (port_stale_[q]) {
-        port_stale_[q] = 0;
-        port_share_[q] = ShareOf(q);
-      }
-      if (port_key_[q] != port_share_[q]) {
-        port_key_[q] = port_share_[q];
-        shares_.Set(q, port_key_[q]);
+      const double share = ShareOf(q);
+      if (port_key_[q] != share) {
+        port_key_[q] = share;
+        shares_.Set(q, share);
         continue;
       }
-      share_next = port_share_[q];
+      share_next = share;
       break;
     }
     if (!caps_built && share_next >= cap_floor_) build_caps();
@@ -613,7 +591,7 @@ void FlowNetwork::WaterFill() {
       const double cap = by_cap_.front().cap;
       pop_cap();
       Freeze(capped, cap);
-      Flush();
+      LowerNear();
       continue;
     }
     RESHARD_CHECK(!shares_.Empty(), "water-filling lost a flow");
@@ -622,7 +600,7 @@ void FlowNetwork::WaterFill() {
     // Every unfrozen flow on q stops at its share (floored: rates stay positive).
     const double rate = std::max(share_next, ports[q].peak * 1e-12);
     FreezePort(q, rate);
-    Flush();
+    LowerNear();
   }
 }
 

@@ -201,7 +201,7 @@ class FlowNetwork {
   void WaterFill();
   void Freeze(int32_t s, double rate);
   void FreezePort(int32_t q, double rate);
-  void Flush();
+  void LowerNear();
   double ShareOf(int32_t q) const;
   void MoveSlot(int32_t from, int32_t to);
 
@@ -234,12 +234,10 @@ class FlowNetwork {
   std::vector<uint32_t> search_a_, search_b_;
   uint32_t search_mark_ = 0;
   std::vector<int32_t> search_qa_, search_qb_;
-  std::vector<double> port_capacity_, port_left_, port_share_;  // port_share_ valid unless port_stale_
-  std::vector<double> port_key_;                                 // the port's key in shares_
+  std::vector<double> port_capacity_, port_left_;
+  std::vector<double> port_key_;  // the port's key in shares_ (at most its share)
   std::vector<int32_t> port_unfrozen_;
-  std::vector<uint8_t> port_touched_, port_stale_;
-  std::vector<int32_t> touched_;  // the first touched_count_
-  int32_t touched_count_ = 0;
+  std::vector<int32_t> near_;  // ports whose share the last freeze may have lowered
   std::vector<int32_t> changed_;  // slots whose rate changed, listed by Share
   std::vector<std::pair<int32_t, double>> initial_shares_;
   IndexedHeap<double> shares_;  // ports by (fair share, id); a key may lag below the share
