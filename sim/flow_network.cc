@@ -97,6 +97,7 @@ void FlowNetwork::Start(int32_t id, int64_t t) {
   f.active = true;
   if (f.route.num_ports == 0) return;  // on no port: never shared, never ends
   const int32_t s = active_++;
+  RESHARD_CHECK(s < (1 << 30), "over 2^30 flows at once");
   if (s == static_cast<int32_t>(slot_flow_.size())) {
     const size_t n = slot_flow_.size() + 1;
     slot_flow_.resize(n);
@@ -139,10 +140,15 @@ void FlowNetwork::Start(int32_t id, int64_t t) {
     if (p.flows.empty()) p.busy_since = t;
     slot_pos_[s][k] = static_cast<int32_t>(p.flows.size());
     PortFlow e;
-    e.slot = s;
-    e.index = static_cast<int8_t>(k);
-    for (int32_t j = 0; j < f.route.num_ports; ++j)
-      if (route[j] != route[k]) e.other[e.others++] = route[j];  // a repeated port is not its own other
+    e.word = static_cast<uint32_t>(s) | static_cast<uint32_t>(k) << 30;
+    int32_t others = 0;
+    for (int32_t j = 0; j < f.route.num_ports; ++j) {
+      if (route[j] == route[k]) continue;
+      e.other = route[j];
+      ++others;
+    }
+    if (others == 0) e.other = PortFlow::kNone;
+    if (others > 1) e.other = PortFlow::kMany;
     p.flows.push_back(e);
     p.bytes += f.bytes;
     dirty_.push_back(route[k]);
@@ -163,7 +169,7 @@ void FlowNetwork::MoveSlot(int32_t from, int32_t to) {
   last_ns_[to] = last_ns_[from];
   finish_ns_[to] = finish_ns_[from];
   for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[to][k] >= 0; ++k)
-    ports[slot_ports_[to][k]].flows[slot_pos_[to][k]].slot = to;
+    ports[slot_ports_[to][k]].flows[slot_pos_[to][k]].SetSlot(to);
   flows[slot_flow_[to]].slot = to;
   ends.heap_.Move(from, to);
 }
@@ -179,7 +185,7 @@ void FlowNetwork::Stop(int32_t id, int64_t t) {
       const PortFlow moved = p.flows.back();
       p.flows[pos] = moved;
       p.flows.pop_back();
-      if (moved.slot != s) slot_pos_[moved.slot][moved.index] = pos;
+      if (moved.Slot() != s) slot_pos_[moved.Slot()][moved.Index()] = pos;
       if (p.flows.empty()) p.busy_ns += t - p.busy_since;
       dirty_.push_back(pid);
     }
@@ -222,28 +228,27 @@ void FlowNetwork::Discover(int32_t start) {
   for (size_t h = 0; h < bfs_.size(); ++h) {
     const int32_t q = bfs_[h];
     comp_ports_.push_back(q);
+    auto reach = [&](int32_t r) {
+      if (ports[r].stamp != stamp_) {
+        ports[r].stamp = stamp_;
+        bfs_.push_back(r);
+      }
+    };
     for (const PortFlow& e : ports[q].flows) {
-      int32_t expand = e.others;
+      const int32_t s = e.Slot();
       if (by_first_port) {
         // From a later port only the first needs finding: walking it
         // finds the rest.
-        if (e.index == 0) {
-          comp_slots_.push_back(e.slot);
-        } else {
-          expand = 1;
+        if (e.Index() != 0) {
+          reach(e.other >= 0 ? e.other : slot_ports_[s][0]);
+          continue;
         }
       } else {
-        if (slot_stamp_[e.slot] == slot_mark_) continue;
-        slot_stamp_[e.slot] = slot_mark_;
-        comp_slots_.push_back(e.slot);
+        if (slot_stamp_[s] == slot_mark_) continue;
+        slot_stamp_[s] = slot_mark_;
       }
-      for (int32_t k = 0; k < expand; ++k) {
-        const int32_t r = e.other[k];
-        if (ports[r].stamp != stamp_) {
-          ports[r].stamp = stamp_;
-          bfs_.push_back(r);
-        }
-      }
+      comp_slots_.push_back(s);
+      ForOthers(e, q, reach);
     }
     const int32_t rev = ports[q].reverse;
     if (ports[q].coupled && ports[rev].stamp != stamp_) {
@@ -393,9 +398,10 @@ bool FlowNetwork::Connected(int32_t u, int32_t v) {
       }
       return false;
     };
+    bool met = false;
     for (const PortFlow& e : ports[q].flows) {
-      for (int32_t k = 0; k < e.others; ++k)
-        if (reach(e.other[k])) return true;
+      ForOthers(e, q, [&](int32_t r) { met |= reach(r); });
+      if (met) return true;
     }
     if (ports[q].coupled && reach(ports[q].reverse)) return true;
     read += static_cast<int64_t>(ports[q].flows.size());
@@ -436,7 +442,7 @@ void FlowNetwork::UseBig() {
   }
   for (int32_t q : comp_ports_) {
     for (const PortFlow& e : ports[q].flows)
-      if (e.index == 0) comp_slots_.push_back(e.slot);
+      if (e.Index() == 0) comp_slots_.push_back(e.Slot());
   }
   comp_flows_ = n;
 }
@@ -479,19 +485,18 @@ void FlowNetwork::FreezePort(int32_t q, double rate) {
   double unused = 0;
   const double near = rate / (1 - 1e-9);
   for (const PortFlow& e : list) {
-    const int32_t s = e.slot;
+    const int32_t s = e.Slot();
     const int32_t live = 1 - frozen_[s];
     frozen_[s] = 1;
     const double r = live ? rate : 0.0;
     *(live ? &new_rate_[s] : &unused) = rate;  // no read of new_rate_, no branch
     left -= live;
-    for (int32_t k = 0; k < e.others; ++k) {
-      const int32_t p = e.other[k];
+    ForOthers(e, q, [&](int32_t p) {
       port_left_[p] -= r;
       port_unfrozen_[p] -= live;
       near_[n] = p;
       n += live & (port_key_[p] <= near ? 1 : 0);
-    }
+    });
   }
   near_.resize(n);
   left_ = left;
@@ -545,12 +550,13 @@ void FlowNetwork::WaterFill() {
     for (int32_t q : comp_ports_) {
       if (ports[q].flows.empty() || !shares_.Contains(q)) continue;
       for (const PortFlow& e : ports[q].flows) {
-        if (frozen_[e.slot]) continue;
+        const int32_t s = e.Slot();
+        if (frozen_[s]) continue;
         double limit = port_capacity_[q];
-        for (int32_t k = 0; k < e.others; ++k) limit = std::min(limit, port_capacity_[e.other[k]]);
+        ForOthers(e, q, [&](int32_t p) { limit = std::min(limit, port_capacity_[p]); });
         // A flow on several heap ports is listed more than once; the copies
         // after the first are popped as frozen.
-        if (cap_[e.slot] < limit) by_cap_.push_back({cap_[e.slot], slot_flow_[e.slot], e.slot});
+        if (cap_[s] < limit) by_cap_.push_back({cap_[s], slot_flow_[s], s});
       }
     }
     std::make_heap(by_cap_.begin(), by_cap_.end(), later);
@@ -669,7 +675,7 @@ void FlowNetwork::Share(int64_t t) {
   for (int32_t q : comp_ports_) {
     PortState& p = ports[q];
     double sum = 0;
-    for (const PortFlow& e : p.flows) sum += rate_[e.slot];
+    for (const PortFlow& e : p.flows) sum += rate_[e.Slot()];
     if (sum != p.rate) {
       p.rate = sum;
       obs_->OnPortRate(t, q, sum * kNsPerS);
