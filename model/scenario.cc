@@ -378,7 +378,8 @@ ModelSpec ParseModel(const Reader& r, const YAML::Node& n) {
       std::error_code ec;
       if (!fs::is_regular_file(path, ec))
         r.Fail("model.hf_config", n["hf_config"],
-               fmt::format("file '{}' does not exist (paths are relative to the scenario file)", path));
+               fs::exists(path, ec) ? fmt::format("'{}' is not a regular file", path)
+                                    : fmt::format("file '{}' does not exist (paths are relative to the scenario file)", path));
       try {
         config = ReadHfConfig(path);
       } catch (const InputError& e) {
@@ -463,7 +464,8 @@ Cluster ParseCluster(const Reader& r, const YAML::Node& n) {
     std::error_code ec;
     if (!fs::is_regular_file(path, ec))
       r.Fail("cluster.calibration", cal,
-             fmt::format("profile '{}' does not exist (paths are relative to the scenario file)", path));
+             fs::exists(path, ec) ? fmt::format("profile '{}' is not a regular file", path)
+                                  : fmt::format("profile '{}' does not exist (paths are relative to the scenario file)", path));
     try {
       ApplyProfileFile(c, path);
     } catch (const InputError& e) {
