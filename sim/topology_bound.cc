@@ -415,7 +415,8 @@ class FlowBound {
       const Arc& a = arcs_[i];
       if (a.kind == Kind::kConst) continue;
       bw[static_cast<int>(a.kind)] += a.bytes_per_s;
-      ++count[static_cast<int>(a.kind)];
+      // A domain's NIC outs are one arc: count its NICs.
+      count[static_cast<int>(a.kind)] += a.kind == Kind::kNicOut ? c_.nics_per_node * c_.nvlink_domain_nodes : 1;
       last = i;
     }
     int64_t ports = 0;

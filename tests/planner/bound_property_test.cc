@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/error.h"
 #include "model/scenario.h"
 #include "plan/plan.h"
 #include "planner/baseline_plan.h"
@@ -32,8 +33,12 @@ class BuiltinScenarios : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BuiltinScenarios, NoPlanBeatsTheBoundAndRoutingBoundsAreAboveIt) {
   const Scenario s = BuiltinScenario(GetParam());
-  Check(GetParam() + " reshard", MakePlan(s));
-  Check(GetParam() + " megatron", MakeMegatronPlan(s));
+  try {
+    Check(GetParam() + " reshard", MakePlan(s));
+    Check(GetParam() + " megatron", MakeMegatronPlan(s));
+  } catch (const InputError& e) {
+    GTEST_SKIP() << e.what();  // a scenario the planners refuse (e.g. a dtype conversion)
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BuiltinScenarios, ::testing::ValuesIn(BuiltinScenarioNames()),
