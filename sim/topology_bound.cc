@@ -221,6 +221,7 @@ struct Arc {
   double bytes_per_s = 0;  // capacity T × bytes_per_s (port arcs)
   Kind kind = Kind::kConst;
   int32_t owner = -1;      // GPU, NIC or (kNicOut) domain
+  int32_t ports = 1;       // physical ports it stands for (kNicOut: the domain's NICs)
 };
 
 class FlowBound {
@@ -258,10 +259,10 @@ class FlowBound {
  private:
   int32_t Node() { return nodes_++; }
   void Const(int32_t u, int32_t v, int64_t bytes) {
-    if (bytes > 0) arcs_.push_back({u, v, bytes, 0, Kind::kConst, -1});
+    if (bytes > 0) arcs_.push_back({u, v, bytes, 0, Kind::kConst, -1, 1});
   }
-  void Port(int32_t u, int32_t v, double bytes_per_s, Kind k, int32_t owner) {
-    if (bytes_per_s > 0) arcs_.push_back({u, v, 0, bytes_per_s, k, owner});
+  void Port(int32_t u, int32_t v, double bytes_per_s, Kind k, int32_t owner, int32_t ports = 1) {
+    if (bytes_per_s > 0) arcs_.push_back({u, v, 0, bytes_per_s, k, owner, ports});
   }
 
   // The circulation of docs/lower-bound.md with its lower bounds moved to a
@@ -269,9 +270,13 @@ class FlowBound {
   // max s'-t' flow equals `required_`.
   void Build() {
     const int32_t gpus = c_.Gpus();
-    const int32_t doms = gpus / (c_.gpus_per_node * c_.nvlink_domain_nodes);
+    // The last domain may have fewer nodes (nodes not a multiple of nvlink_domain_nodes).
     const int32_t per_dom = c_.gpus_per_node * c_.nvlink_domain_nodes;
+    const int32_t doms = (gpus + per_dom - 1) / per_dom;
     const int32_t nics_per_dom = std::max(c_.nics_per_node, 0) * c_.nvlink_domain_nodes;
+    const int32_t nics = std::max(c_.nics_per_node, 0) * c_.nodes;
+    auto gpus_of = [&](int32_t dom) { return std::min(per_dom, gpus - dom * per_dom); };
+    auto nics_of = [&](int32_t dom) { return std::min(nics_per_dom, nics - dom * nics_per_dom); };
     src_ = Node(), sink_ = Node();
     const int32_t inner = Node();  // the circulation's source (its sink arcs return here)
     int64_t need_all = 0;
@@ -281,7 +286,7 @@ class FlowBound {
     std::vector<int32_t> dom_out(doms, -1), dom_net(doms, -1);
     for (int32_t h = 0; h < doms && nics_per_dom > 0; ++h) {
       dom_out[h] = Node();
-      Port(inner, dom_out[h], c_.network.bytes_per_s * nics_per_dom, Kind::kNicOut, h);
+      Port(inner, dom_out[h], c_.network.bytes_per_s * nics_of(h), Kind::kNicOut, h, nics_of(h));
     }
     std::vector<int64_t> landing(doms, 0);
     for (const Demand::Pair& pr : d_.pairs) {
@@ -301,16 +306,17 @@ class FlowBound {
     }
     for (int32_t dom = 0; dom < doms; ++dom) {
       int64_t dom_need = 0;
-      for (int32_t g = dom * per_dom; g < (dom + 1) * per_dom; ++g) dom_need += d_.need[g];
+      const int32_t n = gpus_of(dom);
+      for (int32_t g = dom * per_dom; g < dom * per_dom + n; ++g) dom_need += d_.need[g];
       if (dom_need == 0) continue;
       const int32_t pool = Node(), sw = Node();
       Const(inner, pool, kInf);
-      std::vector<int32_t> land(per_dom, -1), cov(per_dom, -1);
-      for (int32_t i = 0; i < per_dom; ++i) {
+      std::vector<int32_t> land(n, -1), cov(n, -1);
+      for (int32_t i = 0; i < n; ++i) {
         const int32_t g = dom * per_dom + i;
         cov[i] = Node();
         Const(cov[i], sink_, d_.need[g]);
-        if (per_dom > 1) {
+        if (n > 1) {
           const int32_t out = Node();
           Const(pool, out, kInf);
           Port(out, sw, c_.nvlink.bytes_per_s, Kind::kNvlinkOut, g);
@@ -331,11 +337,11 @@ class FlowBound {
       if (dom_net[dom] < 0) continue;
       Const(src_, dom_net[dom], landing[dom]);
       // NIC in ports: a landing covers its GPU or is forwarded over its NVLink.
-      for (int32_t nic = dom * nics_per_dom; nic < (dom + 1) * nics_per_dom; ++nic) {
+      for (int32_t nic = dom * nics_per_dom; nic < dom * nics_per_dom + nics_of(dom); ++nic) {
         const int32_t a = Node(), b = Node();
         Const(dom_net[dom], a, kInf);
         Port(a, b, c_.network.bytes_per_s, Kind::kNicIn, nic);
-        for (int32_t i = 0; i < per_dom; ++i) {
+        for (int32_t i = 0; i < n; ++i) {
           if (c_.NicOf(dom * per_dom + i) != nic) continue;
           Const(b, cov[i], kInf);
           if (land[i] >= 0) Const(b, land[i], kInf);
@@ -399,8 +405,7 @@ class FlowBound {
   std::string PortName(const Arc& a) const {
     switch (a.kind) {
       case Kind::kNicOut:
-        return c_.nvlink_domain_nodes * c_.nics_per_node == 1 ? fmt::format("nic{}.out", a.owner)
-                                                                : fmt::format("domain{}.nic_out", a.owner);
+        return fmt::format("nic{}.out", a.owner * c_.nvlink_domain_nodes * c_.nics_per_node);
       case Kind::kNicIn: return fmt::format("nic{}.in", a.owner);
       default: return fmt::format("gpu{}.{}", a.owner, kKindName[static_cast<int>(a.kind)]);
     }
@@ -416,12 +421,12 @@ class FlowBound {
       if (a.kind == Kind::kConst) continue;
       bw[static_cast<int>(a.kind)] += a.bytes_per_s;
       // A domain's NIC outs are one arc: count its NICs.
-      count[static_cast<int>(a.kind)] += a.kind == Kind::kNicOut ? c_.nics_per_node * c_.nvlink_domain_nodes : 1;
+      count[static_cast<int>(a.kind)] += a.ports;
       last = i;
     }
     int64_t ports = 0;
     for (int64_t n : count) ports += n;
-    if (ports == 1) return PortName(arcs_[last]);
+    if (ports == 1) return PortName(arcs_[last]);  // a domain arc of one NIC is that NIC's name
     std::vector<int> kinds;
     for (int k = 1; k < 7; ++k)
       if (count[k] > 0) kinds.push_back(k);

@@ -115,6 +115,17 @@ TEST(TopologyBound, OneHolderMustSendWhatItAloneHoldsOnce) {
   EXPECT_NEAR(TopologyLowerBound(Contents(c, {0}, {1, 2, 3})).time_s, 1'000'000e-9, 1e-15);
 }
 
+TEST(TopologyBound, LastDomainMayHaveFewerNodes) {
+  // Three one-GPU nodes, NVLink domains of two nodes: GPUs 0 and 1 form
+  // domain 0, GPU 2 alone domain 1. GPU 0 holds the kX bytes, GPU 2 needs
+  // them: they land through GPU 2's one NIC at 1 byte/ns. T = kX ns.
+  Cluster c = TestCluster(3, 1, 1);
+  c.nvlink_domain_nodes = 2;
+  const TopologyBound b = TopologyLowerBound(Contents(c, {0}, {2}));
+  EXPECT_NEAR(b.time_s, 1'000'000e-9, 1e-15);
+  EXPECT_EQ(b.binding, "nic2.in");
+}
+
 TEST(TopologyBound, NothingToMoveIsZero) {
   const Cluster c = TestCluster(1, 2, 1);
   Plan p = Contents(c, {0}, {});
