@@ -109,7 +109,7 @@ nlohmann::json MemoryAtStartJson(const std::vector<GpuMemoryAtStart>& mem, int64
                    {"optimizer_bytes", m.optimizer},
                    {"kv_cache_bytes", m.kv_cache},
                    {"reserve_bytes", m.reserve},
-                   {"overheads_bytes", m.overheads},
+                   {"context_bytes", m.overheads},
                    {"total_bytes", m.Total()},
                    {"capacity_bytes", capacity_bytes},
                    {"free_bytes", capacity_bytes - m.Total()}});

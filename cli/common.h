@@ -73,7 +73,7 @@ void PrintJson(const nlohmann::json& j);
 nlohmann::json PlanSummaryJson(const PlanSummary& s);
 
 // Per-GPU memory at refit start as JSON objects with units in the names
-// (training_weights_bytes, ..., total_bytes, capacity_bytes, free_bytes).
+// (training_weights_bytes, ..., context_bytes, total_bytes, capacity_bytes, free_bytes; docs/json.md).
 nlohmann::json MemoryAtStartJson(const std::vector<GpuMemoryAtStart>& mem, int64_t capacity_bytes);
 
 // 8030261248 -> "8,030,261,248".

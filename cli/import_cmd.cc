@@ -74,7 +74,7 @@ void AddCommon(CLI::App* cmd, ImportCmdOptions& o, bool model_flag) {
                   "cluster preset: h200-x2, dgx-h100 (default), dgx-h200, gb200-nvl72");
   cmd->add_option("--name", o.import.name, "scenario name (default: the input file's name)");
   cmd->add_option("--reserve-gib", o.import.reserve_gib, "memory.reserve_gib (default 2)")->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--json", o.json, "machine-readable output (docs/json.md)");
+  cmd->add_flag("--json", o.json, "machine-readable output (every field: docs/json.md)");
 }
 
 }  // namespace

@@ -232,7 +232,7 @@ void RegisterInspectCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "inspect", "Model size, per-GPU bytes on each side, memory at refit start (exit 3 if it does not fit)");
   AddScenarioOptions(sub, opts->scenario);
-  sub->add_flag("--json", opts->json, "Machine-readable output on stdout");
+  sub->add_flag("--json", opts->json, "machine-readable output (every field: docs/json.md)");
   sub->callback([opts] { Run(*opts); });
 }
 

@@ -109,7 +109,7 @@ void RegisterPlanCommand(CLI::App& app) {
   cmd->add_option("--segment-bytes", o->segment_bytes, "segment size (e.g. 64MiB) or auto (the scenario's default)");
   AddBaselineOption(cmd, o->baseline);
   cmd->add_flag("--no-simulate", o->no_simulate, "predict with the planner's per-port estimate, not the simulator");
-  cmd->add_flag("--json", o->json, "machine-readable output (DESIGN's result fields)");
+  cmd->add_flag("--json", o->json, "machine-readable output (every field: docs/json.md)");
   cmd->callback([o]() { Run(*o); });
 }
 

@@ -147,7 +147,7 @@ void RegisterSimulateCommand(CLI::App& app) {
                 "one host process drives every GPU (reshard run without mpirun); default: one process per GPU");
   cmd->add_flag("--cold", o->cold,
                 "the job's first refit: also pin host buffers, map device memory and connect NCCL peers");
-  cmd->add_flag("--json", o->json, "machine-readable output (DESIGN's result fields, plus links and phases)");
+  cmd->add_flag("--json", o->json, "machine-readable output (every field: docs/json.md)");
   cmd->callback([o]() { Run(*o); });
 }
 

@@ -202,7 +202,7 @@ void RegisterSweepCommand(CLI::App& app) {
   cmd->add_option("--margin", o->margin, "safety margin of GPU capacity for the recommendation (default 5%)");
   cmd->add_option("--threads", o->threads, "worker threads (default: hardware concurrency)")->check(CLI::Range(0, 4096));
   cmd->add_option("--csv", o->csv, "also write the points as CSV to this path");
-  cmd->add_flag("--json", o->json, "machine-readable output (points[], recommended, margin)");
+  cmd->add_flag("--json", o->json, "machine-readable output (every field: docs/json.md)");
   cmd->callback([o]() { Run(*o); });
 }
 
