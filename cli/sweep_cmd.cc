@@ -70,7 +70,7 @@ double ParseNumber(const std::string& text, const std::string& flag) {
 
 SweepGrid GridOf(const SweepCmdOptions& o) {
   SweepGrid g;
-  for (const std::string& x : SplitList(o.segment_bytes)) g.segment_bytes.push_back(ParseBytes(x, "<cli>", "--segment-bytes"));
+  for (const std::string& x : SplitList(o.segment_bytes)) g.segment_bytes.push_back(SizeFlag(x, "--segment-bytes"));
   for (const std::string& x : SplitList(o.offload)) g.offload_fractions.push_back(ParseNumber(x, "--offload"));
   for (const std::string& x : SplitList(o.domains)) {
     const double d = ParseNumber(x, "--domains");
