@@ -85,27 +85,22 @@ void RegisterImportCommand(CLI::App& app) {
   cmd->require_subcommand(1);
   auto opts = std::make_shared<ImportCmdOptions>();
 
-  CLI::App* nemo = cmd->add_subcommand("nemo-rl", "a NeMo-RL recipe (examples/configs/*.yaml), with KEY=VALUE overrides");
-  nemo->add_option("recipe", opts->input, "the recipe YAML")->required();
-  nemo->add_option("overrides", opts->overrides, "KEY=VALUE overrides, as on NeMo-RL's command line");
-  AddCommon(nemo, *opts, true);
-  nemo->callback([opts] {
-    CheckOutputPath(opts->output, "-o");
-    opts->import.output_path = opts->output;
-    opts->import.overrides = opts->overrides;
-    Report(*opts, ImportNemoRl(opts->input, opts->import));
-  });
-
-  CLI::App* verl = cmd->add_subcommand("verl", "a verl trainer config (ppo_megatron_trainer.yaml), with KEY=VALUE overrides");
-  verl->add_option("config", opts->input, "the config YAML")->required();
-  verl->add_option("overrides", opts->overrides, "KEY=VALUE overrides, as on verl's command line");
-  AddCommon(verl, *opts, true);
-  verl->callback([opts] {
-    CheckOutputPath(opts->output, "-o");
-    opts->import.output_path = opts->output;
-    opts->import.overrides = opts->overrides;
-    Report(*opts, ImportVerl(opts->input, opts->import));
-  });
+  // nemo-rl and verl: a config file and KEY=VALUE overrides.
+  using Importer = ImportResult (*)(const std::string&, const ImportOptions&);
+  auto config_verb = [&](const char* name, const char* help, const char* framework, Importer importer) {
+    CLI::App* verb = cmd->add_subcommand(name, help);
+    verb->add_option("config", opts->input, "the config YAML")->required();
+    verb->add_option("overrides", opts->overrides, fmt::format("KEY=VALUE overrides, as on {}'s command line", framework));
+    AddCommon(verb, *opts, true);
+    verb->callback([opts, importer] {
+      CheckOutputPath(opts->output, "-o");
+      opts->import.output_path = opts->output;
+      opts->import.overrides = opts->overrides;
+      Report(*opts, importer(opts->input, opts->import));
+    });
+  };
+  config_verb("nemo-rl", "a NeMo-RL recipe (examples/configs/*.yaml), with KEY=VALUE overrides", "NeMo-RL", ImportNemoRl);
+  config_verb("verl", "a verl trainer config (ppo_megatron_trainer.yaml), with KEY=VALUE overrides", "verl", ImportVerl);
 
   CLI::App* megatron = cmd->add_subcommand(
       "megatron", "Megatron-LM training flags, vLLM serving flags (--model, --tensor-parallel-size, ...) and torchrun's "
