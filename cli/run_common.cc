@@ -107,7 +107,7 @@ void AddExecuteOptions(CLI::App* cmd, ExecuteArgs& a) {
       ->check(PositiveFiniteNumber());
   cmd->add_flag("--no-warmup", a.no_warmup,
                 "time cold: do not connect NCCL peers or grow the allocator's pool before timing");
-  cmd->add_flag("--json", a.json, "machine-readable output (DESIGN's result fields plus `measured`)");
+  cmd->add_flag("--json", a.json, "machine-readable output (every field: docs/json.md)");
 }
 
 void WithProcesses(const std::function<void(const MpiSession* mpi, bool root)>& body) {
