@@ -229,7 +229,7 @@ void RegisterCalibrateCommand(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "calibration profile to write (JSON)")->required();
   cmd->add_option("--max-bytes", o->max_bytes, "largest link transfer measured, e.g. 256MiB (default 1GiB)");
   cmd->add_flag("--quick", o->quick, "x4 size steps and fewer repetitions (about a quarter of the time)");
-  cmd->add_flag("--json", o->json, "machine-readable summary on stdout (the profile itself goes to -o)");
+  cmd->add_flag("--json", o->json, "machine-readable summary on stdout (every field: docs/json.md; the profile itself goes to -o)");
   cmd->add_option("--refit", o->refit, "fit the measurements kept in this earlier profile again; measure nothing");
   cmd->add_flag("--no-links", o->no_links, "skip the link sweeps (NCCL, PCIe, device copies)");
   cmd->add_flag("--no-host-costs", o->no_host_costs, "skip the executor's per-call host costs and NCCL groups");

@@ -11,6 +11,7 @@ class App;
 namespace reshard::cli {
 
 void RegisterCalibrateCommand(CLI::App& app);
+void RegisterImportCommand(CLI::App& app);
 void RegisterInspectCommand(CLI::App& app);
 void RegisterPlanCommand(CLI::App& app);
 void RegisterRunCommand(CLI::App& app);

@@ -1,4 +1,5 @@
 #include "cli/common.h"
+#include "cli/inputs.h"
 
 #include <filesystem>
 #include <iostream>
@@ -86,6 +87,33 @@ void ExitInfeasible(const Scenario& s, const PlanResult& r, bool json) {
   ExitWith(kExitInfeasible);
 }
 
+int64_t UsableBytes(const Cluster& c, int64_t reserve_bytes) { return c.gpu_memory_bytes - reserve_bytes; }
+
+std::string PeakAboveUsable(const std::vector<int64_t>& peak_bytes, const Cluster& c, int64_t reserve_bytes) {
+  const int64_t usable = UsableBytes(c, reserve_bytes);
+  int32_t worst = -1;
+  for (size_t g = 0; g < peak_bytes.size(); ++g) {
+    if (peak_bytes[g] > usable && (worst < 0 || peak_bytes[g] > peak_bytes[static_cast<size_t>(worst)]))
+      worst = static_cast<int32_t>(g);
+  }
+  if (worst < 0) return "";
+  const int64_t peak = peak_bytes[static_cast<size_t>(worst)];
+  std::string message = fmt::format("GPU {} peaks at {}, {} above the {} it may use", worst, FormatBytes(peak),
+                                    FormatBytes(peak - usable), FormatBytes(usable));
+  if (reserve_bytes > 0)
+    message += fmt::format(" (capacity {} less reserve {})", FormatBytes(c.gpu_memory_bytes), FormatBytes(reserve_bytes));
+  return message + ": this plan would run out of memory";
+}
+
+int64_t ReserveOfTarget(const std::string& target, const std::string& calibration) {
+  return LooksLikePlanFile(target) ? 0 : LoadScenarioArg(target, calibration).memory.reserve_bytes;
+}
+
+void ExitPeakAboveUsable(const std::string& message) {
+  std::cerr << "infeasible: " << message << "\n";
+  ExitWith(kExitInfeasible);
+}
+
 void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
 
 nlohmann::json PlanSummaryJson(const PlanSummary& s) {
@@ -95,6 +123,7 @@ nlohmann::json PlanSummaryJson(const PlanSummary& s) {
   j["bytes_moved"] = s.bytes_moved;
   j["lower_bound_s"] = s.lower_bound_s;
   j["plan_efficiency"] = PlanEfficiency(s.lower_bound_s, s.predicted_time_s);
+  j["routing_bound_s"] = s.routing_bound_s;
   j["segment_bytes"] = s.segment_bytes;
   j["offload_fraction"] = s.offload_fraction;
   return j;
@@ -109,7 +138,7 @@ nlohmann::json MemoryAtStartJson(const std::vector<GpuMemoryAtStart>& mem, int64
                    {"optimizer_bytes", m.optimizer},
                    {"kv_cache_bytes", m.kv_cache},
                    {"reserve_bytes", m.reserve},
-                   {"overheads_bytes", m.overheads},
+                   {"context_bytes", m.overheads},
                    {"total_bytes", m.Total()},
                    {"capacity_bytes", capacity_bytes},
                    {"free_bytes", capacity_bytes - m.Total()}});

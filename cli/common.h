@@ -65,15 +65,29 @@ PlanResult PlanScenario(const Scenario& s, const PlannerOptions& po, const std::
 // then exit 3.
 [[noreturn]] void ExitInfeasible(const Scenario& s, const PlanResult& r, bool json);
 
+// The memory a plan may peak at on one GPU: its capacity less the scenario's
+// reserve (which the planner never plans into). A plan.json does not carry
+// the reserve: 0 there.
+int64_t UsableBytes(const Cluster& c, int64_t reserve_bytes);
+// "" when every peak fits its GPU's usable memory, else "GPU g peaks at X,
+// Y above the Z it may use (capacity C less reserve R)" for the GPU most over.
+std::string PeakAboveUsable(const std::vector<int64_t>& peak_bytes, const Cluster& c, int64_t reserve_bytes);
+// The reserve of a verb's target: the scenario's memory.reserve, 0 for a plan.json.
+int64_t ReserveOfTarget(const std::string& target, const std::string& calibration);
+// After a verb printed a peak above what a GPU may use: "infeasible: MESSAGE"
+// on stderr, exit 3.
+[[noreturn]] void ExitPeakAboveUsable(const std::string& message);
+
 // Writes j to stdout, 2-space indented, with a final newline.
 void PrintJson(const nlohmann::json& j);
 
 // DESIGN's result fields of a plan's own prediction: time_s, peak_bytes,
-// bytes_moved, lower_bound_s, plan_efficiency, segment_bytes, offload_fraction.
+// bytes_moved, lower_bound_s, plan_efficiency, routing_bound_s, segment_bytes,
+// offload_fraction.
 nlohmann::json PlanSummaryJson(const PlanSummary& s);
 
 // Per-GPU memory at refit start as JSON objects with units in the names
-// (training_weights_bytes, ..., total_bytes, capacity_bytes, free_bytes).
+// (training_weights_bytes, ..., context_bytes, total_bytes, capacity_bytes, free_bytes; docs/json.md).
 nlohmann::json MemoryAtStartJson(const std::vector<GpuMemoryAtStart>& mem, int64_t capacity_bytes);
 
 // 8030261248 -> "8,030,261,248".

@@ -1,6 +1,7 @@
 #include "cli/inputs.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -94,6 +95,10 @@ void AddTargetOptions(CLI::App* cmd, TargetArgs& t) {
 Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json) {
   if (LooksLikePlanFile(t.target)) {
     if (!t.baseline.empty()) throw InputError("<cli>", "--baseline", "applies to a scenario, not to a plan.json");
+    if (!t.segment_bytes.empty())
+      throw InputError("<cli>", "--segment-bytes",
+                       "applies to a scenario; a plan.json's segments were cut when it was planned (plan the "
+                       "scenario again with --segment-bytes)");
     if (!t.calibration.empty() && t.scenario.empty())
       throw InputError("<cli>", "--calibration",
                        fmt::format("'{}' is a plan.json, which carries the cluster it was planned for; plan the "
@@ -115,9 +120,23 @@ Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json) {
 
 void RecordScenario(Plan& plan, const Scenario& s) { plan.scenario_fingerprint = ScenarioFingerprint(s); }
 
+int64_t SizeFlag(const std::string& text, const std::string& flag) {
+  // "64M", "1G": a bare letter could mean powers of 1000 or 1024; say both spellings.
+  static const std::string kLetters = "KkMmGgTtPp";
+  const size_t end = text.find_last_not_of(" \t");
+  if (end != std::string::npos && end > 0 && kLetters.find(text[end]) != std::string::npos &&
+      (std::isdigit(static_cast<unsigned char>(text[end - 1])) || text[end - 1] == ' ' || text[end - 1] == '.')) {
+    const std::string number = text.substr(0, end), unit(1, static_cast<char>(std::toupper(text[end])));
+    throw InputError("<cli>", flag,
+                     fmt::format("'{}' is ambiguous: write {}{}iB (powers of 1024) or {}{}B (powers of 1000)", text,
+                                 number, unit, number, unit));
+  }
+  return ParseBytes(text, "<cli>", flag);
+}
+
 int64_t SegmentBytesFlag(const std::string& text, const Scenario& s) {
   if (text.empty() || text == "auto") return 0;
-  const int64_t bytes = ParseBytes(text, "<cli>", "--segment-bytes");
+  const int64_t bytes = SizeFlag(text, "--segment-bytes");
   if (bytes <= 0) throw InputError("<cli>", "--segment-bytes", fmt::format("must be > 0 (or 'auto'), got '{}'", text));
   CheckSegmentBytes(s, bytes, "<cli>", "--segment-bytes");
   return bytes;

@@ -55,6 +55,10 @@ Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json);
 // does not yet record it itself).
 void RecordScenario(Plan& plan, const Scenario& s);
 
+// A size flag ("64MiB", "1.5GB", 1048576) as ParseBytes reads it; a bare
+// K/M/G/T/P ("64M") is refused with both spellings it could mean.
+int64_t SizeFlag(const std::string& text, const std::string& flag);
+
 // --segment-bytes for one plan of `s`: "" or "auto" -> 0 (the scenario
 // decides); otherwise a size > 0 ("64MiB") that passes CheckSegmentBytes.
 int64_t SegmentBytesFlag(const std::string& text, const Scenario& s);

@@ -112,6 +112,37 @@ std::vector<CostTerm> CostTerms(const Cluster& c) {
   return out;
 }
 
+// Whatever the plan, a GPU holds during the refit at least what it holds at
+// the start, less the optimizer state the scenario lets the refit offload,
+// plus the destination weights it receives. Not fitting that is exit 3 too.
+Feasibility CheckRefitFloor(const Scenario& s, const std::vector<GpuMemoryAtStart>& mem,
+                            const std::vector<int64_t>& destination_bytes) {
+  const OptimizerConfig& opt = s.memory.optimizer;
+  const double offloadable = opt.offload == OffloadMode::kNone       ? 0.0
+                             : opt.offload == OffloadMode::kFraction ? opt.fraction
+                                                                     : 1.0;
+  Feasibility f;
+  for (const GpuMemoryAtStart& m : mem) {
+    const int64_t at_least = m.Total() - static_cast<int64_t>(offloadable * static_cast<double>(m.optimizer)) +
+                             destination_bytes[static_cast<size_t>(m.gpu)];
+    const int64_t missing = at_least - s.cluster.gpu_memory_bytes;
+    if (missing > f.missing_bytes) {
+      f.fits = false;
+      f.gpu = m.gpu;
+      f.missing_bytes = missing;
+      f.message = fmt::format(
+          "GPU {} needs at least {} during the refit (destination weights {} on top of {} in use{}) but has {}: {} "
+          "missing whatever the plan",
+          m.gpu, FormatBytes(at_least), FormatBytes(destination_bytes[static_cast<size_t>(m.gpu)]),
+          FormatBytes(at_least - destination_bytes[static_cast<size_t>(m.gpu)]),
+          offloadable > 0 && m.optimizer > 0 ? ", the optimizer state offloaded as far as memory.optimizer.offload allows"
+                                             : "",
+          FormatBytes(s.cluster.gpu_memory_bytes), FormatBytes(missing));
+    }
+  }
+  return f;
+}
+
 void Run(const InspectOptions& o) {
   const Scenario s = o.scenario.Load();
   const Layout src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
@@ -122,8 +153,9 @@ void Run(const InspectOptions& o) {
   for (int32_t r = 0; r < src.Ranks(); ++r) source_bytes[s.source_gpus[r]] += src.RankBytes(r);
   for (int32_t r = 0; r < dst.Ranks(); ++r) destination_bytes[s.destination_gpus[r]] += dst.RankBytes(r);
   const std::vector<GpuMemoryAtStart> mem = MemoryAtStart(s, src);
-  const Feasibility fit = CheckStartFits(s, mem);
   const int64_t capacity = s.cluster.gpu_memory_bytes;
+  Feasibility fit = CheckStartFits(s, mem);
+  if (fit.fits) fit = CheckRefitFloor(s, mem, destination_bytes);
   const int64_t parameters = s.model.Parameters();
 
   if (o.json) {
@@ -232,7 +264,7 @@ void RegisterInspectCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "inspect", "Model size, per-GPU bytes on each side, memory at refit start (exit 3 if it does not fit)");
   AddScenarioOptions(sub, opts->scenario);
-  sub->add_flag("--json", opts->json, "Machine-readable output on stdout");
+  sub->add_flag("--json", opts->json, "machine-readable output (every field: docs/json.md)");
   sub->callback([opts] { Run(*opts); });
 }
 

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "reshard 0.1.0");
 
   reshard::cli::RegisterCalibrateCommand(app);
+  reshard::cli::RegisterImportCommand(app);
   reshard::cli::RegisterInspectCommand(app);
   reshard::cli::RegisterPlanCommand(app);
   reshard::cli::RegisterRunCommand(app);

@@ -31,23 +31,32 @@ struct PlanCmdOptions {
 
 constexpr size_t kMaxPeakRows = 16;
 
-void PrintPeaks(const std::vector<int64_t>& peak, int64_t capacity) {
+// Peaks against what a GPU may use (capacity less the reserve), with the share.
+void PrintPeaks(const std::vector<int64_t>& peak, const Cluster& c, int64_t reserve) {
   std::vector<int32_t> used;
   for (size_t g = 0; g < peak.size(); ++g)
     if (peak[g] > 0) used.push_back(static_cast<int32_t>(g));
   if (used.empty()) return;
+  const int64_t usable = UsableBytes(c, reserve);
+  std::cout << fmt::format("peak memory per GPU, of {} usable{}:\n", FormatBytes(usable),
+                           reserve > 0 ? fmt::format(" (capacity {} less reserve {})", FormatBytes(c.gpu_memory_bytes),
+                                                     FormatBytes(reserve))
+                                       : std::string());
+  auto row = [&](int32_t g) {
+    std::cout << fmt::format("  GPU {:>4}  peak {:>10}  {:5.1f} %{}\n", g, FormatBytes(peak[g]),
+                             100.0 * static_cast<double>(peak[g]) / static_cast<double>(usable),
+                             peak[g] > usable ? "  ABOVE USABLE MEMORY" : "");
+  };
   if (used.size() <= kMaxPeakRows) {
-    for (int32_t g : used)
-      std::cout << fmt::format("  GPU {:>4}  peak {:>10}  of {}\n", g, FormatBytes(peak[g]), FormatBytes(capacity));
+    for (int32_t g : used) row(g);
     return;
   }
   // Many GPUs: the range and the five busiest.
   std::vector<int32_t> order = used;
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return peak[a] > peak[b]; });
-  std::cout << fmt::format("  {} GPUs: peak min {}, max {} (capacity {})\n", used.size(),
-                           FormatBytes(peak[order.back()]), FormatBytes(peak[order.front()]), FormatBytes(capacity));
-  for (size_t i = 0; i < std::min<size_t>(5, order.size()); ++i)
-    std::cout << fmt::format("  GPU {:>4}  peak {:>10}\n", order[i], FormatBytes(peak[order[i]]));
+  std::cout << fmt::format("  {} GPUs: peak min {}, max {}\n", used.size(), FormatBytes(peak[order.back()]),
+                           FormatBytes(peak[order.front()]));
+  for (size_t i = 0; i < std::min<size_t>(5, order.size()); ++i) row(order[i]);
 }
 
 void Run(const PlanCmdOptions& o) {
@@ -64,11 +73,13 @@ void Run(const PlanCmdOptions& o) {
   const PlanSummary& sum = p.summary;
   if (!o.output.empty()) WritePlan(p, o.output);
   const double efficiency = PlanEfficiency(sum.lower_bound_s, sum.predicted_time_s);
+  // A baseline has no memory bound: its peak may exceed what a GPU may use.
+  const std::string over = PeakAboveUsable(sum.predicted_peak_bytes, s.cluster, s.memory.reserve_bytes);
 
   if (o.json) {
     nlohmann::json j = PlanSummaryJson(sum);
     j["scenario"] = s.name;
-    j["fits"] = true;
+    j["fits"] = over.empty();
     j["direct_min_bytes"] = sum.direct_min_bytes;
     j["memory_policy"] = sum.memory_policy;
     j["predicted_by"] = r.stats.predicted_by;
@@ -80,6 +91,7 @@ void Run(const PlanCmdOptions& o) {
     if (!o.baseline.empty()) j["baseline"] = o.baseline;
     if (!o.output.empty()) j["plan"] = o.output;
     PrintJson(j);
+    if (!over.empty()) ExitPeakAboveUsable(over);
     return;
   }
   std::cout << fmt::format("scenario        {} ({})\n", s.name, s.path);
@@ -92,12 +104,13 @@ void Run(const PlanCmdOptions& o) {
                            r.stats.groups, r.stats.ops);
   std::cout << fmt::format("memory policy   {} (optimizer offload fraction {:.2f})\n", sum.memory_policy,
                            sum.offload_fraction);
-  std::cout << fmt::format("lower bound     {:.3f} ms\n", sum.lower_bound_s * 1e3);
+  std::cout << fmt::format("lower bound     {:.3f} ms (any plan; this plan's routing bound {:.3f} ms)\n",
+                           sum.lower_bound_s * 1e3, sum.routing_bound_s * 1e3);
   std::cout << fmt::format("predicted time  {:.3f} ms ({})\n", sum.predicted_time_s * 1e3, r.stats.predicted_by);
   std::cout << fmt::format("efficiency      {:.1f} %\n", efficiency * 100);
-  std::cout << "peak memory per GPU:\n";
-  PrintPeaks(sum.predicted_peak_bytes, s.cluster.gpu_memory_bytes);
+  PrintPeaks(sum.predicted_peak_bytes, s.cluster, s.memory.reserve_bytes);
   if (!o.output.empty()) std::cout << fmt::format("plan written to {}\n", o.output);
+  if (!over.empty()) ExitPeakAboveUsable(over);
 }
 
 }  // namespace
@@ -110,7 +123,7 @@ void RegisterPlanCommand(CLI::App& app) {
   cmd->add_option("--segment-bytes", o->segment_bytes, "segment size (e.g. 64MiB) or auto (the scenario's default)");
   AddBaselineOption(cmd, o->baseline);
   cmd->add_flag("--no-simulate", o->no_simulate, "predict with the planner's per-port estimate, not the simulator");
-  cmd->add_flag("--json", o->json, "machine-readable output (DESIGN's result fields)");
+  cmd->add_flag("--json", o->json, "machine-readable output (every field: docs/json.md)");
   cmd->callback([o]() { Run(*o); });
 }
 

@@ -108,7 +108,7 @@ void AddExecuteOptions(CLI::App* cmd, ExecuteArgs& a) {
       ->check(PositiveFiniteNumber());
   cmd->add_flag("--no-warmup", a.no_warmup,
                 "time cold: do not connect NCCL peers or grow the allocator's pool before timing");
-  cmd->add_flag("--json", a.json, "machine-readable output (DESIGN's result fields plus `measured`)");
+  cmd->add_flag("--json", a.json, "machine-readable output (every field: docs/json.md)");
 }
 
 void WithProcesses(const std::function<void(const MpiSession* mpi, bool root)>& body) {
@@ -177,6 +177,7 @@ nlohmann::json MeasuredJson(const ExecuteOutcome& o) {
   nlohmann::json j = m;
   j["lower_bound_s"] = s.lower_bound_s;
   j["plan_efficiency"] = PlanEfficiency(s.lower_bound_s, m.time_s);
+  j["routing_bound_s"] = s.routing_bound_s;
   j["segment_bytes"] = s.segment_bytes;
   j["offload_fraction"] = s.offload_fraction;
   std::vector<double> times;

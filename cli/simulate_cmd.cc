@@ -53,7 +53,7 @@ std::string HostLine(const Prediction& pr) {
 
 constexpr size_t kMaxRows = 8;
 
-void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace) {
+void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace, int64_t reserve) {
   std::cout << fmt::format("plan            {} ({} ops, {} GPUs, cluster {})\n", plan.name, FormatCount(plan.ops.size()),
                            plan.Gpus(), plan.cluster.name);
   std::cout << fmt::format("predicted time  {:.3f} ms ({}; GPU span {:.3f} ms)\n", pr.time_s * 1e3,
@@ -63,8 +63,10 @@ void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace
   if (pr.cold)
     std::cout << fmt::format("cold setup      {:.3f} ms pinning + mapping, {:.3f} ms NCCL connections (busiest process)\n",
                              static_cast<double>(pr.cold_setup_ns) * 1e-6, static_cast<double>(pr.connect_ns) * 1e-6);
-  std::cout << fmt::format("lower bound     {:.3f} ms (binding port {})\n", pr.lower_bound_s * 1e3,
+  std::cout << fmt::format("lower bound     {:.3f} ms (any plan; binding {})\n", pr.lower_bound_s * 1e3,
                            pr.lower_bound_port.empty() ? "none" : pr.lower_bound_port);
+  std::cout << fmt::format("routing bound   {:.3f} ms (this plan's routing; binding port {})\n", pr.routing_bound_s * 1e3,
+                           pr.routing_bound_port.empty() ? "none" : pr.routing_bound_port);
   std::cout << fmt::format("efficiency      {:.1f} %\n", pr.plan_efficiency * 100);
   std::cout << fmt::format("bytes moved     local {}, NVLink {}, network {}, PCIe {}\n",
                            FormatBytes(pr.bytes_moved.local), FormatBytes(pr.bytes_moved.nvlink),
@@ -73,19 +75,23 @@ void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace
   std::vector<int32_t> order(pr.peak_bytes.size());
   for (size_t g = 0; g < order.size(); ++g) order[g] = static_cast<int32_t>(g);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return pr.peak_bytes[a] > pr.peak_bytes[b]; });
-  std::cout << "peak memory per GPU:\n";
+  const int64_t usable = UsableBytes(plan.cluster, reserve);
+  std::cout << fmt::format("peak memory per GPU, of {} usable{}:\n", FormatBytes(usable),
+                           reserve > 0 ? fmt::format(" (capacity {} less reserve {})",
+                                                     FormatBytes(plan.cluster.gpu_memory_bytes), FormatBytes(reserve))
+                                       : std::string());
   if (order.size() > kMaxRows) {
-    std::cout << fmt::format("  {} GPUs: min {}, max {} (capacity {}); highest:\n", order.size(),
-                             FormatBytes(pr.peak_bytes[order.back()]), FormatBytes(pr.peak_bytes[order.front()]),
-                             FormatBytes(plan.cluster.gpu_memory_bytes));
+    std::cout << fmt::format("  {} GPUs: min {}, max {}; highest:\n", order.size(),
+                             FormatBytes(pr.peak_bytes[order.back()]), FormatBytes(pr.peak_bytes[order.front()]));
     order.resize(kMaxRows / 2);
     std::sort(order.begin(), order.end());
   } else {
     std::sort(order.begin(), order.end());
   }
   for (int32_t g : order)
-    std::cout << fmt::format("  GPU {:>4}  {:>12}  of {}\n", g, FormatBytes(pr.peak_bytes[g]),
-                             FormatBytes(plan.cluster.gpu_memory_bytes));
+    std::cout << fmt::format("  GPU {:>4}  {:>12}  {:5.1f} %{}\n", g, FormatBytes(pr.peak_bytes[g]),
+                             100.0 * static_cast<double>(pr.peak_bytes[g]) / static_cast<double>(usable),
+                             pr.peak_bytes[g] > usable ? "  ABOVE USABLE MEMORY" : "");
   // The busiest links.
   std::vector<const PortUse*> links;
   for (const PortUse& u : pr.ports) links.push_back(&u);
@@ -121,6 +127,8 @@ void Run(const SimulateCmdOptions& o) {
   so.one_process = o.one_process;
   so.cold = o.cold;
   const Prediction pr = o.trace.empty() ? Simulate(plan, so) : SimulateWithTrace(plan, o.trace, so);
+  const int64_t reserve = ReserveOfTarget(o.target.target, o.target.calibration);
+  const std::string over = PeakAboveUsable(pr.peak_bytes, plan.cluster, reserve);
   if (o.json) {
     nlohmann::json j = pr;
     j["plan"] = plan.name;
@@ -128,9 +136,10 @@ void Run(const SimulateCmdOptions& o) {
     j["offload_fraction"] = plan.summary.offload_fraction;
     if (!o.trace.empty()) j["trace"] = o.trace;
     PrintJson(j);
-    return;
+  } else {
+    PrintHuman(plan, pr, o.trace, reserve);
   }
-  PrintHuman(plan, pr, o.trace);
+  if (!over.empty()) ExitPeakAboveUsable(over);
 }
 
 }  // namespace
@@ -148,7 +157,7 @@ void RegisterSimulateCommand(CLI::App& app) {
                 "one host process drives every GPU (reshard run without mpirun); default: one process per GPU");
   cmd->add_flag("--cold", o->cold,
                 "the job's first refit: also pin host buffers, map device memory and connect NCCL peers");
-  cmd->add_flag("--json", o->json, "machine-readable output (DESIGN's result fields, plus links and phases)");
+  cmd->add_flag("--json", o->json, "machine-readable output (every field: docs/json.md)");
   cmd->callback([o]() { Run(*o); });
 }
 

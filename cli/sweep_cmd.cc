@@ -8,6 +8,7 @@
 // 2 on bad flags or input.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -70,7 +71,7 @@ double ParseNumber(const std::string& text, const std::string& flag) {
 
 SweepGrid GridOf(const SweepCmdOptions& o) {
   SweepGrid g;
-  for (const std::string& x : SplitList(o.segment_bytes)) g.segment_bytes.push_back(ParseBytes(x, "<cli>", "--segment-bytes"));
+  for (const std::string& x : SplitList(o.segment_bytes)) g.segment_bytes.push_back(SizeFlag(x, "--segment-bytes"));
   for (const std::string& x : SplitList(o.offload)) g.offload_fractions.push_back(ParseNumber(x, "--offload"));
   for (const std::string& x : SplitList(o.domains)) {
     const double d = ParseNumber(x, "--domains");
@@ -157,13 +158,14 @@ void WriteCsv(const SweepResult& r, const std::string& path) {
   AtomicOutput file(path);  // a temporary file renamed over `path` once complete
   std::ostream& out = file.stream();
   out << "segment_bytes,offload_fraction,memory_policy,nvlink_domain_nodes,time_s,peak_bytes,fits,missing_bytes,"
-         "lower_bound_s,plan_efficiency,pareto,recommended\n";
+         "lower_bound_s,plan_efficiency,routing_bound_s,pareto,recommended\n";
   for (size_t i = 0; i < r.points.size(); ++i) {
     const SweepPoint& p = r.points[i];
-    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", p.segment_bytes, p.offload_fraction, p.policy.Name(),
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.segment_bytes, p.offload_fraction, p.policy.Name(),
                        p.nvlink_domain_nodes, p.fits ? fmt::format("{:.9g}", p.time_s) : "", p.peak_bytes,
                        p.fits ? "yes" : "no", p.missing_bytes, p.fits ? fmt::format("{:.9g}", p.lower_bound_s) : "",
-                       p.fits ? fmt::format("{:.6f}", p.plan_efficiency) : "", p.pareto ? "yes" : "no",
+                       p.fits ? fmt::format("{:.6f}", p.plan_efficiency) : "",
+                       p.fits ? fmt::format("{:.9g}", p.routing_bound_s) : "", p.pareto ? "yes" : "no",
                        r.recommended == i ? "yes" : "no");
   }
   file.Commit();
@@ -184,12 +186,17 @@ void Run(const SweepCmdOptions& o) {
   const SweepResult r = Sweep(s, grid, so);
   bar.reset();  // ends the bar's line before the output
   if (!o.csv.empty()) WriteCsv(r, o.csv);
+  const bool any_fits = std::any_of(r.points.begin(), r.points.end(), [](const SweepPoint& p) { return p.fits; });
   if (o.json) {
     PrintJson(nlohmann::json(r));
-    return;
+  } else {
+    PrintHuman(r, s.cluster.nodes > 1);
+    if (!o.csv.empty()) std::cout << "csv written to " << o.csv << "\n";
   }
-  PrintHuman(r, s.cluster.nodes > 1);
-  if (!o.csv.empty()) std::cout << "csv written to " << o.csv << "\n";
+  if (!any_fits) {
+    std::cerr << "infeasible: no point of the sweep fits in GPU memory (capacity less reserve)\n";
+    ExitWith(kExitInfeasible);
+  }
 }
 
 }  // namespace
@@ -202,11 +209,12 @@ void RegisterSweepCommand(CLI::App& app) {
   cmd->add_option("--segment-bytes", o->segment_bytes, "segment sizes, e.g. 4MiB,16MiB (default 4 MiB .. 4 GiB, x2)");
   cmd->add_option("--offload", o->offload, "optimizer offload fractions, e.g. 0,0.5,1 (default 0,0.25,0.5,1)");
   cmd->add_option("--domains", o->domains,
-                  "nvlink_domain_nodes values, e.g. 1,2 (default: the cluster's, its valid divisors and multiples)");
+                  "nvlink_domain_nodes values to compare, e.g. 1,2 (default: the cluster's own; others describe "
+                  "hardware you would need)");
   cmd->add_option("--margin", o->margin, "safety margin of GPU capacity for the recommendation (default 5%)");
   cmd->add_option("--threads", o->threads, "worker threads (default: hardware concurrency)")->check(CLI::Range(0, 4096));
   cmd->add_option("--csv", o->csv, "also write the points as CSV to this path");
-  cmd->add_flag("--json", o->json, "machine-readable output (points[], recommended, margin)");
+  cmd->add_flag("--json", o->json, "machine-readable output (every field: docs/json.md)");
   cmd->callback([o]() { Run(*o); });
 }
 

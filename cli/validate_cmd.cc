@@ -78,6 +78,8 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
   const int64_t m_peak = m.peak_bytes.empty() ? 0 : *std::max_element(m.peak_bytes.begin(), m.peak_bytes.end());
   const double time_error = RelativeError(pred.time_s, m.time_s);
   const double peak_error = RelativeError(static_cast<double>(p_peak), static_cast<double>(m_peak));
+  const std::string over =
+      PeakAboveUsable(pred.peak_bytes, plan.cluster, ReserveOfTarget(a.target.target, a.target.calibration));
 
   if (a.json) {
     nlohmann::json j = PredictedJson(plan);
@@ -85,6 +87,7 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
     j["peak_bytes"] = pred.peak_bytes;
     j["lower_bound_s"] = pred.lower_bound_s;
     j["plan_efficiency"] = pred.plan_efficiency;
+    j["routing_bound_s"] = pred.routing_bound_s;
     j["backend"] = m.backend;
     j["verified"] = o.verified;
     j["measured"] = MeasuredJson(o);
@@ -105,6 +108,7 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
     j["per_gpu_note"] = "time: from t = 0 (the call) to the GPU's last op end";
     if (!a.trace.empty()) j["trace"] = a.trace;
     PrintJson(j);
+    if (!over.empty()) ExitPeakAboveUsable(over);
     return;
   }
   std::cout << FormatMeasurement(m, plan);
@@ -132,6 +136,7 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
   if (rows.size() > kMaxRows) std::cout << fmt::format("  ... {} more GPUs (--json lists all)\n", rows.size() - kMaxRows);
   if (!a.trace.empty())
     std::cout << fmt::format("predicted and measured trace written to {} (open in ui.perfetto.dev)\n", a.trace);
+  if (!over.empty()) ExitPeakAboveUsable(over);
 }
 
 }  // namespace

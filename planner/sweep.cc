@@ -62,12 +62,13 @@ SweepPoint Evaluate(const Scenario& base, SweepPoint p) {
       if (r.gpu >= 0) p.peak_gpu = r.gpu;
       return p;
     }
-    const int64_t cap = s.cluster.gpu_memory_bytes;
+    const int64_t cap = s.cluster.gpu_memory_bytes - s.memory.reserve_bytes;  // the reserve is never planned into
     p.fits = p.peak_bytes <= cap;  // the planner bounds the peak; the simulator checks it
     p.missing_bytes = p.fits ? 0 : p.peak_bytes - cap;
     p.time_s = r.plan.summary.predicted_time_s;
     p.lower_bound_s = r.plan.summary.lower_bound_s;
     p.plan_efficiency = PlanEfficiency(p.lower_bound_s, p.time_s);
+    p.routing_bound_s = r.plan.summary.routing_bound_s;
   } catch (const InputError& e) {
     p.fits = false;
     p.error = e.what();
@@ -91,6 +92,13 @@ std::vector<int32_t> DefaultDomainSizes(const Cluster& c) {
   return out;
 }
 
+std::vector<double> DefaultOffloadFractions(const Scenario& s) {
+  const OptimizerConfig& o = s.memory.optimizer;
+  if (o.bytes_per_param <= 0 || o.offload == OffloadMode::kNone) return {0};
+  if (o.offload == OffloadMode::kFraction) return o.fraction > 0 ? std::vector<double>{0, o.fraction} : std::vector<double>{0};
+  return {0, 0.25, 0.5, 1};
+}
+
 std::vector<bool> ParetoFront(const std::vector<SweepPoint>& points) {
   std::vector<size_t> idx;
   for (size_t i = 0; i < points.size(); ++i)
@@ -101,7 +109,8 @@ std::vector<bool> ParetoFront(const std::vector<SweepPoint>& points) {
     return a < b;
   });
   std::vector<bool> front(points.size(), false);
-  // A point is dominated iff an earlier group (smaller (time, peak)) has a peak <= its peak.
+  // A point is dominated iff an earlier group (smaller (time, peak)) has a peak <= its peak;
+  // of a group of equal points only the first in grid order is listed.
   int64_t best_peak = std::numeric_limits<int64_t>::max();
   for (size_t k = 0; k < idx.size();) {
     size_t e = k;
@@ -109,8 +118,7 @@ std::vector<bool> ParetoFront(const std::vector<SweepPoint>& points) {
            points[idx[e]].peak_bytes == points[idx[k]].peak_bytes)
       ++e;
     const int64_t peak = points[idx[k]].peak_bytes;
-    if (peak < best_peak)
-      for (size_t m = k; m < e; ++m) front[idx[m]] = true;
+    if (peak < best_peak) front[idx[k]] = true;
     best_peak = std::min(best_peak, peak);
     k = e;
   }
@@ -153,9 +161,9 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
   SweepGrid g = grid;
   if (g.segment_bytes.empty())
     for (int64_t x = int64_t{4} << 20; x <= int64_t{4} << 30; x *= 2) g.segment_bytes.push_back(x);
-  if (g.offload_fractions.empty()) g.offload_fractions = {0, 0.25, 0.5, 1};
+  if (g.offload_fractions.empty()) g.offload_fractions = DefaultOffloadFractions(s);
   if (g.policies.empty()) g.policies = {{false, false}, {true, false}, {false, true}, {true, true}};
-  if (g.nvlink_domain_nodes.empty()) g.nvlink_domain_nodes = DefaultDomainSizes(s.cluster);
+  if (g.nvlink_domain_nodes.empty()) g.nvlink_domain_nodes = {s.cluster.nvlink_domain_nodes};
   for (int64_t b : g.segment_bytes)
     if (b <= 0) throw InputError("<cli>", "--segment-bytes", fmt::format("segment size {} is not positive", b));
   for (double f : g.offload_fractions)
@@ -171,7 +179,7 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
 
   SweepResult res;
   res.scenario = s.name;
-  res.capacity_bytes = s.cluster.gpu_memory_bytes;
+  res.capacity_bytes = s.cluster.gpu_memory_bytes - s.memory.reserve_bytes;
   res.margin = options.margin;
   for (int32_t d : g.nvlink_domain_nodes)
     for (int64_t b : g.segment_bytes)
@@ -228,10 +236,12 @@ void to_json(nlohmann::json& j, const SweepPoint& p) {
     j["time_s"] = p.time_s;
     j["lower_bound_s"] = p.lower_bound_s;
     j["plan_efficiency"] = p.plan_efficiency;
+    j["routing_bound_s"] = p.routing_bound_s;
   } else {
     j["time_s"] = nullptr;
     j["lower_bound_s"] = nullptr;
     j["plan_efficiency"] = nullptr;
+    j["routing_bound_s"] = nullptr;
     j["missing_bytes"] = p.missing_bytes;
   }
   if (!p.error.empty()) j["error"] = p.error;

@@ -1,6 +1,6 @@
 // Capacity-planning sweep: plan and simulate a scenario over a grid of
 // segment sizes, optimizer offload fractions, memory policies and (on
-// multi-node clusters) NVLink domain sizes; report each point's predicted
+// multi-node clusters, on request) NVLink domain sizes; report each point's predicted
 // time and per-GPU peak, the Pareto front of (time, peak) among the points
 // that fit, and a recommended default (the fastest point whose peak leaves a
 // safety margin of the GPU's capacity).
@@ -36,9 +36,10 @@ struct MemoryPolicy {
 
 struct SweepGrid {
   std::vector<int64_t> segment_bytes;      // empty: powers of two 4 MiB .. 4 GiB
-  std::vector<double> offload_fractions;   // empty: 0, 0.25, 0.5, 1
+  std::vector<double> offload_fractions;   // empty: DefaultOffloadFractions(scenario)
   std::vector<MemoryPolicy> policies;      // empty: all four
-  std::vector<int32_t> nvlink_domain_nodes;// empty: DefaultDomainSizes(cluster)
+  std::vector<int32_t> nvlink_domain_nodes;// empty: the cluster's own (the domain a user has);
+                                           // DefaultDomainSizes lists others worth asking about
 };
 
 struct SweepOptions {
@@ -60,13 +61,14 @@ struct SweepPoint {
   int64_t missing_bytes = 0;  // when !fits
   double lower_bound_s = 0;   // valid when fits
   double plan_efficiency = 0; // lower_bound_s / time_s
+  double routing_bound_s = 0; // valid when fits: the plan's own routing bound
   bool pareto = false;
   std::string error;          // the planner refused the point (InputError message)
 };
 
 struct SweepResult {
   std::string scenario;
-  int64_t capacity_bytes = 0; // per GPU
+  int64_t capacity_bytes = 0; // per GPU, less the scenario's reserve (what a plan may use)
   double margin = 0;
   std::vector<SweepPoint> points;  // grid order: domains, segment size, offload, policy
   std::optional<size_t> recommended;  // index into points
@@ -78,9 +80,16 @@ struct SweepResult {
 // cluster stays valid (ValidateCluster). Single-node clusters: the value alone.
 std::vector<int32_t> DefaultDomainSizes(const Cluster& c);
 
+// Offload fractions worth sweeping: 0 alone when there is no optimizer state
+// on the GPUs or the scenario forbids offload (every fraction would give the
+// same plan); 0 and the scenario's fraction when it gives one; else 0, 0.25,
+// 0.5, 1.
+std::vector<double> DefaultOffloadFractions(const Scenario& s);
+
 // Pareto front of (time, peak), both minimised, among points with fits;
-// others are never on it. Equal (time, peak) points are all on it when not
-// dominated. O(n log n): sort by (time, peak), keep the running minimum peak.
+// others are never on it. Of equal (time, peak) points not dominated, only
+// the first in grid order is on it (the front lists distinct points).
+// O(n log n): sort by (time, peak), keep the running minimum peak.
 std::vector<bool> ParetoFront(const std::vector<SweepPoint>& points);
 
 // The fastest point that fits with peak <= (1 - margin) * capacity (ties:

@@ -18,5 +18,9 @@ echo
 ./build/reshard simulate build/plan.json --trace build/trace.json
 echo
 # Running the plan on host threads moves the real bytes (2 x 16 GB for this
-# scenario); the tiny built-in shows the same end to end in a second.
-./build/reshard validate tiny-llama-tp2-to-tp1x2 --backend host
+# scenario); the tiny built-in checks the same end to end in a second: a byte
+# check of the executor on CPU threads, not a GPU measurement.
+./build/reshard run tiny-llama-tp2-to-tp1x2 --backend host
+echo
+echo "done: the plan is build/plan.json, its predicted timeline build/trace.json (ui.perfetto.dev);"
+echo "on GPUs, \`build/reshard validate $scenario --backend nccl\` measures it against the prediction."

@@ -60,7 +60,7 @@ TEST(Cli, InspectJsonFields) {
   EXPECT_EQ(m["total_bytes"].get<int64_t>(),
             m["training_weights_bytes"].get<int64_t>() + m["gradients_bytes"].get<int64_t>() +
                 m["optimizer_bytes"].get<int64_t>() + m["kv_cache_bytes"].get<int64_t>() +
-                m["reserve_bytes"].get<int64_t>() + m["overheads_bytes"].get<int64_t>());
+                m["reserve_bytes"].get<int64_t>() + m["context_bytes"].get<int64_t>());
   EXPECT_EQ(m["free_bytes"].get<int64_t>(), m["capacity_bytes"].get<int64_t>() - m["total_bytes"].get<int64_t>());
   EXPECT_EQ(j["fits"], true);
 }

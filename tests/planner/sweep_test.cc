@@ -2,6 +2,8 @@
 // the Pareto front against a brute-force dominance check, the recommendation
 // rule, determinism over thread counts, infeasible points reported as
 // results, and the CLI's JSON fields.
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -27,7 +29,8 @@ SweepPoint Pt(double time_s, int64_t peak, bool fits = true) {
   return p;
 }
 
-// O(n^2) definition: fits, and no fitting point is <= in both and < in one.
+// O(n^2) definition: fits, no fitting point is <= in both and < in one, and no
+// earlier point is equal (the front lists distinct points).
 std::vector<bool> BruteFront(const std::vector<SweepPoint>& v) {
   std::vector<bool> out(v.size(), false);
   for (size_t i = 0; i < v.size(); ++i) {
@@ -35,7 +38,7 @@ std::vector<bool> BruteFront(const std::vector<SweepPoint>& v) {
     bool dominated = false;
     for (size_t j = 0; j < v.size() && !dominated; ++j)
       dominated = v[j].fits && v[j].time_s <= v[i].time_s && v[j].peak_bytes <= v[i].peak_bytes &&
-                  (v[j].time_s < v[i].time_s || v[j].peak_bytes < v[i].peak_bytes);
+                  (v[j].time_s < v[i].time_s || v[j].peak_bytes < v[i].peak_bytes || j < i);
     out[i] = !dominated;
   }
   return out;
@@ -48,11 +51,11 @@ TEST(SweepPareto, HandMadePoints) {
       Pt(2.0, 60),          // 2: dominated by 1 (same time, more memory)
       Pt(3.0, 50),          // 3: dominated by 1 (slower, same memory)
       Pt(0.5, 10, false),   // 4: does not fit: never on the front
-      Pt(1.0, 100),         // 5: equal to 0: on the front too
+      Pt(1.0, 100),         // 5: equal to 0: listed once, as 0
       Pt(4.0, 10),          // 6: front (least memory)
       Pt(1.5, 100),         // 7: dominated by 0
   };
-  const std::vector<bool> expected = {true, true, false, false, false, true, true, false};
+  const std::vector<bool> expected = {true, true, false, false, false, false, true, false};
   EXPECT_EQ(ParetoFront(v), expected);
   EXPECT_EQ(BruteFront(v), expected);
 }
@@ -177,6 +180,42 @@ TEST(SweepRun, RealModelAndInfeasiblePointsAreResults) {
   EXPECT_TRUE(j["points"][0]["time_s"].is_null());
 }
 
+TEST(SweepGrid, AxesTheScenarioHas) {
+  Scenario s = BuiltinScenario("tiny-llama-tp2-to-tp1x2");
+  EXPECT_EQ(DefaultOffloadFractions(s), (std::vector<double>{0, 0.25, 0.5, 1}));
+  s.memory.optimizer.bytes_per_param = 0;  // no optimizer state: every fraction plans the same
+  EXPECT_EQ(DefaultOffloadFractions(s), std::vector<double>{0});
+  s.memory.optimizer.bytes_per_param = 12;
+  s.memory.optimizer.offload = OffloadMode::kNone;
+  EXPECT_EQ(DefaultOffloadFractions(s), std::vector<double>{0});
+  s.memory.optimizer.offload = OffloadMode::kFraction;
+  s.memory.optimizer.fraction = 0.3;
+  EXPECT_EQ(DefaultOffloadFractions(s), (std::vector<double>{0, 0.3}));
+  s.memory.optimizer.offload = OffloadMode::kAuto;
+  s.memory.optimizer.bytes_per_param = 0;
+  SweepGrid g;
+  g.segment_bytes = {int64_t{4} << 20};
+  const SweepResult r = Sweep(s, g, {});
+  EXPECT_EQ(r.points.size(), 4u);  // the four memory policies, no offload axis
+  // What a plan may use: the GPU less the reserve.
+  EXPECT_EQ(r.capacity_bytes, s.cluster.gpu_memory_bytes - s.memory.reserve_bytes);
+}
+
+TEST(SweepGrid, MultiNodeSweepsTheClustersOwnDomain) {
+  Scenario s = BuiltinScenario("tiny-llama-tp2-to-tp1x2");
+  s.cluster.nodes = 4;  // 4 x 2 GPUs, NVLink domain of one node; the scenario uses GPUs 0-1
+  s.cluster.nics_per_node = 1;
+  s.cluster.network.bytes_per_s = 50e9;
+  SweepGrid g;
+  g.segment_bytes = {int64_t{4} << 20};
+  g.offload_fractions = {0};
+  const SweepResult r = Sweep(s, g, {});
+  ASSERT_EQ(r.points.size(), 4u);
+  for (const SweepPoint& p : r.points) EXPECT_EQ(p.nvlink_domain_nodes, s.cluster.nvlink_domain_nodes);
+  g.nvlink_domain_nodes = {1, 2};  // others only on request
+  EXPECT_EQ(Sweep(s, g, {}).points.size(), 8u);
+}
+
 TEST(SweepRun, BadGridIsInputError) {
   const Scenario s = BuiltinScenario("tiny-llama-tp2-to-tp1x2");
   SweepGrid g;
@@ -208,6 +247,19 @@ TEST(SweepCli, JsonHasTheFields) {
   ASSERT_TRUE(j["recommended"].is_object());
   EXPECT_TRUE(j["recommended"].contains("why"));
   EXPECT_TRUE(j["recommended"]["fits"].get<bool>());
+}
+
+TEST(SweepCli, NothingFitsExits3) {
+  const std::string cmd = std::string("'") + RESHARD_BIN + "' sweep '" + RESHARD_TEST_DATA_DIR +
+                          "/scenarios/does-not-fit.yaml' --segment-bytes 64MiB --offload 0 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  ASSERT_TRUE(pipe);
+  std::string out;
+  std::array<char, 4096> buf{};
+  for (size_t n; (n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0;) out.append(buf.data(), n);
+  const int status = pclose(pipe.release());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << out;
+  EXPECT_NE(out.find("infeasible: no point of the sweep fits"), std::string::npos) << out;
 }
 
 }  // namespace
