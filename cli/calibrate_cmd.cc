@@ -26,6 +26,8 @@
 #include "cli/common.h"
 #include "calib/profile.h"
 #include "model/error.h"
+#include "model/input_file.h"
+#include "model/output_file.h"
 #include "model/scenario.h"
 #ifdef RESHARD_HAVE_NCCL
 #include "calib/measure_host.h"
@@ -137,12 +139,15 @@ void PrintHuman(const std::string& output, const CalibrationData& d, const Calib
 }
 
 CalibrationData ReadMeasurements(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open the profile to refit");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-  if (j.is_discarded()) throw InputError(path, "", "not valid JSON");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError(path, "", "cannot open the profile to refit");
+  const std::string text = ReadInputFile(path, "profile to refit");
+  nlohmann::json j;
+  try {
+    j = ParseJsonInput(text, path);  // nesting capped, duplicate keys refused
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path, "", fmt::format("not valid JSON: {}", e.what()));
+  }
   return CalibrationDataFromJson(j, path);
 }
 
@@ -201,16 +206,12 @@ void Run(const CalibrateCmdOptions& o) {
   std::error_code ec;
   if (out.has_parent_path() && !std::filesystem::is_directory(out.parent_path(), ec))
     throw InputError("<cli>", "-o", fmt::format("directory '{}' does not exist", out.parent_path().string()));
+  CheckOutputFile(o.output, "<cli>", "-o", {o.refit});
   const CalibrationData data = Measurements(o, max_bytes);
   const FitOptions fo;
   const CalibrationFit fit = FitCalibration(data, fo);
   const nlohmann::json profile = CalibrationProfileJson(data, fit, fo);
-  {
-    std::ofstream f(o.output, std::ios::binary | std::ios::trunc);
-    if (!f) throw InputError("<cli>", "-o", fmt::format("cannot write '{}'", o.output));
-    f << profile.dump(2) << "\n";
-    if (!f) throw InputError("<cli>", "-o", fmt::format("writing '{}' failed", o.output));
-  }
+  WriteFileAtomically(o.output, profile.dump(2) + "\n");
   if (o.json) {
     PrintJson(SummaryJson(o.output, data, fit));
   } else {

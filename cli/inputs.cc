@@ -15,6 +15,7 @@
 
 #include "cli/common.h"
 #include "model/error.h"
+#include "model/output_file.h"
 #include "model/scenario.h"
 #include "planner/planner.h"
 
@@ -110,7 +111,7 @@ Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json) {
     throw InputError("<cli>", "--scenario", fmt::format("applies to a plan.json; '{}' is a scenario", t.target));
   const Scenario s = LoadScenarioArg(t.target, t.calibration);
   PlannerOptions po;
-  po.segment_bytes = SegmentBytesFlag(t.segment_bytes);
+  po.segment_bytes = SegmentBytesFlag(t.segment_bytes, s);
   PlanResult r = PlanScenario(s, po, t.baseline);
   if (!r.ok()) ExitInfeasible(s, r, infeasible_json);
   RecordScenario(r.plan, s);
@@ -133,23 +134,16 @@ int64_t SizeFlag(const std::string& text, const std::string& flag) {
   return ParseBytes(text, "<cli>", flag);
 }
 
-int64_t SegmentBytesFlag(const std::string& text) {
+int64_t SegmentBytesFlag(const std::string& text, const Scenario& s) {
   if (text.empty() || text == "auto") return 0;
   const int64_t bytes = SizeFlag(text, "--segment-bytes");
   if (bytes <= 0) throw InputError("<cli>", "--segment-bytes", fmt::format("must be > 0 (or 'auto'), got '{}'", text));
+  CheckSegmentBytes(s, bytes, "<cli>", "--segment-bytes");
   return bytes;
 }
 
-void CheckOutputPath(const std::string& path, const std::string& flag) {
-  if (path.empty()) return;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path p(path);
-  if (fs::is_directory(p, ec))
-    throw InputError("<cli>", flag, fmt::format("'{}' is a directory; give a file path", path));
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir, ec))
-    throw InputError("<cli>", flag, fmt::format("cannot write '{}': directory '{}' does not exist", path, dir.string()));
+void CheckOutputPath(const std::string& path, const std::string& flag, const std::vector<std::string>& inputs) {
+  CheckOutputFile(path, "<cli>", flag, inputs);
 }
 
 CLI::Validator PositiveFiniteNumber() {
@@ -160,6 +154,8 @@ CLI::Validator PositiveFiniteNumber() {
         const double v = std::strtod(text.c_str(), &end);
         if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v <= 0)
           return fmt::format("must be a finite number > 0, got '{}'", text);
+        if (v > kMaxTimeoutS)
+          return fmt::format("{} s is more than {:g} s (30 days), the longest wait reshard takes", text, kMaxTimeoutS);
         return {};
       },
       "SECONDS>0");

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "plan/plan.h"
 
@@ -58,15 +59,18 @@ void RecordScenario(Plan& plan, const Scenario& s);
 // K/M/G/T/P ("64M") is refused with both spellings it could mean.
 int64_t SizeFlag(const std::string& text, const std::string& flag);
 
-// --segment-bytes for one plan: "" or "auto" -> 0 (the scenario decides);
-// otherwise a size > 0 ("64MiB").
-int64_t SegmentBytesFlag(const std::string& text);
+// --segment-bytes for one plan of `s`: "" or "auto" -> 0 (the scenario
+// decides); otherwise a size > 0 ("64MiB") that passes CheckSegmentBytes.
+int64_t SegmentBytesFlag(const std::string& text, const Scenario& s);
 
-// An output path given by `flag`, checked before any work: not a directory,
-// its directory exists. "" (not given) passes.
-void CheckOutputPath(const std::string& path, const std::string& flag);
+// An output path given by `flag`, checked before any work (CheckOutputFile):
+// a regular file or none yet, its directory exists, not one of `inputs` (the
+// command's input files). "" (not given) passes.
+void CheckOutputPath(const std::string& path, const std::string& flag, const std::vector<std::string>& inputs = {});
 
-// CLI11 check: a finite number > 0 (timeouts in seconds).
+// CLI11 check: a finite number > 0 and at most kMaxTimeoutS (timeouts in
+// seconds; larger ones would overflow the clocks' nanoseconds).
+inline constexpr double kMaxTimeoutS = 30 * 86400.0;
 CLI::Validator PositiveFiniteNumber();
 
 }  // namespace reshard::cli

@@ -60,10 +60,11 @@ void PrintPeaks(const std::vector<int64_t>& peak, const Cluster& c, int64_t rese
 }
 
 void Run(const PlanCmdOptions& o) {
-  CheckOutputPath(o.output, "-o");  // bad input writes nothing: checked before any work
+  // Bad input writes nothing: checked before any work.
+  CheckOutputPath(o.output, "-o", {o.scenario.scenario, o.scenario.calibration});
   const Scenario s = o.scenario.Load();
   PlannerOptions po;
-  po.segment_bytes = SegmentBytesFlag(o.segment_bytes);
+  po.segment_bytes = SegmentBytesFlag(o.segment_bytes, s);
   po.simulate = !o.no_simulate;
   PlanResult r = PlanScenario(s, po, o.baseline);
   if (!r.ok()) ExitInfeasible(s, r, o.json);

@@ -33,8 +33,9 @@ double EnvSeconds(const char* name, double fallback) {
   if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
   const double s = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !std::isfinite(s) || s <= 0)
-    throw InputError("<environment>", name, fmt::format("must be a finite number of seconds > 0, got '{}'", v));
+  if (end == v || *end != '\0' || !std::isfinite(s) || s <= 0 || s > kMaxTimeoutS)
+    throw InputError("<environment>", name,
+                     fmt::format("must be a finite number of seconds in (0, {:g}], got '{}'", kMaxTimeoutS, v));
   return s;
 }
 
@@ -127,8 +128,10 @@ void WithProcesses(const std::function<void(const MpiSession* mpi, bool root)>& 
 
 ExecuteOutcome ExecuteTarget(const ExecuteArgs& a, const MpiSession* mpi) {
   ExecuteOutcome out;
-  CheckOutputPath(a.save_plan, "--save-plan");  // bad input writes nothing: checked before any work
-  CheckOutputPath(a.trace, "--trace");
+  // Bad input writes nothing: checked before any work.
+  const std::vector<std::string> inputs = {a.target.target, a.target.scenario, a.target.calibration};
+  CheckOutputPath(a.save_plan, "--save-plan", inputs);
+  CheckOutputPath(a.trace, "--trace", inputs);
   out.plan = SharedPlan(a, mpi);
   const bool root = mpi == nullptr || mpi->rank() == 0;
   const bool one_process = mpi == nullptr || mpi->size() == 1;

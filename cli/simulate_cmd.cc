@@ -119,7 +119,8 @@ void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace
 }
 
 void Run(const SimulateCmdOptions& o) {
-  CheckOutputPath(o.trace, "--trace");  // bad input writes nothing: checked before any work
+  // Bad input writes nothing: checked before any work.
+  CheckOutputPath(o.trace, "--trace", {o.target.target, o.target.scenario, o.target.calibration});
   const Plan plan = PlanOfTarget(o.target, o.json);
   SimOptions so;
   so.issue = IssueOf(o);

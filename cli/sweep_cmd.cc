@@ -25,6 +25,7 @@
 #include "cli/common.h"
 #include "cli/inputs.h"
 #include "model/error.h"
+#include "model/output_file.h"
 #include "planner/sweep.h"
 
 namespace reshard::cli {
@@ -154,8 +155,8 @@ void PrintHuman(const SweepResult& r, bool multi_node) {
 }
 
 void WriteCsv(const SweepResult& r, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw InputError(path, "", "cannot open for writing");
+  AtomicOutput file(path);  // a temporary file renamed over `path` once complete
+  std::ostream& out = file.stream();
   out << "segment_bytes,offload_fraction,memory_policy,nvlink_domain_nodes,time_s,peak_bytes,fits,missing_bytes,"
          "lower_bound_s,plan_efficiency,routing_bound_s,pareto,recommended\n";
   for (size_t i = 0; i < r.points.size(); ++i) {
@@ -167,13 +168,16 @@ void WriteCsv(const SweepResult& r, const std::string& path) {
                        p.fits ? fmt::format("{:.9g}", p.routing_bound_s) : "", p.pareto ? "yes" : "no",
                        r.recommended == i ? "yes" : "no");
   }
-  if (!out) throw InputError(path, "", "write failed");
+  file.Commit();
 }
 
 void Run(const SweepCmdOptions& o) {
-  CheckOutputPath(o.csv, "--csv");  // bad input writes nothing: checked before any work
+  // Bad input writes nothing: checked before any work.
+  CheckOutputPath(o.csv, "--csv", {o.scenario.scenario, o.scenario.calibration});
   const Scenario s = o.scenario.Load();
   const SweepGrid grid = GridOf(o);
+  for (int64_t b : grid.segment_bytes)
+    if (b > 0) CheckSegmentBytes(s, b, "<cli>", "--segment-bytes");
   SweepOptions so;
   so.threads = o.threads;
   so.margin = ParseNumber(o.margin, "--margin");

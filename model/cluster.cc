@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "model/input_file.h"
 #include "model/hash.h"
 #include "model/json_fields.h"
 
@@ -388,12 +389,26 @@ Cluster ClusterPreset(const std::string& name, const std::string& file, const st
 namespace {
 
 void ValidateLink(const LinkProfile& l, const std::string& file, const std::string& field) {
-  if (!std::isfinite(l.bytes_per_s) || l.bytes_per_s < 0)
-    throw InputError(file, Dot(field, "bytes_per_s"), "must be a finite number >= 0");
-  if (!std::isfinite(l.duplex_bytes_per_s) || l.duplex_bytes_per_s < 0)
-    throw InputError(file, Dot(field, "duplex_bytes_per_s"), "must be a finite number >= 0");
-  if (l.latency_ns < 0) throw InputError(file, Dot(field, "latency_ns"), "must be >= 0");
-  if (l.op_gap_ns < 0) throw InputError(file, Dot(field, "op_gap_ns"), "must be >= 0");
+  // Physical ranges, so that bytes / bandwidth and sums of latencies stay
+  // far inside int64 nanoseconds: a link is 0 (absent) or 1 MB/s .. 1e16 B/s;
+  // a fixed cost is at most a day.
+  auto bandwidth = [&](double v, std::string_view name) {
+    if (!std::isfinite(v) || v < 0)
+      throw InputError(file, Dot(field, name), fmt::format("must be a finite number >= 0, got {}", v));
+    if (v != 0 && (v < kMinLinkBytesPerS || v > kMaxLinkBytesPerS))
+      throw InputError(file, Dot(field, name),
+                       fmt::format("{:g} B/s is outside [{:g}, {:g}] (0 for no such link)", v, kMinLinkBytesPerS,
+                                   kMaxLinkBytesPerS));
+  };
+  bandwidth(l.bytes_per_s, "bytes_per_s");
+  bandwidth(l.duplex_bytes_per_s, "duplex_bytes_per_s");
+  auto fixed_ns = [&](int64_t v, std::string_view name) {
+    if (v < 0 || v > kMaxLinkFixedNs)
+      throw InputError(file, Dot(field, name), fmt::format("must be in [0, {:g}] ns (a day), got {}",
+                                                           static_cast<double>(kMaxLinkFixedNs), v));
+  };
+  fixed_ns(l.latency_ns, "latency_ns");
+  fixed_ns(l.op_gap_ns, "op_gap_ns");
   auto check_curve = [&](const std::vector<EfficiencyPoint>& curve, std::string_view name) {
     for (size_t i = 0; i < curve.size(); ++i) {
       const auto& p = curve[i];
@@ -420,8 +435,17 @@ void ValidateCluster(const Cluster& c, const std::string& file, const std::strin
   positive(c.gpu_memory_bytes, "gpu_memory");
   if (c.nics_per_node < 0) throw InputError(file, Dot(field, "nics_per_node"), "must be >= 0");
   if (c.host_memory_bytes < 0) throw InputError(file, Dot(field, "host_memory"), "must be >= 0");
-  if (static_cast<int64_t>(c.nodes) * c.gpus_per_node > std::numeric_limits<int32_t>::max())
-    throw InputError(file, Dot(field, "nodes"), "too many GPUs");
+  if (static_cast<int64_t>(c.nodes) * c.gpus_per_node > kMaxClusterGpus)
+    throw InputError(file, Dot(field, "nodes"),
+                     fmt::format("{} nodes x {} GPUs would need {} GPUs; reshard plans clusters of at most {}",
+                                 c.nodes, c.gpus_per_node, static_cast<int64_t>(c.nodes) * c.gpus_per_node,
+                                 kMaxClusterGpus));
+  if (c.gpu_memory_bytes > kMaxMemoryBytes)
+    throw InputError(file, Dot(field, "gpu_memory"),
+                     fmt::format("{} bytes is more than 1 PiB per GPU", c.gpu_memory_bytes));
+  if (c.host_memory_bytes > kMaxMemoryBytes)
+    throw InputError(file, Dot(field, "host_memory"),
+                     fmt::format("{} bytes is more than 1 PiB per node", c.host_memory_bytes));
   ValidateLink(c.nvlink, file, Dot(field, "nvlink"));
   ValidateLink(c.network, file, Dot(field, "network"));
   ValidateLink(c.pcie, file, Dot(field, "pcie"));
@@ -645,18 +669,14 @@ void ApplyProfileJson(Cluster& c, const json& j, const std::string& path) {
 }
 
 void ApplyProfileFile(Cluster& c, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open calibration profile");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = ReadInputFile(path, "calibration profile");
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw InputError(path, "", "calibration profile is empty (expected a JSON object)");
   if (const size_t nul = text.find('\0'); nul != std::string::npos)
     throw InputError(path, "", fmt::format("not a JSON calibration profile: binary data (NUL byte at offset {})", nul));
   json j;
   try {
-    j = json::parse(text);
+    j = ParseJsonInput(text, path);  // nesting capped, duplicate keys refused
   } catch (const json::exception& e) {  // parse_error, and out_of_range.406 (number overflow)
     throw InputError(path, "", fmt::format("not valid JSON: {}", e.what()));
   }

@@ -99,6 +99,15 @@ std::vector<std::string> ClusterPresetNames();  // h200-x2, dgx-h100, dgx-h200, 
 Cluster ClusterPreset(const std::string& name, const std::string& file = "<cluster>",
                       const std::string& field = "cluster.preset");
 
+// Bounds on what a cluster may say, so that counts, bytes and nanoseconds
+// derived from it cannot overflow and planning cannot run away: GPUs in all,
+// memory per GPU or node, link bandwidth (when present) and fixed costs.
+inline constexpr int64_t kMaxClusterGpus = int64_t{1} << 17;
+inline constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;  // 1 PiB
+inline constexpr double kMinLinkBytesPerS = 1e6;
+inline constexpr double kMaxLinkBytesPerS = 1e16;
+inline constexpr int64_t kMaxLinkFixedNs = int64_t{86'400} * 1'000'000'000;  // a day
+
 // Checks counts, sizes and that every link the topology needs has bandwidth
 // (NVLink when a domain holds several GPUs, the network when there are several
 // domains). Throws InputError(file, field + ".<name>", ...).

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "model/input_file.h"
 #include "model/model.h"
 
 namespace reshard {
@@ -108,28 +109,72 @@ class Reader {
   std::string path_;
 };
 
+// model_type values that name a family by another name (Kimi-K2 is DeepSeek-V3's architecture).
+constexpr std::pair<const char*, const char*> kModelTypeAliases[] = {{"kimi_k2", "deepseek_v3"}};
+
+std::string SupportedList() {
+  std::string list;
+  for (const auto& [type, family] : kModelTypes) list += (list.empty() ? "" : ", ") + std::string(type);
+  return list;
+}
+
+// The family, from model_type (which must be supported) and architectures
+// (which must agree with it): a config that says one thing in one field and
+// another in the other is refused rather than read as either. Without
+// model_type, the architectures decide.
 std::string Family(const Reader& r) {
   std::optional<std::string> model_type = r.OptString("model_type");
-  if (model_type)
-    for (const auto& [type, family] : kModelTypes)
-      if (*model_type == type) return family;
-  if (const Json* archs = r.Find("architectures")) {
-    if (!archs->is_array()) r.Fail("architectures", "expected an array, got " + TypeName(*archs));
-    for (const auto& a : *archs)
-      if (a.is_string())
-        for (const auto& [arch, family] : kArchitectures)
-          if (a.get<std::string>() == arch) return family;
+  std::vector<std::string> archs;
+  if (const Json* a = r.Find("architectures")) {
+    if (!a->is_array()) r.Fail("architectures", "expected an array, got " + TypeName(*a));
+    for (size_t i = 0; i < a->size(); ++i) {
+      if (!(*a)[i].is_string())
+        r.Fail("architectures[" + std::to_string(i) + "]", "expected a string, got " + TypeName((*a)[i]));
+      archs.push_back((*a)[i].get<std::string>());
+    }
   }
-  std::vector<std::string> types;
-  std::string list;
-  for (const auto& [type, family] : kModelTypes) {
-    types.emplace_back(type);
-    list += (list.empty() ? "" : ", ") + std::string(type);
+  auto arch_family = [](const std::string& arch) -> std::string {
+    for (const auto& [name, family] : kArchitectures)
+      if (arch == name) return family;
+    return "";
+  };
+  std::string family;
+  if (!model_type) {
+    for (const std::string& a : archs)
+      if (family.empty()) family = arch_family(a);
+    if (family.empty())
+      r.Fail("model_type", "missing, and no supported architecture in 'architectures'; supported model_type: " + SupportedList());
+    model_type = family;
   }
-  if (!model_type) r.Fail("model_type", "missing, and no supported architecture in 'architectures'; supported model_type: " + list);
-  std::string problem = "unsupported model_type '" + *model_type + "'";
-  if (std::string s = Suggest(*model_type, types); !s.empty()) problem += " (did you mean '" + s + "'?)";
-  r.Fail("model_type", problem + "; supported: " + list);
+  for (const auto& [type, fam] : kModelTypes)
+    if (*model_type == type) family = fam;
+  for (const auto& [type, fam] : kModelTypeAliases)
+    if (*model_type == type) family = fam;
+  if (family.empty()) {
+    std::vector<std::string> types;
+    for (const auto& [type, fam] : kModelTypes) types.emplace_back(type);
+    std::string problem = "unsupported model_type '" + *model_type + "'";
+    if (std::string s = Suggest(*model_type, types); !s.empty()) problem += " (did you mean '" + s + "'?)";
+    r.Fail("model_type", problem + "; supported: " + SupportedList() +
+                             " (architectures does not override it: the two must agree)");
+  }
+  for (size_t i = 0; i < archs.size() && r.Has("model_type"); ++i) {
+    const std::string f = arch_family(archs[i]);
+    if (f != family)
+      r.Fail("architectures[" + std::to_string(i) + "]",
+             "'" + archs[i] + "' is " + (f.empty() ? "not a supported architecture" : "a " + f + " architecture") +
+                 ", but model_type '" + *model_type + "' is the " + family +
+                 " family; the two must agree");
+  }
+  // Expert fields in a dense family would be silently ignored: refuse them.
+  const bool moe_family = family == "qwen3_moe" || family == "deepseek_v3";
+  if (!moe_family)
+    for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
+                            "moe_intermediate_size", "n_shared_experts"})
+      if (const Json* v = r.Find(key); v && !(v->is_number() && *v == 0))
+        r.Fail(key, "an expert (MoE) field, but model_type '" + *model_type + "' is the dense " + family +
+                        " family; reshard would ignore the experts (supported MoE model_type: qwen3_moe, deepseek_v3)");
+  return family;
 }
 
 // Shape-changing options reshard does not model yet: reject rather than miscount.
@@ -150,7 +195,7 @@ std::string DefaultName(const std::string& path) {
 ModelConfig ParseHfConfig(const std::string& json_text, const std::string& path) {
   Json j;
   try {
-    j = Json::parse(json_text);
+    j = ParseJsonInput(json_text, path);  // nesting capped, duplicate keys refused
   } catch (const Json::exception& e) {  // parse_error, and out_of_range.406 (number overflow)
     throw InputError(path, "", std::string("invalid JSON: ") + e.what());
   }
@@ -225,12 +270,7 @@ ModelConfig ParseHfConfig(const std::string& json_text, const std::string& path)
 }
 
 ModelConfig ReadHfConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open the Hugging Face config file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path, "", "error while reading the file");
-  const std::string s = text.str();
+  const std::string s = ReadInputFile(path, "Hugging Face config file");
   if (s.find_first_not_of(" \t\r\n") == std::string::npos)
     throw InputError(path, "", "the Hugging Face config file is empty (expected a JSON object)");
   if (const size_t nul = s.find('\0'); nul != std::string::npos)

@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "model/checked.h"
 #include "model/error.h"
 #include "model/scenario.h"
 
@@ -33,7 +34,7 @@ bool IsExpert(TensorKind k) {
   return k == TensorKind::kExpertGate || k == TensorKind::kExpertUp || k == TensorKind::kExpertDown;
 }
 
-int64_t CeilBytes(double bytes) { return static_cast<int64_t>(std::ceil(bytes - 1e-9)); }
+int64_t CeilBytes(double bytes, const checked::Source& at) { return checked::ToInt64(std::ceil(bytes - 1e-9), at); }
 
 }  // namespace
 
@@ -63,23 +64,33 @@ std::vector<GpuMemoryAtStart> MemoryAtStart(const Scenario& s, const Layout& sou
     const int64_t total = source.shards[shard].Elements();
     const int64_t expert = expert_elems[shard];
     const int64_t dense = total - expert;
-    out[g].training_weights += source.RankBytes(r);
+    const checked::Source at{s.path, "source"};
+    out[g].training_weights = checked::Add(out[g].training_weights, source.RankBytes(r), at);
     double opt_params = opt.distributed ? static_cast<double>(dense) / static_cast<double>(dp_cp) +
                                               static_cast<double>(expert) / static_cast<double>(edp)
                                         : static_cast<double>(total);
-    out[g].optimizer += CeilBytes(opt_params * opt.bytes_per_param);
+    const checked::Source opt_at{s.path, "memory.optimizer.bytes_per_param"};
+    out[g].optimizer = checked::Add(out[g].optimizer, CeilBytes(opt_params * opt.bytes_per_param, opt_at), opt_at);
     if (s.memory.keep_gradients)
-      out[g].gradients += CeilBytes(static_cast<double>(total) * s.memory.grad_bytes_per_param);
+      out[g].gradients = checked::Add(out[g].gradients,
+                                      CeilBytes(static_cast<double>(total) * s.memory.grad_bytes_per_param,
+                                                {s.path, "memory.grad_bytes_per_param"}),
+                                      {s.path, "memory.grad_bytes_per_param"});
   }
   for (int32_t g : s.destination_gpus) {
     RESHARD_CHECK(g >= 0 && g < gpus, "destination GPU out of range");
     used[g] = true;
-    out[g].kv_cache += s.memory.kv_cache_bytes;
+    out[g].kv_cache = checked::Add(out[g].kv_cache, s.memory.kv_cache_bytes, {s.path, "memory.kv_cache"});
   }
   for (int32_t g = 0; g < gpus; ++g) {
     if (!used[g]) continue;
     out[g].reserve = s.memory.reserve_bytes;
     out[g].overheads = s.cluster.overheads.cuda_context_bytes;
+    // Total() adds these unchecked: prove here that the sum fits.
+    int64_t total = 0;
+    for (int64_t part : {out[g].training_weights, out[g].gradients, out[g].optimizer, out[g].kv_cache,
+                         out[g].reserve, out[g].overheads})
+      total = checked::Add(total, part, {s.path, "memory"});
   }
   return out;
 }

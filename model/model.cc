@@ -116,6 +116,12 @@ ModelConfig NormalizeModelConfig(const ModelConfig& in, const std::string& sourc
   RequireNonNegative(source, "num_key_value_heads", c.kv_heads);
   RequireNonNegative(source, "head_dim", c.head_dim);
   RequireNonNegative(source, "intermediate_size", c.intermediate);
+  // Counts that multiply the work (tensors, pieces) are bounded before any
+  // inventory is built: published models have under 200 layers and 400 experts.
+  if (c.layers > kMaxLayers)
+    throw InputError(source, "num_hidden_layers",
+                     std::to_string(c.layers) + " layers would mean " + std::to_string(int64_t{c.layers} * 9) +
+                         "+ tensors; reshard reads models of at most " + std::to_string(kMaxLayers) + " layers");
 
   if (c.kv_heads == 0) c.kv_heads = c.heads;
   if (c.heads % c.kv_heads != 0)
@@ -148,6 +154,9 @@ ModelConfig NormalizeModelConfig(const ModelConfig& in, const std::string& sourc
 
   // MoE
   RequireNonNegative(source, names.experts.c_str(), c.experts);
+  if (c.experts > kMaxExperts)
+    throw InputError(source, names.experts, std::to_string(c.experts) + " experts per layer; reshard reads models of at most " +
+                                                std::to_string(kMaxExperts));
   RequireNonNegative(source, "n_shared_experts", c.shared_experts);
   RequireNonNegative(source, "first_k_dense_replace", c.first_dense_layers);
   RequireNonNegative(source, "moe_intermediate_size", c.moe_intermediate);

@@ -115,6 +115,10 @@ struct ModelSpec {
 ModelSpec BuildModel(const ModelConfig& c, const std::string& source = "<model>");
 // The validation BuildModel runs, with the defaults above filled in; throws InputError(source,
 // field, ...) naming the Hugging Face config field.
+// Also bounds the counts that multiply the work: at most kMaxLayers layers
+// and kMaxExperts experts per layer (InputError naming the field).
+inline constexpr int32_t kMaxLayers = 16384;
+inline constexpr int32_t kMaxExperts = 65536;
 ModelConfig NormalizeModelConfig(const ModelConfig& c, const std::string& source = "<model>");
 
 // Presets: llama3-8b, llama3-70b, llama3-405b, qwen3-30b-a3b, qwen3-235b-a22b,

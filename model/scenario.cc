@@ -22,6 +22,7 @@
 
 #include "model/builtin_scenarios.h"
 #include "model/error.h"
+#include "model/input_file.h"
 
 namespace reshard {
 
@@ -279,7 +280,8 @@ class Reader {
 
   // Size in GiB given as a number (kv_cache_gib: 10).
   int64_t Gib(const YAML::Node& n, const std::string& field) const {
-    double v = Number(n, field, 0, 8.0e9);  // 8e9 GiB is below 2^63 bytes
+    // At most 1 PiB (2^20 GiB) per GPU, so that memory totals cannot overflow.
+    double v = Number(n, field, 0, static_cast<double>(kMaxMemoryBytes >> 30));
     return static_cast<int64_t>(std::llround(v * static_cast<double>(int64_t{1} << 30)));
   }
 
@@ -376,7 +378,8 @@ ModelSpec ParseModel(const Reader& r, const YAML::Node& n) {
       std::error_code ec;
       if (!fs::is_regular_file(path, ec))
         r.Fail("model.hf_config", n["hf_config"],
-               fmt::format("file '{}' does not exist (paths are relative to the scenario file)", path));
+               fs::exists(path, ec) ? fmt::format("'{}' is not a regular file", path)
+                                    : fmt::format("file '{}' does not exist (paths are relative to the scenario file)", path));
       try {
         config = ReadHfConfig(path);
       } catch (const InputError& e) {
@@ -461,7 +464,8 @@ Cluster ParseCluster(const Reader& r, const YAML::Node& n) {
     std::error_code ec;
     if (!fs::is_regular_file(path, ec))
       r.Fail("cluster.calibration", cal,
-             fmt::format("profile '{}' does not exist (paths are relative to the scenario file)", path));
+             fs::exists(path, ec) ? fmt::format("profile '{}' is not a regular file", path)
+                                  : fmt::format("profile '{}' does not exist (paths are relative to the scenario file)", path));
     try {
       ApplyProfileFile(c, path);
     } catch (const InputError& e) {
@@ -628,7 +632,11 @@ void ParseMemory(const Reader& r, const YAML::Node& n, MemoryConfig& m) {
     if (n[gib_key] && n[size_key])
       r.Fail(Dot(f, size_key), n[size_key], fmt::format("give '{}' or '{}', not both", gib_key, size_key));
     if (n[gib_key]) out = r.Gib(n[gib_key], Dot(f, gib_key));
-    if (n[size_key]) out = r.Bytes(n[size_key], Dot(f, size_key));
+    if (n[size_key]) {
+      out = r.Bytes(n[size_key], Dot(f, size_key));
+      if (out > kMaxMemoryBytes)  // so that memory totals cannot overflow
+        r.Fail(Dot(f, size_key), n[size_key], fmt::format("{} bytes is more than 1 PiB per GPU", out));
+    }
   };
   size_pair("kv_cache_gib", "kv_cache", m.kv_cache_bytes);
   size_pair("reserve_gib", "reserve", m.reserve_bytes);
@@ -658,19 +666,33 @@ void ParsePlan(const Reader& r, const YAML::Node& n, PlanOptions& p) {
 
 // ---- text checks and parsing ----
 
-// Rejects binary data before the YAML parser sees it: NUL bytes or invalid UTF-8.
-void CheckText(const std::string& text, const std::string& path) {
+// The offset of the first NUL byte or invalid UTF-8 sequence, or npos.
+size_t FirstBinaryByte(const std::string& text) {
   size_t i = 0;
   while (i < text.size()) {
     unsigned char c = static_cast<unsigned char>(text[i]);
     size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
     bool ok = len > 0 && i + len <= text.size();
     for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
-    if (c == 0 || !ok)
-      throw InputError(path, "",
-                       fmt::format("not a text file: binary byte 0x{:02x} at offset {} (expected YAML or JSON)", c, i));
+    if (c == 0 || !ok) return i;
     i += len;
   }
+  return std::string::npos;
+}
+
+// "" when `s` is valid UTF-8 without NUL, else what is wrong.
+std::string Utf8Problem(const std::string& s) {
+  const size_t at = FirstBinaryByte(s);
+  if (at == std::string::npos) return "";
+  return fmt::format("not valid UTF-8 text: byte 0x{:02x} at offset {}", static_cast<unsigned char>(s[at]), at);
+}
+
+// Rejects binary data before the YAML parser sees it: NUL bytes or invalid UTF-8.
+void CheckText(const std::string& text, const std::string& path) {
+  if (const size_t i = FirstBinaryByte(text); i != std::string::npos)
+    throw InputError(path, "",
+                     fmt::format("not a text file: binary byte 0x{:02x} at offset {} (expected YAML or JSON)",
+                                 static_cast<unsigned char>(text[i]), i));
 }
 
 YAML::Node ParseTree(const std::string& text, const std::string& path) {
@@ -680,7 +702,7 @@ YAML::Node ParseTree(const std::string& text, const std::string& path) {
   if (t.front() == '{' || t.front() == '[') {
     json j;
     try {
-      j = json::parse(text);
+      j = ParseJsonInput(text, path);  // nesting capped, duplicate keys refused
     } catch (const json::exception& e) {  // parse_error, and out_of_range.406 (number overflow)
       throw InputError(path, "", fmt::format("invalid JSON (truncated?): {}", e.what()));
     }
@@ -724,6 +746,11 @@ Scenario ParseScenarioAt(const std::string& text, const std::string& path, const
   Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, path);
   RESHARD_CHECK(src.Ranks() == static_cast<int32_t>(s.source_gpus.size()), "source ranks != source GPUs");
   RESHARD_CHECK(dst.Ranks() == static_cast<int32_t>(s.destination_gpus.size()), "destination ranks != GPUs");
+  // Every output carries the name: invalid UTF-8 would fail only when written.
+  if (const std::string bad = Utf8Problem(s.name); !bad.empty())
+    throw InputError(path, "name",
+                     root["name"] ? bad : bad + " (it comes from the file name; give a name: field)");
+  if (s.plan.segment_bytes > 0) CheckSegmentBytes(s, s.plan.segment_bytes, path, "plan.segment_bytes");
   return s;
 }
 
@@ -739,11 +766,7 @@ Scenario ParseScenario(const std::string& text, const std::string& path) {
 Scenario LoadScenario(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw InputError(path, "", "is a directory, not a scenario file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open the scenario file (does it exist?)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseScenario(ss.str(), path);
+  return ParseScenario(ReadInputFile(path, "scenario file"), path);
 }
 
 std::vector<std::string> BuiltinScenarioNames() {

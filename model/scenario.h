@@ -75,6 +75,14 @@ std::string ScenarioFingerprint(const Scenario& s);
 // negative values, NaN/inf, or overflow of int64.
 int64_t ParseBytes(const std::string& text, const std::string& file, const std::string& field);
 
+// A segment size for scenario `s` (plan.segment_bytes or --segment-bytes),
+// checked against the work it implies: at least kMinSegmentBytes, at most a
+// GPU's memory, and at most kMaxSegments segments for the destination's
+// bytes. Throws InputError(file, field, ...) with the numbers.
+inline constexpr int64_t kMinSegmentBytes = 4096;
+inline constexpr int64_t kMaxSegments = int64_t{1} << 17;
+void CheckSegmentBytes(const Scenario& s, int64_t segment_bytes, const std::string& file, const std::string& field);
+
 // Memory of one GPU when the refit starts, before the plan allocates anything.
 struct GpuMemoryAtStart {
   int32_t gpu = 0;

@@ -115,6 +115,10 @@ std::vector<std::string> PlanScenarioProblems(const Plan& p, const Scenario& s) 
   }
   // 3. Layouts and GPU lists: only the recorded fingerprint knows them.
   const std::string fp = ScenarioFingerprint(s);
+  if (out.empty() && p.scenario_fingerprint.empty())
+    out.push_back(fmt::format("scenario_fingerprint is missing, so the plan's layouts and GPU lists cannot be checked "
+                              "against scenario '{}' (fingerprint {}); plan the scenario again",
+                              s.name, fp));
   if (out.empty() && !p.scenario_fingerprint.empty() && p.scenario_fingerprint != fp)
     out.push_back(fmt::format("scenario_fingerprint {} does not match scenario '{}' (fingerprint {}): the layouts, "
                               "dtypes or GPU lists differ",

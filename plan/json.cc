@@ -29,6 +29,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "model/input_file.h"
+#include "model/output_file.h"
 #include "plan/plan.h"
 
 namespace reshard {
@@ -491,6 +493,8 @@ class PlanSax : public nlohmann::json_sax<json> {
     return true;
   }
   bool Open(json&& v) {
+    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth))
+      throw InputError(r_.file(), PathOfTop(), fmt::format("nested more than {} levels deep", kMaxJsonDepth));
     stack_.push_back(Place(std::move(v)));
     return true;
   }
@@ -710,8 +714,8 @@ Plan PlanFromJson(const nlohmann::json& j, const std::string& file) {
 }
 
 void WritePlan(const Plan& p, const std::string& path) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(path, "", fmt::format("cannot open for writing: {}", std::strerror(errno)));
+  AtomicOutput file(path);  // a temporary file renamed over `path` once complete
+  std::ostream& out = file.stream();
   // Scalars and small objects first, then one line per array element.
   ojson head;
   head["format_version"] = p.format_version;
@@ -742,8 +746,7 @@ void WritePlan(const Plan& p, const std::string& path) {
   array("sources", p.sources, PieceToJson<ojson>);
   array("destinations", p.destinations, PieceToJson<ojson>);
   out << "}\n";
-  out.close();
-  if (!out) throw InputError(path, "", fmt::format("writing the plan failed: {}", std::strerror(errno)));
+  file.Commit();
 }
 
 Plan ReadPlan(const std::string& path) {
@@ -751,10 +754,7 @@ Plan ReadPlan(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw InputError(path, "", "plan file not found");
   if (fs::is_directory(path, ec)) throw InputError(path, "", "is a directory, not a plan file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", fmt::format("cannot open: {}", std::strerror(errno)));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw InputError(path, "", fmt::format("reading failed: {}", std::strerror(errno)));
+  const std::string text = ReadInputFile(path, "plan", kMaxPlanInputBytes);
 
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw InputError(path, "", text.empty() ? "file is empty" : "file is empty (only whitespace)");

@@ -223,6 +223,11 @@ struct VerifyResult {
 // Checks DESIGN's plan semantics. `expected` (optional) is the cluster the
 // plan is about to run on; a fingerprint mismatch is a problem.
 VerifyResult Verify(const Plan& p, const Cluster* expected = nullptr);
+// Verify's last step, on a plan that passed the others: every byte of every
+// destination piece is written exactly once (by a receive, copy or reload),
+// and no byte of a destination buffer is written twice. Interval union per
+// buffer, O(R log R) for R contiguous byte runs. plan/verify_coverage.cc.
+std::vector<std::string> DestinationCoverageProblems(const Plan& p);
 
 // Plans from elsewhere: why `p` is not a plan for scenario `s` (empty when it
 // is). Compares the cluster (fingerprint, and which fields differ), the

@@ -624,6 +624,11 @@ class Verifier {
 
 }  // namespace
 
-VerifyResult Verify(const Plan& p, const Cluster* expected) { return Verifier(p, expected).Run(); }
+VerifyResult Verify(const Plan& p, const Cluster* expected) {
+  VerifyResult r = Verifier(p, expected).Run();
+  // Coverage expands regions and pieces, so only once they are known to be sound.
+  if (r.ok()) r.problems = DestinationCoverageProblems(p);
+  return r;
+}
 
 }  // namespace reshard

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "model/output_file.h"
 
 namespace reshard {
 
@@ -121,12 +122,11 @@ void ChromeTraceWriter::OnEnd(int64_t /*t_ns*/) {
 }
 
 Prediction SimulateWithTrace(const Plan& plan, const std::string& path, SimOptions options) {
-  std::ofstream out(path);
-  if (!out) throw InputError(path, "", "cannot open the trace file for writing");
-  ChromeTraceWriter writer(out);
+  AtomicOutput file(path);  // a temporary file renamed over `path` once complete
+  ChromeTraceWriter writer(file.stream());
   options.observer = &writer;
   Prediction p = Simulate(plan, options);
-  if (!out) throw InputError(path, "", "writing the trace failed");
+  file.Commit();
   return p;
 }
 
@@ -182,10 +182,9 @@ void WriteTimelinesTrace(std::ostream& out, const Plan& plan, const std::vector<
 }
 
 void WriteTimelinesTrace(const std::string& path, const Plan& plan, const std::vector<Timeline>& timelines) {
-  std::ofstream out(path);
-  if (!out) throw InputError(path, "", "cannot open the trace file for writing");
-  WriteTimelinesTrace(out, plan, timelines);
-  if (!out) throw InputError(path, "", "writing the trace failed");
+  AtomicOutput file(path);  // a temporary file renamed over `path` once complete
+  WriteTimelinesTrace(file.stream(), plan, timelines);
+  file.Commit();
 }
 
 }  // namespace reshard

@@ -6,6 +6,7 @@
 // tests/data/bad_hf (HF config.json); bad flags are a table here. Then plans from elsewhere (a plan
 // run against another cluster, model or layout, or edited by hand) and faults
 // injected into a run (RESHARD_FAULT).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -296,6 +297,17 @@ TEST(BadFlags, EachIsRefusedWithItsMessageAndWritesNothing) {
       {{"sweep", kTiny, "--csv", missing_dir}, "--csv: cannot write"},
       {{"calibrate", "--refit", kData + "/calib/refit-small.json", "-o", missing_dir}, "does not exist"},
       {{"plan", kTiny, "-o", kData}, "is a directory"},
+      // Outputs that are not regular files: refused before any work, never hung on or reported as written.
+      {{"sweep", kTiny, "--csv", "/dev/full"}, "--csv: '/dev/full' is a character device"},
+      {{"plan", kTiny, "-o", "/dev/full"}, "-o: '/dev/full' is a character device"},
+      // Sizes and times whose implied work or nanoseconds would overflow or run away.
+      {{"plan", kTiny, "--segment-bytes", "9223372036854775807", "-o", out}, "is more than a GPU's memory"},
+      {{"run", kTiny, "--segment-bytes", "1", "--save-plan", out}, "--segment-bytes: segment_bytes below 4 KiB"},
+      {{"plan", "llama3-8b-tp2-to-tp1x2", "--segment-bytes", "4KiB", "-o", out},
+       "segments, more than the 131072 reshard plans; give at least"},
+      {{"sweep", kTiny, "--segment-bytes", "1KiB", "--csv", out}, "--segment-bytes: segment_bytes below 4 KiB"},
+      {{"run", kExchange, "--timeout", "1e10", "--save-plan", out}, "--timeout: 1e10 s is more than"},
+      {{"validate", kExchange, "--timeout", "9.3e9"}, "--timeout"},
   };
   EXPECT_GE(table.size(), 30u);
   for (const Flag& f : table) {
@@ -307,12 +319,87 @@ TEST(BadFlags, EachIsRefusedWithItsMessageAndWritesNothing) {
   }
 }
 
-// ---- plans from elsewhere ----------------------------------------------------------------
-
 json ReadJson(const std::string& path) {
   std::ifstream in(path);
   return json::parse(in);
 }
+json ReadJsonFile(const std::string& path) { return ReadJson(path); }
+
+// ---- files: inputs and outputs that are not regular files, outputs over inputs, torn outputs ----
+
+TEST(Files, AFifoOrDeviceAsInputIsRefusedAtOnce) {
+  const Scratch tmp;
+  const std::string fifo = tmp.Path("fifo"), out = tmp.Path("out.json");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Nobody writes the FIFO: reading it would hang; /dev/zero would read until bad_alloc.
+  for (const std::string& input : {fifo, std::string("/dev/zero")}) {
+    ExpectRefused(Reshard({"plan", input, "-o", out}), "plan " + input, "not a regular file", out);
+    ExpectRefused(Reshard({"inspect", input}), "inspect " + input, "not a regular file", out);
+    ExpectRefused(Reshard({"plan", kTiny, "--calibration", input, "-o", out}), "--calibration " + input,
+                  "no such calibration profile", out);
+    ExpectRefused(Reshard({"plan", tmp.Write("hf.yaml", "model: {hf_config: " + input +
+                                                            "}\ncluster: h200-x2\nsource: {tp: 1}\ndestination: {tp: 1}\n"),
+                           "-o", out}),
+                  "hf_config " + input, "not a regular file", out);
+    ExpectRefused(Reshard({"calibrate", "--refit", input, "-o", out}), "--refit " + input, "not a regular file", out);
+  }
+  // A FIFO as the output: refused, not waited on.
+  const Result r = Reshard({"plan", kTiny, "-o", fifo});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("-o: '" + fifo + "' is a FIFO"));
+}
+
+TEST(Files, AnOutputEqualToAnInputIsRefusedAndTheInputKept) {
+  const Scratch tmp;
+  const std::string scenario = tmp.Write("s.yaml", "model: tiny-llama\ncluster: h200-x2\nsource: {tp: 2}\n"
+                                                   "destination: {tp: 1, dp: 2}\n");
+  const std::string before = tmp.Write("copy.yaml", "");
+  fs::copy_file(scenario, before, fs::copy_options::overwrite_existing);
+  Result r = Reshard({"plan", scenario, "-o", scenario});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("-o: '" + scenario + "' is an input of this command"));
+  EXPECT_EQ(fs::file_size(scenario), fs::file_size(before));
+  const std::string plan = tmp.Path("plan.json");
+  ASSERT_EQ(Reshard({"plan", kTiny, "--no-simulate", "-o", plan}).code, 0);
+  r = Reshard({"run", plan, "--save-plan", plan});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--save-plan: '" + plan + "' is an input of this command"));
+  r = Reshard({"simulate", plan, "--trace", plan});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(Reshard({"simulate", plan}).code, 0) << "the plan is intact";
+}
+
+TEST(Files, ARefusedRunLeavesAnExistingOutputUntouchedAndNoTemporaryFile) {
+  const Scratch tmp;
+  const std::string out = tmp.Write("out.json", "previous content\n");
+  // Bad input after the output path was checked: nothing is written over it.
+  const Result r = Reshard({"plan", kData + "/bad_scenarios/segment_bytes_1b.yaml", "-o", out});
+  EXPECT_EQ(r.code, 2);
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), "previous content\n");
+  // A successful write replaces it whole (written to a temporary file, then renamed).
+  ASSERT_EQ(Reshard({"plan", kTiny, "--no-simulate", "-o", out}).code, 0);
+  EXPECT_NO_THROW(ReadJsonFile(out));
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(tmp.Path(""))) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u) << "no temporary file left behind";
+}
+
+TEST(Files, ANameThatIsNotUtf8IsRefusedBeforeAnyOutput) {
+  const Scratch tmp;
+  // The name comes from the file name when the scenario has none.
+  const std::string scenario = tmp.Write("bad\xff.yaml", "model: tiny-llama\ncluster: h200-x2\nsource: {tp: 2}\n"
+                                                         "destination: {tp: 1, dp: 2}\n");
+  const std::string out = tmp.Path("out.json");
+  ExpectRefused(Reshard({"plan", scenario, "--json", "-o", out}), "plan", "name: not valid UTF-8 text: byte 0xff",
+                out);
+  ExpectRefused(Reshard({"inspect", scenario, "--json"}), "inspect", "name: not valid UTF-8 text: byte 0xff", out);
+}
+
+// ---- plans from elsewhere ----------------------------------------------------------------
+
 
 TEST(PlansFromElsewhere, APlanRecordsItsScenarioAndRunsOnIt) {
   const Scratch tmp;
@@ -389,6 +476,11 @@ TEST(PlansFromElsewhere, HandEditsAreRefused) {
   r = Reshard({"run", op, "--scenario", kTiny, "--save-plan", out});
   ExpectRefused(r, "edited op", "the plan fails Verify", out);
   EXPECT_THAT(r.err, HasSubstr("op " + std::to_string(send) + " (send"));
+  // The scenario fingerprint deleted: the plan can no longer prove its layouts.
+  const std::string unstamped = edited("unstamped.json", [](json& j) { j.erase("scenario_fingerprint"); });
+  r = Reshard({"run", unstamped, "--scenario", kTiny, "--save-plan", out});
+  ExpectRefused(r, "no fingerprint", "scenario_fingerprint: not a plan for scenario", out);
+  EXPECT_THAT(r.err, HasSubstr("scenario_fingerprint is missing"));
   // An op removed.
   const std::string removed = edited("removed.json", [&](json& j) { j["ops"].erase(send); });
   r = Reshard({"simulate", removed, "--trace", out});

@@ -99,10 +99,9 @@ TEST(RunCommand, ScenarioIsPlannedThenRun) {
   std::string scenario = RESHARD_SOURCE_DIR;
   scenario += "/scenarios/tiny-llama-tp2-to-tp1x2.yaml";
   const Result r = Reshard({"run", scenario, "--json"});
-  ASSERT_NE(r.code, -1);
-  // The planner is another module's work in progress: only the reporting is
-  // asserted here; executor_e2e_test asserts that planned runs verify.
+  ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("verified").get<bool>());  // every destination byte checked and right
   EXPECT_GT(j.at("time_s").get<double>(), 0);  // the planner's prediction
   EXPECT_GT(j.at("measured").at("checked_elements").get<int64_t>(), 0);
 }

@@ -1,6 +1,9 @@
 // Hugging Face config.json reader: published parameter counts of real configs
 // (tests/data/hf/<model>/config.json), equality with the presets, family defaults, and errors
 // that name the file and the field.
+#include <regex>
+#include <string>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -74,11 +77,24 @@ TEST(HfConfigTest, KimiK2IsFoundByArchitecture) {
   EXPECT_EQ(c.first_dense_layers, 1);
 }
 
-// A minimal valid config of a family, as a JSON object to mutate.
+// A minimal valid config of a family, as a JSON object to mutate: a key in
+// `extra` (", \"key\": value, ...") replaces the base's (a key given twice
+// is itself an error).
 std::string Llama(const std::string& extra = "") {
-  return R"({"model_type": "llama", "vocab_size": 1024, "hidden_size": 256, "intermediate_size": 512,
-             "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2)" +
-         extra + "}";
+  std::string base = R"({"model_type": "llama", "vocab_size": 1024, "hidden_size": 256, "intermediate_size": 512,
+             "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2)";
+  const std::regex key(R"re("(\w+)"\s*:)re");
+  for (auto it = std::sregex_iterator(extra.begin(), extra.end(), key); it != std::sregex_iterator(); ++it)
+    base = std::regex_replace(base, std::regex(",?\\s*\"" + (*it)[1].str() + R"re("\s*:\s*[^,}]+)re"), "");
+  if (base.size() > 1 && base[1] == ',') base.erase(1, 1);
+  return base + extra + "}";
+}
+
+// Llama's config with another model_type.
+std::string WithModelType(const std::string& type, const std::string& extra = "") {
+  std::string s = Llama(extra);
+  s.replace(s.find("\"llama\""), 7, "\"" + type + "\"");
+  return s;
 }
 
 InputError ParseError(const std::string& text) {
@@ -197,10 +213,30 @@ TEST(HfConfigTest, UnknownModelTypeSuggests) {
   EXPECT_EQ(e.field(), "model_type");
   EXPECT_THAT(e.problem(), HasSubstr("did you mean 'qwen3_moe'"));
   EXPECT_EQ(ParseError(R"({"vocab_size": 3})").field(), "model_type");
-  // Unknown model_type but a known architecture: read as that family.
-  ModelConfig c = ParseHfConfig(
-      Llama(R"(, "model_type": "my_llama", "architectures": ["LlamaForCausalLM"])"), "config.json");
-  EXPECT_EQ(c.family, "llama");
+  // Unknown model_type with a known architecture: refused, the two must agree.
+  e = ParseError(WithModelType("my_llama", R"(, "architectures": ["LlamaForCausalLM"])"));
+  EXPECT_EQ(e.field(), "model_type");
+  EXPECT_THAT(e.problem(), HasSubstr("the two must agree"));
+  // No model_type: the architecture decides.
+  EXPECT_EQ(ParseHfConfig(R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 1024, "hidden_size": 256,
+      "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8})", "config.json").family, "llama");
+}
+
+TEST(HfConfigTest, ModelTypeAndArchitecturesMustAgree) {
+  // MoE model_type (Mixtral) with a dense architecture: refused, not read as dense.
+  InputError e = ParseError(WithModelType("mixtral", R"(, "architectures": ["LlamaForCausalLM"])"));
+  EXPECT_EQ(e.field(), "model_type");
+  EXPECT_THAT(e.problem(), HasSubstr("unsupported model_type 'mixtral'"));
+  e = ParseError(Llama(R"(, "architectures": ["Qwen3MoeForCausalLM"])"));
+  EXPECT_EQ(e.field(), "architectures[0]");
+  EXPECT_THAT(e.problem(), HasSubstr("'Qwen3MoeForCausalLM' is a qwen3_moe architecture, but model_type 'llama'"));
+  e = ParseError(Llama(R"(, "architectures": ["MixtralForCausalLM"])"));
+  EXPECT_THAT(e.problem(), HasSubstr("not a supported architecture"));
+  // Expert fields in a dense family would be ignored: refused.
+  e = ParseError(Llama(R"(, "num_local_experts": 8, "num_experts_per_tok": 2)"));
+  EXPECT_EQ(e.field(), "num_local_experts");
+  EXPECT_THAT(e.problem(), HasSubstr("reshard would ignore the experts"));
+  EXPECT_NO_THROW(ParseHfConfig(Llama(R"(, "num_local_experts": 0)"), "config.json"));
 }
 
 TEST(HfConfigTest, UnsupportedOptionsAreRejected) {

@@ -81,10 +81,12 @@ TEST(ScenarioFingerprint, ChangesWithClusterModelDtypeLayoutsAndGpus) {
 TEST(PlanScenarioProblems, NoneForItsOwnScenario) {
   const Scenario s = Parse(kBase);
   EXPECT_THAT(PlanScenarioProblems(PlanFor(s), s), IsEmpty());
-  // Older plans without a scenario fingerprint: cluster and tensors are still compared.
+  // A plan without a scenario fingerprint cannot prove its layouts: refused.
   Plan old = PlanFor(s);
   old.scenario_fingerprint.clear();
-  EXPECT_THAT(PlanScenarioProblems(old, s), IsEmpty());
+  const std::vector<std::string> problems = PlanScenarioProblems(old, s);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], HasSubstr("scenario_fingerprint is missing"));
 }
 
 TEST(PlanScenarioProblems, AnotherClusterNamesTheFieldsThatDiffer) {

@@ -1,0 +1,104 @@
+#include "model/output_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "model/error.h"
+
+namespace reshard {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* KindOf(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+fs::path DirOf(const std::string& path) {
+  const fs::path p(path);
+  return p.has_parent_path() ? p.parent_path() : fs::path(".");
+}
+
+}  // namespace
+
+void CheckOutputFile(const std::string& path, const std::string& file_label, const std::string& field,
+                     const std::vector<std::string>& inputs) {
+  if (path.empty()) return;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) throw InputError(file_label, field, fmt::format("'{}' is a directory; give a file path", path));
+    throw InputError(file_label, field,
+                     fmt::format("'{}' is {}; outputs are written as regular files (to a temporary file, then "
+                                 "renamed)",
+                                 path, KindOf(st.st_mode)));
+  }
+  std::error_code ec;
+  const fs::path dir = DirOf(path);
+  if (!fs::is_directory(dir, ec))
+    throw InputError(file_label, field, fmt::format("cannot write '{}': directory '{}' does not exist", path, dir.string()));
+  for (const std::string& in : inputs) {
+    if (in.empty()) continue;
+    if (fs::exists(path, ec) && fs::equivalent(path, in, ec))
+      throw InputError(file_label, field, fmt::format("'{}' is an input of this command; writing it would destroy it", path));
+  }
+}
+
+AtomicOutput::AtomicOutput(std::string path) : path_(std::move(path)) {
+  CheckOutputFile(path_, path_, "");
+  const fs::path p(path_);
+  std::string pattern = (DirOf(path_) / ("." + p.filename().string() + ".tmp-XXXXXX")).string();
+  const int fd = ::mkstemp(pattern.data());
+  if (fd < 0) throw InputError(path_, "", fmt::format("cannot write: {}", std::strerror(errno)));
+  // mkstemp makes 0600; give the file the mode a plain open would (0666 less the umask).
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  ::close(fd);
+  temp_ = pattern;
+  out_.open(temp_, std::ios::binary | std::ios::trunc);
+  if (!out_) {
+    std::remove(temp_.c_str());
+    throw InputError(path_, "", fmt::format("cannot write: {}", std::strerror(errno)));
+  }
+}
+
+AtomicOutput::~AtomicOutput() {
+  if (committed_) return;
+  out_.close();
+  std::remove(temp_.c_str());
+}
+
+void AtomicOutput::Commit() {
+  out_.flush();
+  const bool written = static_cast<bool>(out_);
+  const int write_errno = errno;
+  out_.close();
+  if (!written || !out_)
+    throw InputError(path_, "", fmt::format("writing failed: {} (the existing file, if any, is unchanged)",
+                                            std::strerror(write_errno ? write_errno : EIO)));
+  if (std::rename(temp_.c_str(), path_.c_str()) != 0)
+    throw InputError(path_, "", fmt::format("cannot replace the file: {}", std::strerror(errno)));
+  committed_ = true;
+}
+
+void WriteFileAtomically(const std::string& path, const std::string& text) {
+  AtomicOutput out(path);
+  out.stream() << text;
+  out.Commit();
+}
+
+}  // namespace reshard
