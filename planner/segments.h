@@ -71,11 +71,15 @@ struct Schedule {
   ScratchVector<Part> parts;
   std::vector<Segment> segments;    // sorted by (round, src_gpu, dst_gpu)
   std::vector<LocalBatch> locals;   // sorted by (gpu, priority, src_slot)
+  int32_t per_round = 1;            // segments a GPU may send (receive) per round
   int32_t rounds = 0;
   std::vector<int32_t> peers;       // per GPU: distinct send/recv peers
   double estimate_s = 0;            // per-port estimate of the transfer phase
 };
 
-Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes);
+// per_round: segments a GPU sends and receives per round (consecutive
+// colours merged), so that its NIC or NVLink port carries several flows at
+// once and stays busy while one of them ramps up or ends.
+Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes, int32_t per_round = 1);
 
 }  // namespace reshard
