@@ -60,13 +60,8 @@ void FlowNetwork::Init(const PortModel& model, SimObserver* obs, int32_t max_flo
   flows.reserve(max_flows);
   port_capacity_.assign(np, 0);
   port_left_.assign(np, 0);
-  port_share_.assign(np, 0);
   port_key_.assign(np, 0);
   port_unfrozen_.assign(np, 0);
-  port_touched_.assign(np, 0);
-  port_stale_.assign(np, 0);
-  touched_.assign(np + 1, -1);
-  touched_count_ = 0;
   shares_.Resize(np);
   first_count_.assign(np, 0);
   port_comp_.assign(np, 0);
@@ -102,6 +97,7 @@ void FlowNetwork::Start(int32_t id, int64_t t) {
   f.active = true;
   if (f.route.num_ports == 0) return;  // on no port: never shared, never ends
   const int32_t s = active_++;
+  RESHARD_CHECK(s < (1 << 30), "over 2^30 flows at once");
   if (s == static_cast<int32_t>(slot_flow_.size())) {
     const size_t n = slot_flow_.size() + 1;
     slot_flow_.resize(n);
@@ -144,10 +140,15 @@ void FlowNetwork::Start(int32_t id, int64_t t) {
     if (p.flows.empty()) p.busy_since = t;
     slot_pos_[s][k] = static_cast<int32_t>(p.flows.size());
     PortFlow e;
-    e.slot = s;
-    e.index = static_cast<int8_t>(k);
-    for (int32_t j = 0; j < f.route.num_ports; ++j)
-      if (route[j] != route[k]) e.other[e.others++] = route[j];  // a repeated port is not its own other
+    e.word = static_cast<uint32_t>(s) | static_cast<uint32_t>(k) << 30;
+    int32_t others = 0;
+    for (int32_t j = 0; j < f.route.num_ports; ++j) {
+      if (route[j] == route[k]) continue;
+      e.other = route[j];
+      ++others;
+    }
+    if (others == 0) e.other = PortFlow::kNone;
+    if (others > 1) e.other = PortFlow::kMany;
     p.flows.push_back(e);
     p.bytes += f.bytes;
     dirty_.push_back(route[k]);
@@ -168,7 +169,7 @@ void FlowNetwork::MoveSlot(int32_t from, int32_t to) {
   last_ns_[to] = last_ns_[from];
   finish_ns_[to] = finish_ns_[from];
   for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[to][k] >= 0; ++k)
-    ports[slot_ports_[to][k]].flows[slot_pos_[to][k]].slot = to;
+    ports[slot_ports_[to][k]].flows[slot_pos_[to][k]].SetSlot(to);
   flows[slot_flow_[to]].slot = to;
   ends.heap_.Move(from, to);
 }
@@ -184,7 +185,7 @@ void FlowNetwork::Stop(int32_t id, int64_t t) {
       const PortFlow moved = p.flows.back();
       p.flows[pos] = moved;
       p.flows.pop_back();
-      if (moved.slot != s) slot_pos_[moved.slot][moved.index] = pos;
+      if (moved.Slot() != s) slot_pos_[moved.Slot()][moved.Index()] = pos;
       if (p.flows.empty()) p.busy_ns += t - p.busy_since;
       dirty_.push_back(pid);
     }
@@ -227,28 +228,27 @@ void FlowNetwork::Discover(int32_t start) {
   for (size_t h = 0; h < bfs_.size(); ++h) {
     const int32_t q = bfs_[h];
     comp_ports_.push_back(q);
+    auto reach = [&](int32_t r) {
+      if (ports[r].stamp != stamp_) {
+        ports[r].stamp = stamp_;
+        bfs_.push_back(r);
+      }
+    };
     for (const PortFlow& e : ports[q].flows) {
-      int32_t expand = e.others;
+      const int32_t s = e.Slot();
       if (by_first_port) {
         // From a later port only the first needs finding: walking it
         // finds the rest.
-        if (e.index == 0) {
-          comp_slots_.push_back(e.slot);
-        } else {
-          expand = 1;
+        if (e.Index() != 0) {
+          reach(e.other >= 0 ? e.other : slot_ports_[s][0]);
+          continue;
         }
       } else {
-        if (slot_stamp_[e.slot] == slot_mark_) continue;
-        slot_stamp_[e.slot] = slot_mark_;
-        comp_slots_.push_back(e.slot);
+        if (slot_stamp_[s] == slot_mark_) continue;
+        slot_stamp_[s] = slot_mark_;
       }
-      for (int32_t k = 0; k < expand; ++k) {
-        const int32_t r = e.other[k];
-        if (ports[r].stamp != stamp_) {
-          ports[r].stamp = stamp_;
-          bfs_.push_back(r);
-        }
-      }
+      comp_slots_.push_back(s);
+      ForOthers(e, q, reach);
     }
     const int32_t rev = ports[q].reverse;
     if (ports[q].coupled && ports[rev].stamp != stamp_) {
@@ -398,9 +398,10 @@ bool FlowNetwork::Connected(int32_t u, int32_t v) {
       }
       return false;
     };
+    bool met = false;
     for (const PortFlow& e : ports[q].flows) {
-      for (int32_t k = 0; k < e.others; ++k)
-        if (reach(e.other[k])) return true;
+      ForOthers(e, q, [&](int32_t r) { met |= reach(r); });
+      if (met) return true;
     }
     if (ports[q].coupled && reach(ports[q].reverse)) return true;
     read += static_cast<int64_t>(ports[q].flows.size());
@@ -441,10 +442,21 @@ void FlowNetwork::UseBig() {
   }
   for (int32_t q : comp_ports_) {
     for (const PortFlow& e : ports[q].flows)
-      if (e.index == 0) comp_slots_.push_back(e.slot);
+      if (e.Index() == 0) comp_slots_.push_back(e.Slot());
   }
   comp_flows_ = n;
 }
+
+// Freezing flows at `rate` (the current level, or a cap at or below it)
+// raises the share of every other port they leave, except, through
+// rounding, a port whose key is within 1e-9 of the rate: its share L/u >= key
+// becomes (L - r) / (u - 1) = L/u + (L/u - r) / (u - 1), for r <= key (1 -
+// 1e-9) a rise far beyond the few roundings of L - r and the division (for u
+// below 10^6). So the freezes list the ports they leave whose key is at most
+// rate / (1 - 1e-9) (many ports tie at the level: equal capacities, equal
+// counts), and LowerNear gives those their share as key if it dropped below;
+// every other key stays at or below its port's share and is raised when it
+// reaches the top.
 
 // Freezes slot `s` at its cap `rate`: takes it off the capacity and the
 // unfrozen count of each of its ports.
@@ -452,14 +464,13 @@ void FlowNetwork::Freeze(int32_t s, double rate) {
   frozen_[s] = 1;
   new_rate_[s] = rate;
   --left_;
+  const double near = rate / (1 - 1e-9);
+  near_.clear();
   for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[s][k] >= 0; ++k) {
-    const int32_t q = slot_ports_[s][k];
-    port_left_[q] -= rate;
-    --port_unfrozen_[q];
-    if (!port_touched_[q]) {
-      port_touched_[q] = 1;
-      touched_[touched_count_++] = q;
-    }
+    const int32_t p = slot_ports_[s][k];
+    port_left_[p] -= rate;
+    --port_unfrozen_[p];
+    if (port_key_[p] <= near) near_.push_back(p);
   }
 }
 
@@ -468,26 +479,27 @@ void FlowNetwork::Freeze(int32_t s, double rate) {
 // random): a frozen flow subtracts 0.0, which leaves every capacity as it
 // is. The port's own state is not read again and is left alone.
 void FlowNetwork::FreezePort(int32_t q, double rate) {
-  int32_t left = left_, touched = touched_count_;
+  const std::vector<PortFlow>& list = ports[q].flows;
+  near_.resize(list.size() * (kMaxFlowPorts - 1) + 1);
+  int32_t left = left_, n = 0;
   double unused = 0;
-  for (const PortFlow& e : ports[q].flows) {
-    const int32_t s = e.slot;
+  const double near = rate / (1 - 1e-9);
+  for (const PortFlow& e : list) {
+    const int32_t s = e.Slot();
     const int32_t live = 1 - frozen_[s];
     frozen_[s] = 1;
     const double r = live ? rate : 0.0;
     *(live ? &new_rate_[s] : &unused) = rate;  // no read of new_rate_, no branch
     left -= live;
-    for (int32_t k = 0; k < e.others; ++k) {
-      const int32_t p = e.other[k];
+    ForOthers(e, q, [&](int32_t p) {
       port_left_[p] -= r;
       port_unfrozen_[p] -= live;
-      touched_[touched] = p;
-      touched += live & (port_touched_[p] ^ 1);
-      port_touched_[p] |= static_cast<uint8_t>(live);
-    }
+      near_[n] = p;
+      n += live & (port_key_[p] <= near ? 1 : 0);
+    });
   }
+  near_.resize(n);
   left_ = left;
-  touched_count_ = touched;
 }
 
 // As MaxMinFairRates: the share is max(0, capacity left) / unfrozen flows.
@@ -495,33 +507,17 @@ inline double FlowNetwork::ShareOf(int32_t q) const {
   return std::max(0.0, port_left_[q]) / port_unfrozen_[q];
 }
 
-// After a freeze: ports left without unfrozen flows leave the heap; a port
-// whose share may have dropped below its key gets its share as key; one
-// whose share surely did not (capacity left >= key x unfrozen, with a margin
-// far above the product's rounding) keeps its key and computes its share
-// when it reaches the top.
-void FlowNetwork::Flush() {
-  for (int32_t i = 0; i < touched_count_; ++i) {
-    const int32_t q = touched_[i];
-    port_touched_[q] = 0;
-    if (port_unfrozen_[q] == 0) {
-      shares_.Erase(q);
-      continue;
-    }
-    const double key = port_key_[q];
-    const double product = key * static_cast<double>(port_unfrozen_[q]);
-    if (port_left_[q] >= product + product * 1e-14) {
-      port_stale_[q] = 1;
-      continue;
-    }
-    port_stale_[q] = 0;
-    port_share_[q] = ShareOf(q);
-    if (port_share_[q] < key) {
-      port_key_[q] = port_share_[q];
-      shares_.Set(q, port_key_[q]);
+// The ports a freeze listed (near_, perhaps twice) whose share dropped below
+// their key get it as key.
+void FlowNetwork::LowerNear() {
+  for (int32_t q : near_) {
+    if (port_unfrozen_[q] == 0) continue;
+    const double share = ShareOf(q);
+    if (share < port_key_[q]) {
+      port_key_[q] = share;
+      shares_.Set(q, share);
     }
   }
-  touched_count_ = 0;
 }
 
 void FlowNetwork::WaterFill() {
@@ -534,10 +530,8 @@ void FlowNetwork::WaterFill() {
     port_capacity_[q] = both ? p.duplex : p.peak;
     port_left_[q] = port_capacity_[q];
     port_unfrozen_[q] = static_cast<int32_t>(p.flows.size());
-    port_share_[q] = ShareOf(q);
-    port_stale_[q] = 0;
-    port_key_[q] = port_share_[q];
-    initial_shares_.emplace_back(q, port_share_[q]);
+    port_key_[q] = ShareOf(q);
+    initial_shares_.emplace_back(q, port_key_[q]);
   }
   shares_.Build(initial_shares_);
   left_ = comp_flows_;
@@ -556,12 +550,13 @@ void FlowNetwork::WaterFill() {
     for (int32_t q : comp_ports_) {
       if (ports[q].flows.empty() || !shares_.Contains(q)) continue;
       for (const PortFlow& e : ports[q].flows) {
-        if (frozen_[e.slot]) continue;
+        const int32_t s = e.Slot();
+        if (frozen_[s]) continue;
         double limit = port_capacity_[q];
-        for (int32_t k = 0; k < e.others; ++k) limit = std::min(limit, port_capacity_[e.other[k]]);
+        ForOthers(e, q, [&](int32_t p) { limit = std::min(limit, port_capacity_[p]); });
         // A flow on several heap ports is listed more than once; the copies
         // after the first are popped as frozen.
-        if (cap_[e.slot] < limit) by_cap_.push_back({cap_[e.slot], slot_flow_[e.slot], e.slot});
+        if (cap_[s] < limit) by_cap_.push_back({cap_[s], slot_flow_[s], s});
       }
     }
     std::make_heap(by_cap_.begin(), by_cap_.end(), later);
@@ -576,16 +571,17 @@ void FlowNetwork::WaterFill() {
     double share_next = std::numeric_limits<double>::infinity();
     while (!shares_.Empty()) {
       const int32_t q = shares_.Top();
-      if (port_stale_[q]) {
-        port_stale_[q] = 0;
-        port_share_[q] = ShareOf(q);
-      }
-      if (port_key_[q] != port_share_[q]) {
-        port_key_[q] = port_share_[q];
-        shares_.Set(q, port_key_[q]);
+      if (port_unfrozen_[q] == 0) {  // every flow on it is frozen
+        shares_.Erase(q);
         continue;
       }
-      share_next = port_share_[q];
+      const double share = ShareOf(q);
+      if (port_key_[q] != share) {
+        port_key_[q] = share;
+        shares_.Set(q, share);
+        continue;
+      }
+      share_next = share;
       break;
     }
     if (!caps_built && share_next >= cap_floor_) build_caps();
@@ -601,7 +597,7 @@ void FlowNetwork::WaterFill() {
       const double cap = by_cap_.front().cap;
       pop_cap();
       Freeze(capped, cap);
-      Flush();
+      LowerNear();
       continue;
     }
     RESHARD_CHECK(!shares_.Empty(), "water-filling lost a flow");
@@ -610,7 +606,7 @@ void FlowNetwork::WaterFill() {
     // Every unfrozen flow on q stops at its share (floored: rates stay positive).
     const double rate = std::max(share_next, ports[q].peak * 1e-12);
     FreezePort(q, rate);
-    Flush();
+    LowerNear();
   }
 }
 
@@ -679,7 +675,7 @@ void FlowNetwork::Share(int64_t t) {
   for (int32_t q : comp_ports_) {
     PortState& p = ports[q];
     double sum = 0;
-    for (const PortFlow& e : p.flows) sum += rate_[e.slot];
+    for (const PortFlow& e : p.flows) sum += rate_[e.Slot()];
     if (sum != p.rate) {
       p.rate = sum;
       obs_->OnPortRate(t, q, sum * kNsPerS);

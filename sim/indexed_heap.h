@@ -5,7 +5,8 @@
 // The simulator keeps its flows' end times in one (a component of F flows
 // re-rated F times would otherwise leave F^2 lazy entries) and max-min
 // sharing keeps its ports' fair shares in another. Ties are broken by id, so
-// Top() is the same whatever order the keys were set in.
+// Top() is the same whatever order the keys were set in. Build fills it in
+// O(n); Move renames an id (the simulator's flow slots move when one ends).
 #pragma once
 
 #include <cstddef>
@@ -46,7 +47,6 @@ class IndexedHeap {
     Down(pos_[last.id]);
   }
   bool Contains(int32_t id) const { return pos_[id] >= 0; }
-  Key KeyOf(int32_t id) const { return heap_[pos_[id]].key; }  // id must be present
   // Renames id `from` (present or absent) to absent id `to`, keeping its key.
   // O(1); the order stays a heap only when no two keys are equal.
   void Move(int32_t from, int32_t to) {

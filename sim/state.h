@@ -124,14 +124,19 @@ struct Flow {
   bool active = false, done = false;
 };
 
-// An active flow on a port's list: its FlowNetwork slot, where the port sits
-// in its route, and the route's other ports (in route order), kept beside it
-// so that walking a port's flows reads one array.
+// An active flow on a port's list, in 8 bytes (walking a port's flows is the
+// water-filling's inner loop): its FlowNetwork slot, where the port sits in
+// its route, and the route's other port when there is exactly one (a
+// transfer), kNone when there is none, kMany when there are more (read them
+// from the slot's route then). A port a route repeats is not its own other.
 struct PortFlow {
-  int32_t slot = -1;
-  int8_t index = 0;   // the port is route.ports[index]
-  int8_t others = 0;  // how many of `other` are set
-  std::array<int32_t, kMaxFlowPorts - 1> other{-1, -1, -1};
+  static constexpr int32_t kNone = -1, kMany = -2;
+  uint32_t word = 0;  // slot | index << 30
+  int32_t other = kNone;
+
+  int32_t Slot() const { return static_cast<int32_t>(word & 0x3fffffffu); }
+  int32_t Index() const { return static_cast<int32_t>(word >> 30); }
+  void SetSlot(int32_t slot) { word = (word & 0xc0000000u) | static_cast<uint32_t>(slot); }
 };
 
 struct PortState {
@@ -208,9 +213,19 @@ class FlowNetwork {
   void WaterFill();
   void Freeze(int32_t s, double rate);
   void FreezePort(int32_t q, double rate);
-  void Flush();
+  void LowerNear();
   double ShareOf(int32_t q) const;
   void MoveSlot(int32_t from, int32_t to);
+  // Calls f(port) for each other port of the route of `e`, on port `q`'s list.
+  template <typename F>
+  void ForOthers(const PortFlow& e, int32_t q, F&& f) const {
+    if (e.other >= 0) {
+      f(e.other);
+    } else if (e.other == PortFlow::kMany) {
+      for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[e.Slot()][k] >= 0; ++k)
+        if (slot_ports_[e.Slot()][k] != q) f(slot_ports_[e.Slot()][k]);
+    }
+  }
 
   SimObserver* obs_ = nullptr;
   std::vector<int32_t> dirty_;
@@ -241,12 +256,10 @@ class FlowNetwork {
   std::vector<uint32_t> search_a_, search_b_;
   uint32_t search_mark_ = 0;
   std::vector<int32_t> search_qa_, search_qb_;
-  std::vector<double> port_capacity_, port_left_, port_share_;  // port_share_ valid unless port_stale_
-  std::vector<double> port_key_;                                 // the port's key in shares_
+  std::vector<double> port_capacity_, port_left_;
+  std::vector<double> port_key_;  // the port's key in shares_ (at most its share)
   std::vector<int32_t> port_unfrozen_;
-  std::vector<uint8_t> port_touched_, port_stale_;
-  std::vector<int32_t> touched_;  // the first touched_count_
-  int32_t touched_count_ = 0;
+  std::vector<int32_t> near_;  // ports whose share the last freeze may have lowered
   std::vector<int32_t> changed_;  // slots whose rate changed, listed by Share
   std::vector<std::pair<int32_t, double>> initial_shares_;
   IndexedHeap<double> shares_;  // ports by (fair share, id); a key may lag below the share
