@@ -1,22 +1,30 @@
 // MakePlan (planner/planner.h): the simulate-and-choose search over candidate
 // plans.
 //
-// Candidates: segment sizes (given, or powers of two 4 MiB .. 1 GiB), in-place
-// thresholds (given, or 64 MiB then, for small plans, "never" and 0) and
-// memory policies (planner/emitter.h), fastest first: no offload, then the
-// cheap memory savers (training weights to host, destination per layer),
-// then more optimizer offload. Each (size, threshold) is cut once
-// (planner/segments.h) and emitted under policies in order until one fits.
+// Candidates: segment sizes (given, or 4 MiB .. 1 GiB: powers of two, four
+// per doubling for large plans of many fragments), segments per round
+// (given, or 1 and 2), in-place thresholds (given, or 64 MiB then, for small
+// plans, "never" and 0) and memory policies (planner/emitter.h), fastest
+// first: no offload, then the cheap memory savers (training weights to host,
+// destination per layer), then more optimizer offload. Each (size,
+// threshold, per_round) is cut once (planner/segments.h) and emitted under
+// policies in order until one fits.
 //  * Small plans (at most simulate_max_fragments fragment pairs): every size
-//    is simulated and the fastest kept; the other thresholds are then tried
-//    at that size only. Thresholds that give the same segments as one already
-//    tried are skipped.
+//    is simulated at one segment per round and the fastest kept; the other
+//    thresholds are then tried at that size only, then more segments per
+//    round, kept only if kPerRoundGain faster (they hold more staging).
+//    Thresholds that give the same segments as one already tried are
+//    skipped.
 //  * Large plans: a round-model estimate from the pair byte totals ranks the
-//    sizes without cutting them (O(pairs) each); the largest size within 15%
-//    of the best estimate is planned (the estimate is coarse, and fewer,
-//    larger segments mean fewer ops), sizes over max_segments compete only
-//    when none is under it, and only if no policy fits is the smallest size
-//    tried. The first plan that fits is kept, timed by the per-port estimate.
+//    (size, per_round) pairs without cutting them (O(pairs) each); the best
+//    is planned (within kTie: fewer segments per round, then larger sizes);
+//    sizes over max_segments compete only when none is under it; only if no
+//    policy fits are that size at one segment per round and then the
+//    smallest size tried. The first plan that fits is kept, timed by the
+//    per-port estimate. A pair's bytes are cut into whole segments, so the
+//    rounds a GPU needs jump between neighbouring sizes (deepseek-v3 on 512
+//    GPUs, by the estimate: 22.6 MiB 191 ms, 26.9 MiB 212 ms): the
+//    finer grid lets the estimate find the sizes that cut evenly.
 // Nothing fits: the result names the GPU and the bytes missing under the
 // policy that came closest.
 //
