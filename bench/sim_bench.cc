@@ -13,11 +13,13 @@
 #include <string>
 
 #include "model/cluster.h"
+#include "model/error.h"
 #include "model/scenario.h"
 #include "plan/plan.h"
 #include "planner/baseline_plan.h"
 #include "planner/planner.h"
 #include "sim/simulator.h"
+#include "sim/topology_bound.h"
 
 namespace reshard {
 namespace {
@@ -219,6 +221,46 @@ BENCHMARK_CAPTURE(BM_SimulateScenario, deepseek_v3_256_to_256_estimated,
                   std::string("deepseek-v3-pp16ep16-to-tp32dp8"), false)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
+
+// The routing-independent lower bound (sim/topology_bound.h) of the plan of a
+// built-in scenario (planned once, by the port-model estimate, outside the
+// timing). The target: well under a second on one core at 512 GPUs. `bf16`:
+// the scenario with its destination in the training dtype (the planners do
+// not convert dtypes yet; kimi-k2's vLLM side is fp8).
+void BM_TopologyBound(benchmark::State& state, const std::string& name, bool bf16) {
+  PlannerOptions po;
+  po.simulate = false;
+  PlanResult r;
+  try {
+    Scenario s = BuiltinScenario(name);
+    if (bf16) s.destination_dtype = s.dtype;  // as plan_golden_test does
+    r = MakePlan(s, po);
+  } catch (const InputError& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  if (!r.ok()) {
+    state.SkipWithError(("does not fit: " + r.message).c_str());
+    return;
+  }
+  TopologyBound b;
+  for (auto _ : state) {
+    b = TopologyLowerBound(r.plan);
+    benchmark::DoNotOptimize(b.newton_steps);
+  }
+  state.counters["gpus"] = r.plan.Gpus();
+  state.counters["pieces"] = static_cast<double>(r.plan.sources.size() + r.plan.destinations.size());
+  state.counters["bound_ms"] = benchmark::Counter(b.time_s * 1e3);
+  state.counters["newton_steps"] = b.newton_steps;
+  state.counters["graph_nodes"] = static_cast<double>(b.graph_nodes);
+  state.counters["graph_arcs"] = static_cast<double>(b.graph_arcs);
+}
+BENCHMARK_CAPTURE(BM_TopologyBound, deepseek_v3_256_to_256, std::string("deepseek-v3-pp16ep16-to-tp32dp8"), false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TopologyBound, kimi_k2_256_to_128_bf16, std::string("kimi-k2-256-to-128"), true)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TopologyBound, qwen3_235b_128_to_128, std::string("qwen3-235b-tp4pp8ep16-to-tp8dp16"), false)
+    ->Unit(benchmark::kMillisecond);
 
 // A baseline's plan of a built-in scenario (built once, outside the timing,
 // unpredicted). The Megatron plan of qwen3-235b (128 GPUs, one

@@ -179,7 +179,7 @@ HostFit FitHost(const HostMeasurements& m) {
   // Below one chunk per warp (kFloorChunkBytes: the copy kernel's kCopyChunkBytes in
   // executor/nccl/kernels.h) a copy costs
   // about its launch: floor_base_ns, the median of the smallest copy measured.
-  constexpr int64_t kFloorMaxBytes = int64_t{16} << 20, kFloorChunkBytes = int64_t{64} << 10;
+  constexpr int64_t kFloorMaxBytes = int64_t{16} << 20, kFloorChunkBytes = int64_t{16} << 10;
   std::map<int64_t, std::vector<double>> sizes, small;
   for (const CopyKernelSample& c : m.copies) {
     if (c.pattern != kPatternSize) continue;

@@ -38,7 +38,7 @@ struct HostCalibrateOptions {
   int32_t calls = 20000;                          // per host-call series
   int64_t copy_bytes = int64_t{256} << 20;        // bytes per copy-kernel launch
   int64_t pin_max_bytes = int64_t{16} << 30;      // largest pin / pool-grow size
-  int32_t copy_blocks_per_sm = 2;                 // the executor's default (NcclBackendOptions)
+  int32_t copy_blocks_per_sm = 1;                 // the executor's default (NcclBackendOptions)
   std::function<void(const std::string&)> progress;
 };
 

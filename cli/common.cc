@@ -95,6 +95,7 @@ nlohmann::json PlanSummaryJson(const PlanSummary& s) {
   j["bytes_moved"] = s.bytes_moved;
   j["lower_bound_s"] = s.lower_bound_s;
   j["plan_efficiency"] = PlanEfficiency(s.lower_bound_s, s.predicted_time_s);
+  j["routing_bound_s"] = s.routing_bound_s;
   j["segment_bytes"] = s.segment_bytes;
   j["offload_fraction"] = s.offload_fraction;
   return j;

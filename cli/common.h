@@ -69,7 +69,8 @@ PlanResult PlanScenario(const Scenario& s, const PlannerOptions& po, const std::
 void PrintJson(const nlohmann::json& j);
 
 // DESIGN's result fields of a plan's own prediction: time_s, peak_bytes,
-// bytes_moved, lower_bound_s, plan_efficiency, segment_bytes, offload_fraction.
+// bytes_moved, lower_bound_s, plan_efficiency, routing_bound_s, segment_bytes,
+// offload_fraction.
 nlohmann::json PlanSummaryJson(const PlanSummary& s);
 
 // Per-GPU memory at refit start as JSON objects with units in the names

@@ -174,6 +174,7 @@ nlohmann::json MeasuredJson(const ExecuteOutcome& o) {
   nlohmann::json j = m;
   j["lower_bound_s"] = s.lower_bound_s;
   j["plan_efficiency"] = PlanEfficiency(s.lower_bound_s, m.time_s);
+  j["routing_bound_s"] = s.routing_bound_s;
   j["segment_bytes"] = s.segment_bytes;
   j["offload_fraction"] = s.offload_fraction;
   std::vector<double> times;

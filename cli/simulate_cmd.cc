@@ -63,8 +63,10 @@ void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace
   if (pr.cold)
     std::cout << fmt::format("cold setup      {:.3f} ms pinning + mapping, {:.3f} ms NCCL connections (busiest process)\n",
                              static_cast<double>(pr.cold_setup_ns) * 1e-6, static_cast<double>(pr.connect_ns) * 1e-6);
-  std::cout << fmt::format("lower bound     {:.3f} ms (binding port {})\n", pr.lower_bound_s * 1e3,
+  std::cout << fmt::format("lower bound     {:.3f} ms (any plan; binding {})\n", pr.lower_bound_s * 1e3,
                            pr.lower_bound_port.empty() ? "none" : pr.lower_bound_port);
+  std::cout << fmt::format("routing bound   {:.3f} ms (this plan's routing; binding port {})\n", pr.routing_bound_s * 1e3,
+                           pr.routing_bound_port.empty() ? "none" : pr.routing_bound_port);
   std::cout << fmt::format("efficiency      {:.1f} %\n", pr.plan_efficiency * 100);
   std::cout << fmt::format("bytes moved     local {}, NVLink {}, network {}, PCIe {}\n",
                            FormatBytes(pr.bytes_moved.local), FormatBytes(pr.bytes_moved.nvlink),

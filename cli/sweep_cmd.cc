@@ -156,13 +156,14 @@ void WriteCsv(const SweepResult& r, const std::string& path) {
   std::ofstream out(path);
   if (!out) throw InputError(path, "", "cannot open for writing");
   out << "segment_bytes,offload_fraction,memory_policy,nvlink_domain_nodes,time_s,peak_bytes,fits,missing_bytes,"
-         "lower_bound_s,plan_efficiency,pareto,recommended\n";
+         "lower_bound_s,plan_efficiency,routing_bound_s,pareto,recommended\n";
   for (size_t i = 0; i < r.points.size(); ++i) {
     const SweepPoint& p = r.points[i];
-    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", p.segment_bytes, p.offload_fraction, p.policy.Name(),
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.segment_bytes, p.offload_fraction, p.policy.Name(),
                        p.nvlink_domain_nodes, p.fits ? fmt::format("{:.9g}", p.time_s) : "", p.peak_bytes,
                        p.fits ? "yes" : "no", p.missing_bytes, p.fits ? fmt::format("{:.9g}", p.lower_bound_s) : "",
-                       p.fits ? fmt::format("{:.6f}", p.plan_efficiency) : "", p.pareto ? "yes" : "no",
+                       p.fits ? fmt::format("{:.6f}", p.plan_efficiency) : "",
+                       p.fits ? fmt::format("{:.9g}", p.routing_bound_s) : "", p.pareto ? "yes" : "no",
                        r.recommended == i ? "yes" : "no");
   }
   if (!out) throw InputError(path, "", "write failed");

@@ -85,6 +85,7 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
     j["peak_bytes"] = pred.peak_bytes;
     j["lower_bound_s"] = pred.lower_bound_s;
     j["plan_efficiency"] = pred.plan_efficiency;
+    j["routing_bound_s"] = pred.routing_bound_s;
     j["backend"] = m.backend;
     j["verified"] = o.verified;
     j["measured"] = MeasuredJson(o);

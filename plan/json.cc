@@ -322,7 +322,7 @@ ContentPiece ReadPiece(const json& j, const Path& p, const Reader& r) {
 PlanSummary ReadSummary(const json& j, const Path& p, const Reader& r) {
   r.Object(j, p,
            {"segment_bytes", "direct_min_bytes", "offload_fraction", "memory_policy", "bytes_moved", "lower_bound_s",
-            "predicted_time_s", "predicted_peak_bytes"});
+            "routing_bound_s", "predicted_time_s", "predicted_peak_bytes"});
   constexpr double kInf = std::numeric_limits<double>::infinity();
   PlanSummary s;
   s.segment_bytes = r.Int(j, p, "segment_bytes", 0, 0, kI64Max);
@@ -338,6 +338,7 @@ PlanSummary ReadSummary(const json& j, const Path& p, const Reader& r) {
     s.bytes_moved.pcie = r.Int(*m, mp, "pcie", 0, 0, kI64Max);
   }
   s.lower_bound_s = r.Double(j, p, "lower_bound_s", 0, 0, kInf);
+  s.routing_bound_s = r.Double(j, p, "routing_bound_s", 0, 0, kInf);
   s.predicted_time_s = r.Double(j, p, "predicted_time_s", 0, 0, kInf);
   if (const json* a = Reader::Find(j, "predicted_peak_bytes")) {
     Path ap = p / "predicted_peak_bytes";
@@ -663,6 +664,7 @@ J SummaryToJson(const PlanSummary& s) {
   j["memory_policy"] = s.memory_policy;
   j["bytes_moved"] = s.bytes_moved;
   j["lower_bound_s"] = s.lower_bound_s;
+  j["routing_bound_s"] = s.routing_bound_s;
   j["predicted_time_s"] = s.predicted_time_s;
   j["predicted_peak_bytes"] = s.predicted_peak_bytes;
   return j;

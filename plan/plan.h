@@ -168,7 +168,8 @@ struct PlanSummary {
   double offload_fraction = 0;
   std::string memory_policy;          // e.g. "dest-per-layer+source-to-host+optimizer-offload-0.25"
   BytesMoved bytes_moved;
-  double lower_bound_s = 0;
+  double lower_bound_s = 0;           // no plan of these contents on this cluster is faster
+  double routing_bound_s = 0;         // this plan's own routing: max over ports of bytes / bandwidth
   double predicted_time_s = 0;
   std::vector<int64_t> predicted_peak_bytes;  // per GPU
   friend bool operator==(const PlanSummary&, const PlanSummary&) = default;

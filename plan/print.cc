@@ -123,10 +123,10 @@ std::string ToString(const Plan& p) {
                      p.cluster_fingerprint, p.cluster_fingerprint == c.Fingerprint() ? "" : " (MISMATCH with its cluster)");
   const PlanSummary& s = p.summary;
   out += fmt::format("summary: segment {}, offload {:.0f}%, policy \"{}\", moved local {} / nvlink {} / network {} / "
-                     "pcie {}, lower bound {}, predicted {}",
+                     "pcie {}, lower bound {}, routing bound {}, predicted {}",
                      Bytes(s.segment_bytes), s.offload_fraction * 100, s.memory_policy, Bytes(s.bytes_moved.local),
                      Bytes(s.bytes_moved.nvlink), Bytes(s.bytes_moved.network), Bytes(s.bytes_moved.pcie),
-                     Seconds(s.lower_bound_s), Seconds(s.predicted_time_s));
+                     Seconds(s.lower_bound_s), Seconds(s.routing_bound_s), Seconds(s.predicted_time_s));
   if (!s.predicted_peak_bytes.empty()) {
     out += ", peak";
     if (s.predicted_peak_bytes.size() <= 16) {

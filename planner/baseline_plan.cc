@@ -348,6 +348,7 @@ class MegatronBuilder {
     else if (offload > 0) sum.memory_policy += fmt::format(", {:.2f} of the optimizer offloaded first", offload);
     sum.bytes_moved = CountBytesMoved(p);
     sum.lower_bound_s = LowerBoundSeconds(p);
+    sum.routing_bound_s = RoutingBoundSeconds(p);
     sum.predicted_time_s = 0;  // MakeMegatronPlan simulates the plan it keeps, when asked
     sum.predicted_peak_bytes = res_.stats.planned_peak_bytes;
     res_.stats.predicted_by = "not predicted";

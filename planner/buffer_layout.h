@@ -49,10 +49,11 @@ void StartPlan(Plan& p, const Scenario& s, std::vector<std::string> stream_names
 
 // The copy kernel's share of the SMs (Op::sm_share) where copies overlap
 // transfers: on a GPU that sends or receives, copies leave SMs to NCCL's
-// kernels. 66 blocks of an H200's 264 (132 SMs x 2) was the fastest cap for
+// kernels. 66 blocks (half of an H200's 132 SMs x 1) was the fastest cap for
 // llama3-8b TP2 -> TP1x2 on 2x H200: 25.5 ms against 28.6 uncapped, 27.7 at
-// 32 blocks, 26.1 at 100 (bench/results/2026-11-30-h200x2-refit-session2/).
-inline constexpr double kCopyShareBesideTransfers = 0.25;
+// 32 blocks, 26.1 at 100 (bench/results/2026-11-30-h200x2-refit-session2/,
+// measured with four loads in flight per lane; the kernel now keeps eight).
+inline constexpr double kCopyShareBesideTransfers = 0.5;
 // Sets every copy on a GPU with sends or receives to another GPU to
 // kCopyShareBesideTransfers, the others to the whole grid (1). O(ops).
 void ShareCopiesWithTransfers(Plan& p);

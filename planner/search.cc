@@ -49,6 +49,7 @@
 #include "planner/problem.h"
 #include "planner/segments.h"
 #include "sim/ports.h"
+#include "sim/topology_bound.h"
 #include "sim/simulator.h"
 
 namespace reshard {
@@ -264,7 +265,9 @@ class Search {
       }
       Candidate cand{sched, policy, std::move(e)};
       if (small_) {
-        cand.time_s = Simulate(cand.emitted.plan, SimOptions{nullptr, false}).time_s;
+        SimOptions so{nullptr, false};
+        so.lower_bound = false;
+        cand.time_s = Simulate(cand.emitted.plan, so).time_s;
       } else {
         cand.time_s = std::max(sched->estimate_s, cand.emitted.pcie_estimate_s);
       }
@@ -326,10 +329,13 @@ class Search {
 
 }  // namespace
 
-double LowerBoundSeconds(const Plan& plan) { return LowerBound(plan).time_s; }
+double LowerBoundSeconds(const Plan& plan) { return TopologyLowerBound(plan).time_s; }
+double RoutingBoundSeconds(const Plan& plan) { return LowerBound(plan).time_s; }
 
 void PredictWithSimulator(Plan& plan, PlanStats& stats) {
-  const Prediction pred = Simulate(plan, SimOptions{nullptr, false});
+  SimOptions so{nullptr, false};
+  so.lower_bound = false;  // the summary has it
+  const Prediction pred = Simulate(plan, so);
   plan.summary.predicted_time_s = pred.time_s;
   plan.summary.predicted_peak_bytes = pred.peak_bytes;
   stats.predicted_by = "simulator";
@@ -373,6 +379,7 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   sum.memory_policy = best->policy.Name();
   sum.bytes_moved = CountBytesMoved(plan);
   sum.lower_bound_s = LowerBoundSeconds(plan);
+  sum.routing_bound_s = RoutingBoundSeconds(plan);
   res.stats.planned_peak_bytes = best->emitted.planned_peak;
   if (options.simulate) {
     PredictWithSimulator(plan, res.stats);

@@ -12,9 +12,12 @@
 
 namespace reshard {
 
-// The lower bound of `plan`'s own routing (sim/ports.h: max over ports of the bytes
-// the plan puts on a port / its bandwidth), in seconds.
+// The least time any plan of `plan`'s contents could take on its cluster
+// (sim/topology_bound.h), in seconds.
 double LowerBoundSeconds(const Plan& plan);
+// The bound of `plan`'s own routing (sim/ports.h: max over ports of the bytes
+// the plan puts on a port / its bandwidth), in seconds.
+double RoutingBoundSeconds(const Plan& plan);
 
 // Simulates `plan` (a warm refit, no op times kept) and writes the predicted
 // time and per-GPU peak into its summary; stats.predicted_by = "simulator".

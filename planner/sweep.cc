@@ -68,6 +68,7 @@ SweepPoint Evaluate(const Scenario& base, SweepPoint p) {
     p.time_s = r.plan.summary.predicted_time_s;
     p.lower_bound_s = r.plan.summary.lower_bound_s;
     p.plan_efficiency = PlanEfficiency(p.lower_bound_s, p.time_s);
+    p.routing_bound_s = r.plan.summary.routing_bound_s;
   } catch (const InputError& e) {
     p.fits = false;
     p.error = e.what();
@@ -228,10 +229,12 @@ void to_json(nlohmann::json& j, const SweepPoint& p) {
     j["time_s"] = p.time_s;
     j["lower_bound_s"] = p.lower_bound_s;
     j["plan_efficiency"] = p.plan_efficiency;
+    j["routing_bound_s"] = p.routing_bound_s;
   } else {
     j["time_s"] = nullptr;
     j["lower_bound_s"] = nullptr;
     j["plan_efficiency"] = nullptr;
+    j["routing_bound_s"] = nullptr;
     j["missing_bytes"] = p.missing_bytes;
   }
   if (!p.error.empty()) j["error"] = p.error;

@@ -60,6 +60,7 @@ struct SweepPoint {
   int64_t missing_bytes = 0;  // when !fits
   double lower_bound_s = 0;   // valid when fits
   double plan_efficiency = 0; // lower_bound_s / time_s
+  double routing_bound_s = 0; // valid when fits: the plan's own routing bound
   bool pareto = false;
   std::string error;          // the planner refused the point (InputError message)
 };

@@ -18,9 +18,10 @@
 // and written once, so HBM traffic is twice that). A B-byte copy occupies the
 // port for B / bytes_per_s.
 //
-// The lower bound (DESIGN.md): max over ports of bytes / bandwidth. For a
-// duplex pair carrying e bytes one way and i the other (e >= i), with peak P
-// and duplex rate D, the least time is the LP optimum
+// The routing bound (DESIGN.md's lower bound of one plan's routing; the bound
+// over every routing is sim/topology_bound.h): max over ports of bytes /
+// bandwidth. For a duplex pair carrying e bytes one way and i the other
+// (e >= i), with peak P and duplex rate D, the least time is the LP optimum
 //   T = i/D + (e-i)/P   if D > P/2 (overlap the smaller direction fully),
 //   T = (e+i)/P         otherwise,
 // which is e/D in the balanced case e == i (DESIGN's "duplex rate where both

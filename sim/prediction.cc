@@ -1,12 +1,13 @@
 // What a simulation reports: the Prediction gathered from a finished run
 // (refit time, peaks, per-port use, phases by op kind and link class, the
-// lower bound and plan efficiency), and its JSON form. O(ops + ports).
+// lower bounds and plan efficiency), and its JSON form. O(ops + ports).
 #include <algorithm>
 #include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "sim/state.h"
+#include "sim/topology_bound.h"
 #include "sim/trace.h"
 
 namespace reshard {
@@ -61,10 +62,15 @@ Prediction Simulator::State::Collect() const {
   }
   pr.events = events;
   pr.rate_updates = net.rate_updates;
-  const PortBound lb = LowerBoundOfLoads(ports, PortBytes(ports, plan));
-  pr.lower_bound_s = lb.time_s;
-  pr.lower_bound_port = lb.port_name;
-  pr.plan_efficiency = PlanEfficiency(lb.time_s, pr.time_s);
+  const PortBound rb = LowerBoundOfLoads(ports, PortBytes(ports, plan));
+  pr.routing_bound_s = rb.time_s;
+  pr.routing_bound_port = rb.port_name;
+  if (opt.lower_bound) {
+    const TopologyBound lb = TopologyLowerBound(plan);
+    pr.lower_bound_s = lb.time_s;
+    pr.lower_bound_port = lb.binding;
+    pr.plan_efficiency = PlanEfficiency(lb.time_s, pr.time_s);
+  }
   if (opt.record_op_times) {
     pr.op_start_ns = op_start_ns;
     pr.op_end_ns = op_end_ns;
@@ -109,6 +115,8 @@ void to_json(nlohmann::json& j, const Prediction& p) {
       {"lower_bound_s", p.lower_bound_s},
       {"lower_bound_port", p.lower_bound_port},
       {"plan_efficiency", p.plan_efficiency},
+      {"routing_bound_s", p.routing_bound_s},
+      {"routing_bound_port", p.routing_bound_port},
       {"events", p.events},
       {"links", p.ports},
       {"phases", {{"by_kind", p.by_kind}, {"by_class", p.by_class}}},

@@ -85,6 +85,9 @@ struct SimOptions {
   IssueModel issue = IssueModel::kExecutor;
   bool one_process = false;         // one host thread issues every GPU's ops; false: a process per GPU
   bool cold = false;                // the first refit of a job: pinning, mapping, NCCL connections
+  // Compute the routing-independent lower bound (sim/topology_bound.h); callers
+  // that only compare candidates' times leave it out.
+  bool lower_bound = true;
 };
 
 struct PortUse {
@@ -127,9 +130,15 @@ struct Prediction {
   std::vector<PhaseUse> by_class;   // by link class of flows (classes present)
   int64_t events = 0;               // events processed
   int64_t rate_updates = 0;         // water-filling passes (one per affected component)
+  // No plan of these contents on this cluster is faster (sim/topology_bound.h);
+  // 0 when SimOptions::lower_bound is off. The port(s) of its binding cut.
   double lower_bound_s = 0;
   std::string lower_bound_port;
   double plan_efficiency = 0;       // lower_bound_s / time_s (1 for an empty plan)
+  // This plan's own routing bound: max over ports of its bytes / bandwidth
+  // (sim/ports.h), and that port. >= lower_bound_s.
+  double routing_bound_s = 0;
+  std::string routing_bound_port;
   std::vector<int64_t> op_start_ns; // per op: when the GPU could start it (with record_op_times)
   std::vector<int64_t> op_end_ns;   // per op: when its own work ended
 };

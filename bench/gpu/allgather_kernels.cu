@@ -18,8 +18,7 @@ __global__ void __launch_bounds__(kBlockThreads) CopyKernel(const DeviceCopy* de
   if (threadIdx.x == 0) bases = params;
   __syncthreads();
   const int lane = threadIdx.x & 31;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kBlockWarps;
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * kBlockWarps + (threadIdx.x >> 5); c < total; c += warps) {
+  for (int64_t c = gpu::FirstChunk(); c < total; c += gpu::ChunkStep()) {
     const DeviceCopy& d = descs[gpu::ChunkOwner(descs, count, c)];
     const unsigned char* s = nullptr;
     unsigned char* t = nullptr;

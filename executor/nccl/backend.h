@@ -28,12 +28,14 @@ struct NcclBackendOptions {
   // runs every training step and finds its memory mapped; false times the
   // growth too.
   bool warm_pool = true;
-  // Thread blocks per SM of the copy kernel: few enough that NCCL's kernels
-  // find room on every SM while copies and transfers overlap. The copy grid
-  // is SMs x copy_blocks_per_sm blocks.
-  int32_t copy_blocks_per_sm = 2;
+  // Thread blocks per SM of the copy kernel; the copy grid is SMs x
+  // copy_blocks_per_sm blocks. One block of 8 warps, each with eight 16-byte
+  // loads in flight, per SM: a copy-bound llama3-8b refit on one H200 took
+  // 8.46 ms on 132 blocks and 8.64 on 264 (1 GiB copies: 2.03 vs 1.97 TB/s,
+  // bench/results/2026-12-02-h200-copy-kernel/).
+  int32_t copy_blocks_per_sm = 1;
   // Blocks of a copy launch (CopyBlocks). -1: the plan's share of the copy
-  // grid (Op::sm_share: the planner gives a quarter, 66 blocks on an H200,
+  // grid (Op::sm_share: the planner gives half, 66 blocks on an H200,
   // to copies that overlap transfers so pack / unpack leave SMs to NCCL, and
   // the whole grid where none does). An experiment override otherwise
   // (RESHARD_COPY_MAX_BLOCKS): 0 the whole grid, N > 0 at most N blocks,

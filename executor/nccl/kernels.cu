@@ -27,7 +27,7 @@ __device__ __forceinline__ int64_t SeqOffset(int64_t k, int64_t row, int64_t pla
 
 // Runs [first, first + count) of a pair, count <= 32, one warp: lane j holds
 // run j's source and destination offsets; element i of the chunk belongs to
-// run i / e. Four loads in flight per lane, as WarpCopy.
+// run i / e. Four loads in flight per lane (index arithmetic per load).
 template <typename T>
 __device__ __forceinline__ void WarpCopyRuns(const CopyDesc& d, int64_t first, int32_t count, int lane) {
   int64_t so = 0, to = 0;
@@ -89,9 +89,8 @@ __device__ __forceinline__ void CopyChunk(const CopyDesc& d, int64_t global_chun
 __global__ void __launch_bounds__(kBlockThreads) CopyByValueKernel(const __grid_constant__ CopyBatch batch,
                                                                    int64_t total) {
   const int lane = threadIdx.x & 31;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kBlockWarps;
   int i = 0;
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * kBlockWarps + (threadIdx.x >> 5); c < total; c += warps) {
+  for (int64_t c = FirstChunk(); c < total; c += ChunkStep()) {
     while (batch.d[i].chunk_end <= c) ++i;  // chunks grow, so the pair index only moves forward
     CopyChunk(batch.d[i], c, lane);
   }
@@ -100,8 +99,7 @@ __global__ void __launch_bounds__(kBlockThreads) CopyByValueKernel(const __grid_
 __global__ void __launch_bounds__(kBlockThreads) CopyFromDeviceKernel(const CopyDesc* descs, int32_t count,
                                                                       int64_t total) {
   const int lane = threadIdx.x & 31;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kBlockWarps;
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * kBlockWarps + (threadIdx.x >> 5); c < total; c += warps)
+  for (int64_t c = FirstChunk(); c < total; c += ChunkStep())
     CopyChunk(descs[ChunkOwner(descs, count, c)], c, lane);
 }
 

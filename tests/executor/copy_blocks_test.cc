@@ -8,12 +8,19 @@
 namespace reshard {
 namespace {
 
-// An H200: 132 SMs x 2 blocks per SM = a copy grid of 264 blocks.
+// An H200 with 2 blocks per SM (RESHARD_COPY_BLOCKS_PER_SM=2): a copy grid of 264 blocks.
 constexpr int32_t kSms = 132, kPerSm = 2;
+
+TEST(CopyBlocks, DefaultGridIsOneBlockPerSm) {
+  const int32_t per_sm = NcclBackendOptions{}.copy_blocks_per_sm;
+  EXPECT_EQ(per_sm, 1);
+  EXPECT_EQ(CopyBlocks(kSms, per_sm, -1, 1.0), 132);
+  EXPECT_EQ(CopyBlocks(kSms, per_sm, -1, 0.5), 66);  // the planner's share beside transfers
+}
 
 TEST(CopyBlocks, PlanShareOfTheCopyGrid) {
   EXPECT_EQ(CopyBlocks(kSms, kPerSm, -1, 1.0), 264);
-  EXPECT_EQ(CopyBlocks(kSms, kPerSm, -1, 0.25), 66);   // 0.25 * 264 = 66, the planner's share beside transfers
+  EXPECT_EQ(CopyBlocks(kSms, kPerSm, -1, 0.25), 66);   // 0.25 * 264 = 66
   EXPECT_EQ(CopyBlocks(kSms, kPerSm, -1, 0.5), 132);
   EXPECT_EQ(CopyBlocks(kSms, kPerSm, -1, 0.1), 26);    // 26.4 rounds to 26
   EXPECT_EQ(CopyBlocks(kSms, kPerSm, -1, 0.102), 27);  // 26.928 rounds to 27

@@ -172,7 +172,7 @@ class Digest {
     const PlanSummary& s = p.summary;
     Add(s.segment_bytes), Add(s.direct_min_bytes), Add(s.offload_fraction), Add(s.memory_policy);
     Add(s.bytes_moved.local), Add(s.bytes_moved.nvlink), Add(s.bytes_moved.network), Add(s.bytes_moved.pcie);
-    Add(s.lower_bound_s), Add(s.predicted_time_s);
+    Add(s.lower_bound_s), Add(s.routing_bound_s), Add(s.predicted_time_s);
     for (int64_t x : s.predicted_peak_bytes) Add(x);
   }
   uint64_t value() const { return h_; }

@@ -113,8 +113,8 @@ TEST(Simulate, OneFlow) {
   EXPECT_EQ(p.ports[0].busy_ns, 1'000'000);
   EXPECT_DOUBLE_EQ(p.ports[0].busy_fraction, 1.0);
   EXPECT_DOUBLE_EQ(p.ports[0].average_bytes_per_s, 1e9);
-  EXPECT_DOUBLE_EQ(p.lower_bound_s, 1e-3);
-  EXPECT_DOUBLE_EQ(p.plan_efficiency, 1.0);
+  EXPECT_DOUBLE_EQ(p.routing_bound_s, 1e-3);
+  EXPECT_DOUBLE_EQ(PlanEfficiency(p.routing_bound_s, p.time_s), 1.0);
 
   // With 500 ns of latency: 500 + 1,000,000.
   Cluster c = TestCluster();
@@ -136,9 +136,9 @@ TEST(Simulate, TwoFlowsShareAPort) {
   EXPECT_EQ(p.op_end_ns[b.second], 4'000'000);
   EXPECT_EQ(p.time_ns, 4'000'000);
   // The shared port is the binding one and the plan meets its bound.
-  EXPECT_EQ(p.lower_bound_port, "gpu0.nvlink_out");
-  EXPECT_DOUBLE_EQ(p.lower_bound_s, 4e-3);
-  EXPECT_DOUBLE_EQ(p.plan_efficiency, 1.0);
+  EXPECT_EQ(p.routing_bound_port, "gpu0.nvlink_out");
+  EXPECT_DOUBLE_EQ(p.routing_bound_s, 4e-3);
+  EXPECT_DOUBLE_EQ(PlanEfficiency(p.routing_bound_s, p.time_s), 1.0);
 }
 
 TEST(Simulate, MaxMinOnAChainDiffersFromEqualShares) {
@@ -178,7 +178,7 @@ TEST(Simulate, NetworkFlowsShareTheNics) {
   EXPECT_EQ(p.op_end_ns[s1], 2'000'000);
   EXPECT_EQ(p.op_end_ns[s2], 2'000'000);
   EXPECT_EQ(p.bytes_moved, (BytesMoved{0, 0, 2'000'000, 0}));
-  EXPECT_EQ(p.lower_bound_port, "nic0.out");
+  EXPECT_EQ(p.routing_bound_port, "nic0.out");
   EXPECT_EQ(p.time_ns, 2'000'000);
   for (const PortUse& u : p.ports) EXPECT_EQ(u.link_class, LinkClass::kNetwork) << u.name;
   (void)r1, (void)r2;
@@ -196,14 +196,14 @@ TEST(Simulate, DuplexPlanMeetsItsLowerBound) {
   EXPECT_EQ(p.op_end_ns[forth.first], 2000);
   EXPECT_EQ(p.op_end_ns[back.first], 4000);
   EXPECT_EQ(p.time_ns, 4000);
-  EXPECT_NEAR(p.lower_bound_s, 4000e-9, 1e-18);
-  EXPECT_DOUBLE_EQ(p.plan_efficiency, 1.0);
+  EXPECT_NEAR(p.routing_bound_s, 4000e-9, 1e-18);
+  EXPECT_DOUBLE_EQ(PlanEfficiency(p.routing_bound_s, p.time_s), 1.0);
 }
 
 TEST(Simulate, LatencyDominatesSmallSegments) {
   // NVLink latency 20,000 ns. Ten 1,000-byte segments one after another on the
   // comm stream each cost 20,000 + 1,000 = 21,000 ns: 210,000 ns in all; the
-  // same 10,000 bytes as one op cost 20,000 + 10,000 = 30,000 ns. The lower
+  // same 10,000 bytes as one op cost 20,000 + 10,000 = 30,000 ns. The routing
   // bound ignores latency: 10,000 ns, so efficiency = 10,000 / 210,000.
   Cluster c = TestCluster();
   c.nvlink.latency_ns = 20'000;
@@ -211,7 +211,7 @@ TEST(Simulate, LatencyDominatesSmallSegments) {
   for (int k = 0; k < 10; ++k) b.Transfer(0, 1, 1000);
   const Prediction p = SimVerified(b.Build());
   EXPECT_EQ(p.time_ns, 210'000);
-  EXPECT_NEAR(p.plan_efficiency, 10'000.0 / 210'000.0, 1e-12);
+  EXPECT_NEAR(PlanEfficiency(p.routing_bound_s, p.time_s), 10'000.0 / 210'000.0, 1e-12);
 
   PlanBuilder one(c);
   one.Transfer(0, 1, 10'000);
@@ -509,7 +509,7 @@ TEST(Properties, PredictionIsNeverBelowTheLowerBound) {
     ASSERT_TRUE(v.ok()) << "seed " << seed << ": " << v.problems.front();
     const Prediction p = Simulate(plan);
     const PortBound lb = LowerBound(plan);
-    EXPECT_DOUBLE_EQ(p.lower_bound_s, lb.time_s);
+    EXPECT_DOUBLE_EQ(p.routing_bound_s, lb.time_s);
     // Flow ends are rounded up to whole ns; 1 ns of slack covers floating noise.
     EXPECT_GE(p.time_ns + 1, static_cast<int64_t>(lb.time_s * 1e9)) << "seed " << seed << " bound port " << lb.port_name;
     for (int32_t i = 0; i < static_cast<int32_t>(plan.ops.size()); ++i) {
@@ -626,7 +626,7 @@ TEST(Trace, PredictionJsonHasDesignFields) {
   PlanBuilder b(TestCluster());
   b.Transfer(0, 1, 1000);
   nlohmann::json j = SimVerified(b.Build());
-  for (const char* k : {"time_s", "peak_bytes", "bytes_moved", "lower_bound_s", "plan_efficiency", "links", "phases"}) {
+  for (const char* k : {"time_s", "peak_bytes", "bytes_moved", "lower_bound_s", "plan_efficiency", "routing_bound_s", "links", "phases"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["bytes_moved"]["nvlink"], 1000);
