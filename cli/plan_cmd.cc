@@ -87,6 +87,7 @@ void Run(const PlanCmdOptions& o) {
     j["direct_transfers"] = r.stats.direct;
     j["nccl_groups"] = r.stats.groups;
     j["rounds"] = r.stats.rounds;
+    j["segments_per_round"] = r.stats.per_round;
     j["ops"] = r.stats.ops;
     if (!o.baseline.empty()) j["baseline"] = o.baseline;
     if (!o.output.empty()) j["plan"] = o.output;
@@ -99,9 +100,10 @@ void Run(const PlanCmdOptions& o) {
   std::cout << fmt::format("bytes moved     local {}, NVLink {}, network {}, PCIe {}\n",
                            FormatBytes(sum.bytes_moved.local), FormatBytes(sum.bytes_moved.nvlink),
                            FormatBytes(sum.bytes_moved.network), FormatBytes(sum.bytes_moved.pcie));
-  std::cout << fmt::format("segments        {} of at most {} ({} direct), {} rounds, {} NCCL groups, {} ops\n",
+  std::cout << fmt::format("segments        {} of at most {} ({} direct), {} rounds of up to {} per GPU and direction, "
+                           "{} NCCL groups, {} ops\n",
                            r.stats.segments, FormatBytes(sum.segment_bytes), r.stats.direct, r.stats.rounds,
-                           r.stats.groups, r.stats.ops);
+                           r.stats.per_round, r.stats.groups, r.stats.ops);
   std::cout << fmt::format("memory policy   {} (optimizer offload fraction {:.2f})\n", sum.memory_policy,
                            sum.offload_fraction);
   std::cout << fmt::format("lower bound     {:.3f} ms (any plan; this plan's routing bound {:.3f} ms)\n",

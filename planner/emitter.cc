@@ -109,9 +109,9 @@ class Emitter {
   struct Direction {
     std::vector<int32_t> segments;       // its segments, round order
     std::vector<int32_t> staged;         // of which staged, round order
-    int32_t slots = 2;                   // staging slots (1 or 2)
+    int32_t slots = 2;                   // staging slots (per_round, or twice that)
     int64_t slot_bytes = 0;              // the largest staged segment
-    int32_t slot_buffer[2] = {-1, -1};   // staging buffers, made at first use
+    std::vector<int32_t> slot_buffer;    // staging buffers, made at first use (-1 before)
   };
 
   struct GpuEmission {
@@ -280,11 +280,21 @@ class Emitter {
       if (ge.local_end == 0) ge.next_local = i;
       ge.local_end = static_cast<int32_t>(i) + 1;
     }
-    // Slots: two per direction (the next pack / previous unpack overlaps the
-    // current transfer) when a GPU stages one direction only; one each when it
-    // stages both, so staging stays within two segments per GPU.
-    for (GpuEmission& ge : gpus_)
-      if (!ge.send.staged.empty() && !ge.recv.staged.empty()) ge.send.slots = ge.recv.slots = 1;
+    // Slots: two rounds' worth per direction (the next round's packs / the
+    // previous round's unpacks overlap the current transfers). With one
+    // segment per round, a GPU that stages both directions gets one slot
+    // each, so staging stays within two segments per GPU (tight colocated
+    // refits); several segments per round are for large jobs, where the
+    // packs and unpacks between rounds would cost more than the memory.
+    // With at least a round's worth, a slot's previous user is always in an
+    // earlier round.
+    const int32_t b = std::max(1, sc_.per_round);
+    for (GpuEmission& ge : gpus_) {
+      const bool both = !ge.send.staged.empty() && !ge.recv.staged.empty();
+      ge.send.slots = ge.recv.slots = both && b == 1 ? 1 : 2 * b;
+      ge.send.slot_buffer.assign(ge.send.slots, -1);
+      ge.recv.slot_buffer.assign(ge.recv.slots, -1);
+    }
     // Staging slot sizes: the largest staged segment each GPU sends / receives.
     for (const Segment& sg : sc_.segments) {
       if (!sg.send_direct) gpus_[sg.src_gpu].send.slot_bytes = std::max(gpus_[sg.src_gpu].send.slot_bytes, sg.bytes);
@@ -478,12 +488,16 @@ class Emitter {
     segment_ops_[i].unpack = Emit(std::move(op));
   }
 
-  // Packs of `gpu`'s sends up to round `max_round`.
+  // Packs of `gpu`'s sends up to round `max_round`, stopping at one whose
+  // slot's previous user is not sent yet (its round is not emitted).
   void PackUpTo(int32_t gpu, int32_t max_round) {
     GpuEmission& ge = gpus_[gpu];
     const auto& v = ge.send.segments;
     while (ge.next_pack < static_cast<int32_t>(v.size()) && sc_.segments[v[ge.next_pack]].round <= max_round) {
-      const int32_t id = v[ge.next_pack++];
+      const int32_t id = v[ge.next_pack];
+      const int32_t k = segment_ops_[id].send_use;
+      if (k >= ge.send.slots && segment_ops_[ge.send.staged[k - ge.send.slots]].sends.empty()) break;
+      ++ge.next_pack;
       if (!sc_.segments[id].send_direct) EmitPack(id);
     }
   }
@@ -514,9 +528,9 @@ class Emitter {
       const int32_t rl = std::min(r + (policy_.source_to_host ? 0 : kLocalLeadRounds), R - 1);
       const int32_t prio = R <= 1 ? 1023 : static_cast<int32_t>(static_cast<int64_t>(rl) * 1023 / (R - 1));
       for (int32_t g = 0; g < gpus; ++g) {
-        // With two send slots, pack one round ahead; with one, the slot is
-        // free only after this round's send (emitted below).
-        PackUpTo(g, r + gpus_[g].send.slots - 1);
+        // With two rounds of send slots, pack one round ahead; with one, a
+        // slot is free only after this round's sends (emitted below).
+        PackUpTo(g, r + gpus_[g].send.slots / std::max(1, sc_.per_round) - 1);
         LocalsUpTo(g, prio);
       }
       const int32_t b0 = round_begin[r], b1 = round_begin[r + 1];
@@ -563,7 +577,7 @@ class Emitter {
     for (int32_t g = 0; g < gpus; ++g) {
       for (bool send : {true, false}) {
         const Direction& d = DirectionOf(g, send);
-        for (int32_t k = 0; k < 2; ++k) {
+        for (int32_t k = 0; k < static_cast<int32_t>(d.slot_buffer.size()); ++k) {
           const int32_t slot = d.slot_buffer[k];
           if (slot < 0) continue;
           std::vector<int32_t> deps;

@@ -3,15 +3,16 @@
 // round by round.
 //
 // Per round: packs of the segments a GPU sends soon (one round ahead when it
-// has two send slots), local copies whose layer priority is due (a few rounds
+// has two rounds of send slots), local copies whose layer priority is due (a few rounds
 // early, so the FIFO compute stream does not queue them behind the last
 // unpacks), the round's receive slots, its sends and receives as NCCL groups
 // (one per connected component of the round's transfers, each holding
 // matched pairs only, so a group depends only on earlier rounds and the plan
-// cannot deadlock), then the round's unpacks. Staging slots per GPU: two per
-// direction it alone stages (packing the next segment / unpacking the
-// previous one overlaps the current transfer), one per direction when it
-// stages both, so staging stays within two segments per GPU. A side that
+// cannot deadlock), then the round's unpacks. Staging slots per GPU and
+// direction: two rounds' worth (2 x per_round: packing the next round /
+// unpacking the previous one overlaps the current transfers); with one
+// segment per round, one slot per direction when a GPU stages both, so
+// staging stays within two segments per GPU. A side that
 // holds its parts contiguously sends / receives them in place, parts back to
 // back in one buffer as one op.
 // Memory (planner/memory_ledger.h): every alloc is accounted so the peak

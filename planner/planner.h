@@ -11,8 +11,9 @@
 //  4. Segments and rounds (planner/segments.h, planner/rounds.h): per
 //     (sender, receiver) pair and transfer class the fragments are cut into
 //     equal segments of at most segment_bytes; a bipartite edge colouring
-//     orders them into rounds in which a GPU sends and receives at most one
-//     segment.
+//     orders them into colours in which a GPU sends and receives at most one
+//     segment, and per_round consecutive colours make a round (several
+//     flows per port keep it busy while one ramps up or ends).
 //  5. Emission (planner/emitter.h): buffers, staging slots, packs, NCCL groups
 //     (matched pairs only, one per connected component of a round: no
 //     deadlock), unpacks and local copies, under a memory policy (optimizer
@@ -23,9 +24,9 @@
 //     GPU and the bytes missing.
 //  7. Search (planner/search.h, the only step that calls the simulator):
 //     segment size, in-place threshold and memory policy. Small plans
-//     simulate the candidates and keep the fastest; large plans rank sizes by
-//     a round-model estimate from the pair byte totals and keep the first
-//     policy that fits. Prediction: the simulator (sim/simulator.h); lower
+//     simulate the candidates and keep the fastest; large plans rank
+//     (size, per_round) pairs by a round-model estimate from the pair byte
+//     totals and keep the first policy that fits. Prediction: the simulator (sim/simulator.h); lower
 //     bound: sim/ports.h.
 // Streams: 0 compute (pack, unpack, local copies, allocs), 1 comm (send/recv),
 // 2 host (optimizer offload), 3 release (training weights to host).
@@ -51,7 +52,14 @@ struct PlannerOptions {
   // 0: the scenario's plan.segment_bytes; when that is 0 too, choose among
   // segment_candidates (by predicted time).
   int64_t segment_bytes = 0;
-  std::vector<int64_t> segment_candidates;  // empty: powers of two 4 MiB .. 1 GiB
+  // Empty: 4 MiB .. 1 GiB, powers of two for small plans, four steps per
+  // doubling for large ones (their estimate is cheap; a pair's bytes cut
+  // into whole segments makes the time jump between sizes).
+  std::vector<int64_t> segment_candidates;
+  // Segments a GPU sends (receives) per round (planner/segments.h). 0:
+  // chosen among per_round_candidates (empty: 1 and 2).
+  int32_t per_round = 0;
+  std::vector<int32_t> per_round_candidates;
   // -1: the scenario's plan.direct_min_bytes; when that is -1 too, small
   // plans choose the segment size at 64 MiB, then try never and 0 at that
   // size (by predicted time); large ones use 64 MiB.
@@ -65,7 +73,7 @@ struct PlannerOptions {
   // Plans with at most this many (destination rank, fragment) pairs choose
   // the segment size by simulating every candidate; larger ones by the
   // per-port estimate alone.
-  int64_t simulate_max_fragments = 20000;
+  int64_t simulate_max_fragments = 50000;
   // Large plans: segment sizes that would cut more segments than this (about
   // four ops each) are passed over when a larger size stays under it; bounds
   // the plan's memory and the planning time at 8k GPUs.
@@ -79,6 +87,7 @@ struct PlanStats {
   int64_t direct = 0;           // of which direct (in place on both sides, no staging)
   int64_t groups = 0;           // NCCL groups
   int64_t rounds = 0;
+  int32_t per_round = 1;        // segments per GPU and direction per round
   int64_t local_copy_ops = 0;
   int64_t fragments = 0;        // (destination rank, fragment) pairs
   int64_t ops = 0;

@@ -1,22 +1,30 @@
 // MakePlan (planner/planner.h): the simulate-and-choose search over candidate
 // plans.
 //
-// Candidates: segment sizes (given, or powers of two 4 MiB .. 1 GiB), in-place
-// thresholds (given, or 64 MiB then, for small plans, "never" and 0) and
-// memory policies (planner/emitter.h), fastest first: no offload, then the
-// cheap memory savers (training weights to host, destination per layer),
-// then more optimizer offload. Each (size, threshold) is cut once
-// (planner/segments.h) and emitted under policies in order until one fits.
+// Candidates: segment sizes (given, or 4 MiB .. 1 GiB: powers of two, four
+// per doubling for large plans of many fragments), segments per round
+// (given, or 1 and 2), in-place thresholds (given, or 64 MiB then, for small
+// plans, "never" and 0) and memory policies (planner/emitter.h), fastest
+// first: no offload, then the cheap memory savers (training weights to host,
+// destination per layer), then more optimizer offload. Each (size,
+// threshold, per_round) is cut once (planner/segments.h) and emitted under
+// policies in order until one fits.
 //  * Small plans (at most simulate_max_fragments fragment pairs): every size
-//    is simulated and the fastest kept; the other thresholds are then tried
-//    at that size only. Thresholds that give the same segments as one already
-//    tried are skipped.
+//    is simulated at one segment per round and the fastest kept; the other
+//    thresholds are then tried at that size only, then more segments per
+//    round, kept only if kPerRoundGain faster (they hold more staging).
+//    Thresholds that give the same segments as one already tried are
+//    skipped.
 //  * Large plans: a round-model estimate from the pair byte totals ranks the
-//    sizes without cutting them (O(pairs) each); the largest size within 15%
-//    of the best estimate is planned (the estimate is coarse, and fewer,
-//    larger segments mean fewer ops), sizes over max_segments compete only
-//    when none is under it, and only if no policy fits is the smallest size
-//    tried. The first plan that fits is kept, timed by the per-port estimate.
+//    (size, per_round) pairs without cutting them (O(pairs) each); the best
+//    is planned (ties: fewer segments per round, then larger sizes);
+//    sizes over max_segments compete only when none is under it; only if no
+//    policy fits are that size at one segment per round and then the
+//    smallest size tried. The first plan that fits is kept, timed by the
+//    per-port estimate. A pair's bytes are cut into whole segments, so the
+//    rounds a GPU needs jump between neighbouring sizes (deepseek-v3 on 512
+//    GPUs, by the estimate: 22.6 MiB 191 ms, 26.9 MiB 212 ms): the
+//    finer grid lets the estimate find the sizes that cut evenly.
 // Nothing fits: the result names the GPU and the bytes missing under the
 // policy that came closest.
 //
@@ -26,6 +34,7 @@
 #include "planner/search.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -47,7 +56,16 @@ namespace reshard {
 
 namespace {
 
-constexpr double kSizeTolerance = 1.15;  // large plans: sizes within 15% of the best estimate compete
+// Large plans: the best round estimate wins; only equal ones are ties (then
+// fewer segments per round and larger sizes go first). A band of 0.5 %
+// picked 215 MiB for kimi-k2 where 64 MiB is 4 % faster.
+constexpr double kTie = 1 + 1e-9;
+// Plans not simulated choose among four sizes per doubling from this many
+// fragment pairs on (below it, among powers of two: few pairs, few segments,
+// and the estimate has nothing to gain between them).
+constexpr int64_t kFineSizesMinFragments = 20000;
+// Small plans: more segments per round (more staging) must be this much faster.
+constexpr double kPerRoundGain = 0.01;
 constexpr int64_t kDefaultDirectMinBytes = int64_t{64} << 20;
 
 // Memory policies in the order they are tried: fastest first.
@@ -74,11 +92,16 @@ std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
   return out;
 }
 
-// Round-model estimate of a segment size from the (sender, receiver) byte
-// totals: Δ rounds (König: the most segments one GPU sends or receives), each
-// as long as the slowest segment (latency + bytes at the efficiency of its
-// size), plus the first pack and last unpack. O(pairs).
-double QuickEstimate(const Problem& prob, int64_t segment_bytes) {
+// Round-model estimate of a segment size and segments per round from the
+// (sender, receiver) byte totals: ceil(Δ / per_round) rounds (König: Δ, the
+// most segments one GPU sends or receives, colours; per_round of them make a
+// round), each as long as the slowest port's round: per_round segments of
+// the largest size sharing the port, no flow faster than its size's
+// efficiency allows, plus a latency; with one segment per round a GPU that
+// both sends and receives has one staging slot per direction, so its next
+// pack and last unpack do not overlap the transfers: each round adds them.
+// Then the first pack and last unpack. O(pairs).
+double QuickEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round) {
   const Cluster& c = prob.scenario.cluster;
   const int32_t gpus = c.Gpus();
   std::vector<int64_t> out(gpus, 0), in(gpus, 0);
@@ -93,39 +116,67 @@ double QuickEstimate(const Problem& prob, int64_t segment_bytes) {
     largest = std::max(largest, each);
     const LinkProfile& lp = c.Link(c.Between(pb.src_gpu, pb.dst_gpu));
     if (lp.bytes_per_s > 0)
-      round_s = std::max(round_s, lp.latency_ns * 1e-9 + each / (lp.bytes_per_s * lp.Efficiency(each)));
+      round_s = std::max(round_s, lp.latency_ns * 1e-9 + std::max(static_cast<double>(per_round) * each / lp.bytes_per_s,
+                                                                  each / (lp.bytes_per_s * lp.Efficiency(each))));
   }
   int64_t delta = 0;
-  for (int32_t g = 0; g < gpus; ++g) delta = std::max({delta, out[g], in[g]});
-  double t = static_cast<double>(delta) * round_s;
+  bool both = false;
+  for (int32_t g = 0; g < gpus; ++g) {
+    delta = std::max({delta, out[g], in[g]});
+    both = both || (out[g] > 0 && in[g] > 0);
+  }
   const LinkProfile& dc = c.device_copy;
-  if (dc.bytes_per_s > 0 && largest > 0) t += 2 * (dc.latency_ns * 1e-9 + largest / (dc.bytes_per_s * dc.Efficiency(largest)));
-  return t;
+  const double copy_s =
+      dc.bytes_per_s > 0 && largest > 0 ? dc.latency_ns * 1e-9 + largest / (dc.bytes_per_s * dc.Efficiency(largest)) : 0;
+  if (both && per_round == 1) round_s += 2 * copy_s;
+  return static_cast<double>((delta + per_round - 1) / per_round) * round_s + 2 * copy_s;
 }
 
-// The candidate segment sizes.
-std::vector<int64_t> SegmentSizes(const Scenario& s, const PlannerOptions& options) {
+// The candidate segment sizes: powers of two for small plans (each is
+// simulated, or the plan has few fragments), four per doubling for large
+// ones (rounded to 64 KiB).
+std::vector<int64_t> SegmentSizes(const Scenario& s, const PlannerOptions& options, bool small) {
   const int64_t given = options.segment_bytes > 0 ? options.segment_bytes : s.plan.segment_bytes;
   if (given > 0) return {given};
   if (!options.segment_candidates.empty()) return options.segment_candidates;
   std::vector<int64_t> sizes;
-  for (int64_t x = int64_t{4} << 20; x <= int64_t{1} << 30; x *= 2) sizes.push_back(x);
+  for (int64_t x = int64_t{4} << 20; x <= int64_t{1} << 30; x *= 2) {
+    sizes.push_back(x);
+    if (small || x == int64_t{1} << 30) continue;
+    for (int k = 1; k < 4; ++k) {
+      const double y = static_cast<double>(x) * std::exp2(k / 4.0);
+      sizes.push_back(static_cast<int64_t>(std::llround(y / 65536.0)) * 65536);
+    }
+  }
   return sizes;
 }
 
-// Indices of `sizes` in the order they are tried. Small plans: all of them,
-// larger first (ties keep the first tried: fewer ops). Large plans: the
-// largest size within kSizeTolerance of the best round estimate, then, only
-// if no policy fits there, the smallest (least staging): each emission of a
-// large plan costs about as much as planning itself.
-std::vector<size_t> SizeOrder(const Problem& prob, const std::vector<int64_t>& sizes, const PlannerOptions& options,
-                              bool small) {
-  std::vector<double> quick(sizes.size());
-  for (size_t i = 0; i < sizes.size(); ++i) quick[i] = QuickEstimate(prob, sizes[i]);
-  std::vector<size_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
-  if (small || sizes.size() <= 1) return order;
+// Segments per round tried: given, or 1 and 2.
+std::vector<int32_t> PerRounds(const PlannerOptions& options) {
+  if (options.per_round > 0) return {options.per_round};
+  if (!options.per_round_candidates.empty()) return options.per_round_candidates;
+  return {1, 2};
+}
+
+// (size index, segments per round) in the order they are tried. Small
+// plans: every size, larger first (ties keep the first tried: fewer ops),
+// at the first per_round (the others are tried at the best size). Large
+// plans: the (size, per_round) of the best round estimate, preferring fewer
+// segments per round and then larger sizes within kTie of it; then, only if
+// no policy fits there, that size at the first per_round and the smallest
+// size (least staging): each emission of a large plan costs about as much
+// as planning itself.
+std::vector<std::pair<size_t, int32_t>> SizeOrder(const Problem& prob, const std::vector<int64_t>& sizes,
+                                                  const std::vector<int32_t>& per_rounds,
+                                                  const PlannerOptions& options, bool small) {
+  std::vector<size_t> by_size(sizes.size());
+  std::iota(by_size.begin(), by_size.end(), 0);
+  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  std::vector<std::pair<size_t, int32_t>> order;
+  if (small || (sizes.size() <= 1 && per_rounds.size() <= 1)) {
+    for (size_t i : by_size) order.emplace_back(i, per_rounds.front());
+    return order;
+  }
   // Bound the plan's size: sizes whose segment count exceeds the cap only
   // compete when no size meets it.
   std::vector<int64_t> count(sizes.size(), 0);
@@ -133,17 +184,31 @@ std::vector<size_t> SizeOrder(const Problem& prob, const std::vector<int64_t>& s
     for (const PairBytes& pb : prob.pairs)
       if (pb.src_gpu != pb.dst_gpu) count[i] += (pb.bytes + sizes[i] - 1) / sizes[i];
   const bool any_under = std::any_of(count.begin(), count.end(), [&](int64_t n) { return n <= options.max_segments; });
-  for (size_t i = 0; i < sizes.size(); ++i)
-    if (any_under && count[i] > options.max_segments) quick[i] = std::numeric_limits<double>::infinity();
-  const double best_q = *std::min_element(quick.begin(), quick.end());
-  size_t first = 0;
-  for (size_t i = 0; i < sizes.size(); ++i)
-    if (quick[i] <= best_q * kSizeTolerance && sizes[i] >= sizes[first]) first = i;
-  if (quick[first] > best_q * kSizeTolerance)
-    first = static_cast<size_t>(std::min_element(quick.begin(), quick.end()) - quick.begin());
+  struct Cand {
+    size_t size;
+    int32_t per_round;
+    double estimate_s;
+  };
+  std::vector<Cand> cands;
+  for (size_t i : by_size)
+    for (int32_t b : per_rounds)
+      cands.push_back(Cand{i, b,
+                           any_under && count[i] > options.max_segments ? std::numeric_limits<double>::infinity()
+                                                                        : QuickEstimate(prob, sizes[i], b)});
+  const double best_q =
+      std::min_element(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.estimate_s < b.estimate_s; })
+          ->estimate_s;
+  const Cand* first = nullptr;
+  for (const Cand& c : cands) {
+    if (c.estimate_s > best_q * kTie) continue;
+    if (!first || c.per_round < first->per_round ||
+        (c.per_round == first->per_round && sizes[c.size] > sizes[first->size]))
+      first = &c;
+  }
+  order.emplace_back(first->size, first->per_round);
+  if (first->per_round != per_rounds.front()) order.emplace_back(first->size, per_rounds.front());
   const size_t smallest = static_cast<size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
-  order = {first};
-  if (smallest != first) order.push_back(smallest);
+  if (smallest != first->size) order.emplace_back(smallest, per_rounds.front());
   return order;
 }
 
@@ -170,24 +235,26 @@ bool SameSegments(const std::vector<Segment>& a, const std::vector<Segment>& b) 
 class Search {
  public:
   Search(const Problem& prob, std::vector<int64_t> sizes, std::vector<int64_t> directs,
-         std::vector<PlanPolicy> policies, bool small)
+         std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small)
       : prob_(prob),
         sizes_(std::move(sizes)),
         directs_(std::move(directs)),
+        per_rounds_(std::move(per_rounds)),
         policies_(std::move(policies)),
         small_(small),
         tried_(sizes_.size()) {}
 
-  // Plans (size index, threshold) under the policies in order.
-  void Consider(size_t size_index, int64_t direct_min_bytes) {
-    auto sched = std::make_shared<Schedule>(MakeSchedule(prob_, sizes_[size_index], direct_min_bytes));
+  // Plans (size index, threshold, segments per round) under the policies in order.
+  void Consider(size_t size_index, int64_t direct_min_bytes, int32_t per_round) {
+    auto sched = std::make_shared<Schedule>(MakeSchedule(prob_, sizes_[size_index], direct_min_bytes, per_round));
     // Thresholds that leave every piece in the same class give the same plan:
     // plan it once (most MoE and small-piece plans).
     auto& tried = tried_[size_index];
-    if (std::any_of(tried.begin(), tried.end(),
-                    [&](const std::vector<Segment>& v) { return SameSegments(v, sched->segments); }))
+    if (std::any_of(tried.begin(), tried.end(), [&](const auto& v) {
+          return v.first == per_round && SameSegments(v.second, sched->segments);
+        }))
       return;
-    if (directs_.size() > 1) tried.push_back(sched->segments);
+    if (directs_.size() > 1) tried.emplace_back(per_round, sched->segments);
     for (size_t pi = 0; pi < policies_.size(); ++pi) {
       const PlanPolicy& policy = policies_[pi];
       EmittedPlan e = EmitPlan(prob_, *sched, policy);
@@ -204,7 +271,9 @@ class Search {
       } else {
         cand.time_s = std::max(sched->estimate_s, cand.emitted.pcie_estimate_s);
       }
-      if (!best_ || cand.time_s < best_->time_s * (1 - 1e-9)) best_ = std::move(cand);
+      // More segments per round hold more staging: only for a clear gain.
+      const double margin = best_ && per_round > best_->schedule->per_round ? kPerRoundGain : 1e-9;
+      if (!best_ || cand.time_s < best_->time_s * (1 - margin)) best_ = std::move(cand);
       // The simplest policy, when it fits, is the fastest (nothing waits on a
       // release). Under memory pressure small plans simulate every policy
       // that fits; large plans keep the first (cheapest savings first).
@@ -213,20 +282,25 @@ class Search {
   }
 
   // Every candidate, in order (see the file comment).
-  void Run(const std::vector<size_t>& order) {
-    for (size_t oi : order) {
-      Consider(oi, directs_.front());
-      if (best_ && !small_) break;  // large plans: the first size that fits
+  void Run(const std::vector<std::pair<size_t, int32_t>>& order) {
+    for (const auto& [oi, per_round] : order) {
+      Consider(oi, directs_.front(), per_round);
+      if (best_ && !small_) break;  // large plans: the first candidate that fits
     }
-    if (directs_.size() <= 1) return;
-    if (best_) {
-      const size_t at = static_cast<size_t>(
-          std::find(sizes_.begin(), sizes_.end(), best_->schedule->segment_bytes) - sizes_.begin());
-      for (size_t k = 1; k < directs_.size(); ++k) Consider(at, directs_[k]);
-    } else {
-      for (size_t oi : order)
-        for (size_t k = 1; k < directs_.size(); ++k) Consider(oi, directs_[k]);
+    if (directs_.size() > 1) {
+      if (best_) {
+        const size_t at = BestSize();
+        const int32_t per_round = best_->schedule->per_round;
+        for (size_t k = 1; k < directs_.size(); ++k) Consider(at, directs_[k], per_round);
+      } else {
+        for (const auto& [oi, per_round] : order)
+          for (size_t k = 1; k < directs_.size(); ++k) Consider(oi, directs_[k], per_round);
+      }
     }
+    // Small plans: more segments per round at the best size and threshold.
+    if (small_ && best_)
+      for (size_t k = 1; k < per_rounds_.size(); ++k)
+        Consider(BestSize(), best_->schedule->direct_min_bytes, per_rounds_[k]);
   }
 
   struct Candidate {
@@ -236,14 +310,19 @@ class Search {
     double time_s = 0;
   };
   std::optional<Candidate>& best() { return best_; }
+  size_t BestSize() const {
+    return static_cast<size_t>(std::find(sizes_.begin(), sizes_.end(), best_->schedule->segment_bytes) - sizes_.begin());
+  }
   const std::optional<EmittedPlan>& closest_infeasible() const { return closest_infeasible_; }
 
  private:
   const Problem& prob_;
   const std::vector<int64_t> sizes_, directs_;
+  const std::vector<int32_t> per_rounds_;
   const std::vector<PlanPolicy> policies_;
   const bool small_;
-  std::vector<std::vector<std::vector<Segment>>> tried_;  // per size: segment lists already planned
+  // Per size: (segments per round, segment list) already planned.
+  std::vector<std::vector<std::pair<int32_t, std::vector<Segment>>>> tried_;
   std::optional<Candidate> best_;
   std::optional<EmittedPlan> closest_infeasible_;  // the infeasible plan with the least missing bytes
 };
@@ -270,9 +349,11 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
                                  DTypeName(s.dtype), DTypeName(s.destination_dtype)));
   const Problem prob(s);
   const bool small = options.simulate && prob.Fragments() <= options.simulate_max_fragments;
-  std::vector<int64_t> sizes = SegmentSizes(s, options);
-  const std::vector<size_t> order = SizeOrder(prob, sizes, options, small);
-  Search search(prob, std::move(sizes), DirectThresholds(s, options, small), Policies(s, options), small);
+  std::vector<int64_t> sizes = SegmentSizes(s, options, small || prob.Fragments() <= kFineSizesMinFragments);
+  std::vector<int32_t> per_rounds = PerRounds(options);
+  const auto order = SizeOrder(prob, sizes, per_rounds, options, small);
+  Search search(prob, std::move(sizes), DirectThresholds(s, options, small), std::move(per_rounds),
+                Policies(s, options), small);
   search.Run(order);
 
   PlanResult res;
@@ -310,6 +391,7 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   res.stats.segments = static_cast<int64_t>(sc.segments.size());
   res.stats.direct = std::count_if(sc.segments.begin(), sc.segments.end(), [](const Segment& g) { return g.Direct(); });
   res.stats.rounds = sc.rounds;
+  res.stats.per_round = sc.per_round;
   res.stats.groups = best->emitted.groups;
   res.stats.local_copy_ops = best->emitted.local_ops;
   res.stats.ops = static_cast<int64_t>(plan.ops.size());

@@ -312,8 +312,9 @@ void AssignRounds(Schedule& sc, int32_t gpus) {
   edges.reserve(order.size());
   for (int32_t x : order) edges.emplace_back(sc.segments[x].src_gpu, sc.segments[x].dst_gpu);
   Colouring col = ColourBipartite(gpus, gpus, edges);
-  sc.rounds = col.colours;
-  for (size_t e = 0; e < order.size(); ++e) sc.segments[order[e]].round = col.colour[e];
+  const int32_t per_round = std::max(1, sc.per_round);
+  sc.rounds = (col.colours + per_round - 1) / per_round;
+  for (size_t e = 0; e < order.size(); ++e) sc.segments[order[e]].round = col.colour[e] / per_round;
   // Within a round keep the pair order; the parts of a segment stay where they are.
   std::stable_sort(sc.segments.begin(), sc.segments.end(), [](const Segment& a, const Segment& b) {
     return std::tie(a.round, a.src_gpu, a.dst_gpu, a.first_part) < std::tie(b.round, b.src_gpu, b.dst_gpu, b.first_part);
@@ -344,13 +345,37 @@ void Estimate(Schedule& sc, const Cluster& c) {
   auto copy_time = [&](int64_t bytes) {
     return dc.bytes_per_s > 0 ? dc.latency_ns * 1e-9 + bytes / (dc.bytes_per_s * dc.Efficiency(bytes)) : 0.0;
   };
+  // A round on one GPU direction: its segments share the port, each flow no
+  // faster than its size's efficiency allows: max(sum / peak, largest / its
+  // capped rate), plus one latency. Segments are in round order.
+  struct PortRound {
+    int32_t round = -1;
+    int64_t sum = 0, largest = 0;
+    const LinkProfile* lp = nullptr;
+  };
+  std::vector<PortRound> out(gpus), in(gpus);
+  auto close = [&](PortRound& pr) {
+    if (pr.round < 0 || pr.lp->bytes_per_s <= 0) return;
+    const double t = pr.lp->latency_ns * 1e-9 +
+                     std::max(pr.sum / pr.lp->bytes_per_s, pr.largest / (pr.lp->bytes_per_s * pr.lp->Efficiency(pr.largest)));
+    round_s[pr.round] = std::max(round_s[pr.round], t);
+  };
+  auto add = [&](PortRound& pr, const Segment& g, const LinkProfile& lp) {
+    if (pr.round != g.round || pr.lp != &lp) {
+      close(pr);
+      pr = PortRound{g.round, 0, 0, &lp};
+    }
+    pr.sum += g.bytes;
+    pr.largest = std::max(pr.largest, g.bytes);
+  };
   for (const Segment& g : sc.segments) {
     const LinkProfile& lp = c.Link(c.Between(g.src_gpu, g.dst_gpu));
-    const double t = lp.latency_ns * 1e-9 + (lp.bytes_per_s > 0 ? g.bytes / (lp.bytes_per_s * lp.Efficiency(g.bytes)) : 0);
-    round_s[g.round] = std::max(round_s[g.round], t);
+    add(out[g.src_gpu], g, lp);
+    add(in[g.dst_gpu], g, lp);
     if (!g.send_direct) copy_s[g.src_gpu] += copy_time(g.bytes);
     if (!g.recv_direct) copy_s[g.dst_gpu] += copy_time(g.bytes);
   }
+  for (int32_t x = 0; x < gpus; ++x) close(out[x]), close(in[x]);
   for (const LocalBatch& l : sc.locals) copy_s[l.gpu] += copy_time(l.bytes);
   double transfer = std::accumulate(round_s.begin(), round_s.end(), 0.0);
   // The first pack and the last unpack do not overlap anything.
@@ -362,9 +387,10 @@ void Estimate(Schedule& sc, const Cluster& c) {
 
 }  // namespace
 
-Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes) {
+Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes, int32_t per_round) {
   Schedule sc;
   sc.segment_bytes = segment_bytes;
+  sc.per_round = std::max(1, per_round);
   sc.direct_min_bytes = direct_min_bytes;
   const auto& sourced = prob.sourced;
   sc.parts.reserve(sourced.size() + sourced.size() / 8);

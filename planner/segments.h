@@ -17,9 +17,16 @@
 // plan buffer.
 // Rounds (planner/rounds.h): a bipartite edge colouring of the segment
 // multigraph, edges in (sender's progress, pair) order, so each GPU sends and
-// receives at most one segment per round and early layers go first.
-// Estimate: rounds one after another, each as long as its slowest segment,
-// with copies overlapping them (the per-port model of large plans).
+// receives at most one segment per colour and early layers go first; a
+// round is per_round consecutive colours. With one segment per round a
+// port idles whenever its flow ramps up, waits for its peer or ends before
+// the round's slowest; with several, max-min sharing gives the port's
+// capacity to the flows still running (each capped by its size's
+// efficiency), and the round ends when its last flow does.
+// Estimate: rounds one after another, each as long as its slowest port
+// (its segments' bytes at the port's rate, or the largest at its size's
+// efficiency, whichever is longer, plus a latency), with copies overlapping
+// them (the per-port model of large plans).
 //
 // Complexity: O(F log F) for the F parts (the per-pair sorts by address),
 // O(S·Δ) for colouring S segments into Δ rounds, O(S + F) for the estimate.
@@ -35,7 +42,7 @@
 namespace reshard {
 
 // Parts of a segment sent one by one: bounds the p2p ops of one NCCL group
-// (per GPU and round: one outgoing and one incoming segment per peer).
+// (per GPU and round: per_round outgoing and incoming segments).
 inline constexpr int64_t kMaxP2pPerSegment = 64;
 
 // A (destination rank, fragment) with its chosen source, or a sub-box of it
@@ -71,11 +78,15 @@ struct Schedule {
   ScratchVector<Part> parts;
   std::vector<Segment> segments;    // sorted by (round, src_gpu, dst_gpu)
   std::vector<LocalBatch> locals;   // sorted by (gpu, priority, src_slot)
+  int32_t per_round = 1;            // segments a GPU may send (receive) per round
   int32_t rounds = 0;
   std::vector<int32_t> peers;       // per GPU: distinct send/recv peers
   double estimate_s = 0;            // per-port estimate of the transfer phase
 };
 
-Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes);
+// per_round: segments a GPU sends and receives per round (consecutive
+// colours merged), so that its NIC or NVLink port carries several flows at
+// once and stays busy while one of them ramps up or ends.
+Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes, int32_t per_round = 1);
 
 }  // namespace reshard

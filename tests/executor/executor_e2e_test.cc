@@ -23,6 +23,19 @@ TEST_P(EndToEnd, PlannedRunVerifiesEveryElement) {
   testing::ExpectHostRunVerifies(r.plan, GetParam().name);
 }
 
+// Two segments per GPU and direction in each round (more staging slots,
+// packs a round ahead): still every element verified.
+TEST_P(EndToEnd, TwoSegmentsPerRoundVerifyEveryElement) {
+  const Scenario s = ParseScenario(testing::WithSegmentBytes(GetParam()), "<e2e>");
+  PlannerOptions po;
+  po.simulate = false;
+  po.per_round = 2;
+  const PlanResult r = MakePlan(s, po);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.stats.per_round, 2);
+  testing::ExpectHostRunVerifies(r.plan, GetParam().name);
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyPresets, EndToEnd, ::testing::ValuesIn(testing::kE2eCases), testing::E2eCaseName);
 
 }  // namespace

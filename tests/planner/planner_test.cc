@@ -241,6 +241,27 @@ TEST_P(PlanCases, VerifiesAndMovesEveryByteOnce) {
   EXPECT_TRUE(r.plan.summary.segment_bytes == (64 << 10) || r.plan.summary.segment_bytes == (1 << 20));
 }
 
+// Several segments per GPU and direction in a round: the staging slots are
+// shared by more segments at once and packs run a round ahead; every byte
+// still arrives once, and no GPU has more than per_round segments in flight
+// in one direction of a round.
+TEST_P(PlanCases, SeveralSegmentsPerRoundVerify) {
+  const Scenario s = FromYaml(GetParam().yaml);
+  PlannerOptions o;
+  o.segment_candidates = {64 << 10};
+  o.per_round = 3;
+  PlanResult r = MakePlan(s, o);
+  CheckPlan(s, r);
+  EXPECT_EQ(r.stats.per_round, 3);
+  std::map<std::pair<int32_t, int32_t>, std::set<int32_t>> sent, received;  // (gpu, group) -> segments
+  for (const Op& op : r.plan.ops) {
+    if (op.kind == OpKind::kSend) sent[{op.gpu, op.group}].insert(op.segment);
+    if (op.kind == OpKind::kRecv) received[{op.gpu, op.group}].insert(op.segment);
+  }
+  for (const auto* m : {&sent, &received})
+    for (const auto& [key, segs] : *m) EXPECT_LE(segs.size(), 3u) << "gpu " << key.first << " group " << key.second;
+}
+
 TEST(Planner, AutoSegmentSizeIsAPowerOfTwoCandidate) {
   const Scenario s = FromYaml(Yaml("tiny-moe", "h200-x2", "{tp: 1, ep: 2, dp: 2}", "{tp: 2}"));
   PlanResult r = MakePlan(s);
@@ -298,7 +319,7 @@ TEST(Planner, SegmentsRespectTheSize) {
     if (op.kind == OpKind::kSend) seg_bytes[op.segment] += op.region.Bytes();
   EXPECT_EQ(static_cast<int64_t>(seg_bytes.size()), r.stats.segments);
   for (const auto& [seg, bytes] : seg_bytes) EXPECT_LE(bytes, 64 << 10) << "segment " << seg;
-  // Each GPU sends at most one segment per group, in a bounded number of p2p ops.
+  // Each GPU sends at most per_round segments per group, in a bounded number of p2p ops.
   std::map<std::pair<int32_t, int32_t>, std::set<int32_t>> segs_of;
   std::map<std::pair<int32_t, int32_t>, int64_t> sends_of;
   for (const Op& op : r.plan.ops)
@@ -306,8 +327,10 @@ TEST(Planner, SegmentsRespectTheSize) {
       segs_of[{op.gpu, op.group}].insert(op.segment);
       ++sends_of[{op.gpu, op.group}];
     }
-  for (const auto& [key, segs] : segs_of) EXPECT_EQ(segs.size(), 1u) << "gpu " << key.first << " group " << key.second;
-  for (const auto& [key, n] : sends_of) EXPECT_LE(n, 256) << "gpu " << key.first << " group " << key.second;
+  for (const auto& [key, segs] : segs_of)
+    EXPECT_LE(segs.size(), static_cast<size_t>(r.stats.per_round)) << "gpu " << key.first << " group " << key.second;
+  for (const auto& [key, n] : sends_of)
+    EXPECT_LE(n, 256 * r.stats.per_round) << "gpu " << key.first << " group " << key.second;
 }
 
 TEST(Planner, RealModelOnSmallCluster) {
@@ -397,6 +420,7 @@ TEST(Planner, PerLayerPolicyFitsWhereAllAtOnceDoesNot) {
   all.destination_per_layer = false;
   all.source_to_host = false;
   all.segment_bytes = 64 << 10;
+  all.per_round = 1;  // the same staging in both plans
   PlanResult loose = MakePlan(s, all);
   ASSERT_TRUE(loose.ok());
   const int64_t need = *std::max_element(loose.stats.planned_peak_bytes.begin(), loose.stats.planned_peak_bytes.end());
@@ -406,6 +430,7 @@ TEST(Planner, PerLayerPolicyFitsWhereAllAtOnceDoesNot) {
   EXPECT_FALSE(tight_fixed.ok());
   PlannerOptions search;
   search.segment_bytes = 64 << 10;
+  search.per_round = 1;
   PlanResult r = MakePlan(s, search);
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_NE(r.plan.summary.memory_policy, "dest-all-at-once");
