@@ -33,9 +33,7 @@ int64_t ToInt64(double v, const Source& at) {
 
 }  // namespace checked
 
-namespace {
-
-const char* KindOf(mode_t mode) {
+const char* FileKindName(unsigned mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
   if (S_ISCHR(mode)) return "a character device";
@@ -44,8 +42,10 @@ const char* KindOf(mode_t mode) {
   return "not a regular file";
 }
 
+namespace {
+
 std::string NotRegular(mode_t mode, std::string_view what) {
-  return fmt::format("is {}, not a regular file; give the {} as a file", KindOf(mode), what);
+  return fmt::format("is {}, not a regular file; give the {} as a file", FileKindName(mode), what);
 }
 
 }  // namespace

@@ -28,6 +28,10 @@ std::string ReadInputFile(const std::string& path, std::string_view what, int64_
 // file passes: the reader's open reports it).
 void RequireRegularFile(const std::string& path, std::string_view what);
 
+// What a non-regular file is, for messages ("a directory", "a FIFO (named
+// pipe)", ...), from stat's st_mode.
+const char* FileKindName(unsigned mode);
+
 // json::parse with objects and arrays nested at most kMaxJsonDepth deep and
 // no key given twice in one object (InputError naming the key's dotted path).
 // Syntax errors throw nlohmann's parse_error as json::parse does.

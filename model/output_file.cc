@@ -12,21 +12,13 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "model/input_file.h"
 
 namespace reshard {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-const char* KindOf(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
 
 fs::path DirOf(const std::string& path) {
   const fs::path p(path);
@@ -44,7 +36,7 @@ void CheckOutputFile(const std::string& path, const std::string& file_label, con
     throw InputError(file_label, field,
                      fmt::format("'{}' is {}; outputs are written as regular files (to a temporary file, then "
                                  "renamed)",
-                                 path, KindOf(st.st_mode)));
+                                 path, FileKindName(st.st_mode)));
   }
   std::error_code ec;
   const fs::path dir = DirOf(path);
