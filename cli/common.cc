@@ -1,6 +1,7 @@
 #include "cli/common.h"
 #include "cli/inputs.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -10,6 +11,7 @@
 
 #include "model/error.h"
 #include "planner/baseline_plan.h"
+#include "sim/simulator.h"
 
 namespace reshard::cli {
 
@@ -37,6 +39,8 @@ Scenario ReadScenarioArg(const std::string& arg) {
 Scenario LoadScenarioArg(const std::string& arg, const std::string& calibration) {
   Scenario s = ReadScenarioArg(arg);
   if (!calibration.empty()) ApplyCalibrationFlag(s.cluster, calibration);
+  const std::string warning = PartialDomainWarning(s.cluster);
+  if (!warning.empty()) std::cerr << "warning: " << warning << "\n";
   return s;
 }
 
@@ -106,7 +110,9 @@ std::string PeakAboveUsable(const std::vector<int64_t>& peak_bytes, const Cluste
 }
 
 int64_t ReserveOfTarget(const std::string& target, const std::string& calibration) {
-  return LooksLikePlanFile(target) ? 0 : LoadScenarioArg(target, calibration).memory.reserve_bytes;
+  // The scenario was loaded (and warned about) once already: read quietly.
+  (void)calibration;  // a profile changes links and overheads, never the reserve
+  return LooksLikePlanFile(target) ? 0 : ReadScenarioArg(target).memory.reserve_bytes;
 }
 
 void ExitPeakAboveUsable(const std::string& message) {
@@ -115,6 +121,40 @@ void ExitPeakAboveUsable(const std::string& message) {
 }
 
 void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
+
+void PrintPeakParts(const std::vector<MemoryParts>& parts, const std::vector<int64_t>& peak_bytes, const Cluster& c,
+                    int64_t reserve_bytes) {
+  if (parts.empty() || parts.size() != peak_bytes.size()) return;
+  const size_t g = static_cast<size_t>(std::max_element(peak_bytes.begin(), peak_bytes.end()) - peak_bytes.begin());
+  const MemoryParts& m = parts[g];
+  const int64_t usable = UsableBytes(c, reserve_bytes);
+  std::cout << fmt::format("peak of GPU {} by part (the highest peak):\n", g);
+  const std::pair<const char*, int64_t> rows[] = {
+      {"training weights", m.source_weights_bytes}, {"generation weights", m.destination_weights_bytes},
+      {"optimizer state", m.optimizer_bytes},       {"gradients", m.gradients_bytes},
+      {"KV cache", m.kv_cache_bytes},               {"staging buffers", m.staging_bytes},
+      {"NCCL buffers", m.nccl_bytes},               {"CUDA context", m.context_bytes}};
+  for (const auto& [name, bytes] : rows) std::cout << fmt::format("  {:<20} {:>12}\n", name, FormatBytes(bytes));
+  std::cout << fmt::format("  {:<20} {:>12}  of {} usable ({:.1f} %)\n", "= peak", FormatBytes(m.Total()),
+                           FormatBytes(usable), 100.0 * static_cast<double>(m.Total()) / static_cast<double>(usable));
+  std::cout << fmt::format("  {:<20} {:>12}  never planned into\n", "+ reserve", FormatBytes(reserve_bytes));
+  std::cout << fmt::format("  {:<20} {:>12}  of capacity {}\n", "= held", FormatBytes(m.Total() + reserve_bytes),
+                           FormatBytes(c.gpu_memory_bytes));
+}
+
+void AddPeakMemoryJson(nlohmann::json& j, const std::vector<MemoryParts>& parts, const Cluster& c,
+                       int64_t reserve_bytes) {
+  j["peak_parts"] = parts;
+  j["capacity_bytes"] = c.gpu_memory_bytes;
+  j["reserve_bytes"] = reserve_bytes;
+  j["usable_bytes"] = UsableBytes(c, reserve_bytes);
+}
+
+std::string CopySplit(int64_t copy_bytes, int64_t local_bytes) {
+  if (local_bytes <= 0 || copy_bytes < local_bytes) return "";
+  return fmt::format(" ({} local + {} into/out of staging)", FormatBytes(local_bytes),
+                     FormatBytes(copy_bytes - local_bytes));
+}
 
 nlohmann::json PlanSummaryJson(const PlanSummary& s) {
   nlohmann::json j;

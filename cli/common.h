@@ -78,6 +78,27 @@ int64_t ReserveOfTarget(const std::string& target, const std::string& calibratio
 // on stderr, exit 3.
 [[noreturn]] void ExitPeakAboveUsable(const std::string& message);
 
+// "local" bytes, defined once for every verb's output: refit bytes whose
+// source and destination are on the same GPU, copied there from the training
+// buffer to the generation buffer (bytes_moved.local). Copies into and out of
+// staging buffers are not local bytes: they are counted with the copy ops.
+inline constexpr const char* kLocalBytesDefinition =
+    "local = refit bytes whose source and destination share a GPU, copied there; copies into and out of staging "
+    "are counted apart";
+
+// The parts of the highest GPU's peak (weights, optimizer, gradients, KV
+// cache, staging, NCCL, context), then the reserve, against capacity less
+// reserve and capacity. Nothing when `parts` is empty (not simulated).
+void PrintPeakParts(const std::vector<MemoryParts>& parts, const std::vector<int64_t>& peak_bytes, const Cluster& c,
+                    int64_t reserve_bytes);
+// The memory fields shared by plan and simulate: peak_parts (per GPU),
+// capacity_bytes, reserve_bytes, usable_bytes (docs/json.md).
+void AddPeakMemoryJson(nlohmann::json& j, const std::vector<MemoryParts>& parts, const Cluster& c,
+                       int64_t reserve_bytes);
+// The "op copy" row's bytes split into local and staging copies, e.g.
+// " (15.0 GiB local + 13.0 GiB into/out of staging)"; "" when not split.
+std::string CopySplit(int64_t copy_bytes, int64_t local_bytes);
+
 // Writes j to stdout, 2-space indented, with a final newline.
 void PrintJson(const nlohmann::json& j);
 

@@ -89,6 +89,7 @@ void Run(const PlanCmdOptions& o) {
     j["rounds"] = r.stats.rounds;
     j["segments_per_round"] = r.stats.per_round;
     j["ops"] = r.stats.ops;
+    AddPeakMemoryJson(j, r.stats.peak_parts, s.cluster, s.memory.reserve_bytes);
     if (!o.baseline.empty()) j["baseline"] = o.baseline;
     if (!o.output.empty()) j["plan"] = o.output;
     PrintJson(j);
@@ -100,6 +101,7 @@ void Run(const PlanCmdOptions& o) {
   std::cout << fmt::format("bytes moved     local {}, NVLink {}, network {}, PCIe {}\n",
                            FormatBytes(sum.bytes_moved.local), FormatBytes(sum.bytes_moved.nvlink),
                            FormatBytes(sum.bytes_moved.network), FormatBytes(sum.bytes_moved.pcie));
+  std::cout << fmt::format("                ({})\n", kLocalBytesDefinition);
   std::cout << fmt::format("segments        {} of at most {} ({} direct), {} rounds of up to {} per GPU and direction, "
                            "{} NCCL groups, {} ops\n",
                            r.stats.segments, FormatBytes(sum.segment_bytes), r.stats.direct, r.stats.rounds,
@@ -111,6 +113,7 @@ void Run(const PlanCmdOptions& o) {
   std::cout << fmt::format("predicted time  {:.3f} ms ({})\n", sum.predicted_time_s * 1e3, r.stats.predicted_by);
   std::cout << fmt::format("efficiency      {:.1f} %\n", efficiency * 100);
   PrintPeaks(sum.predicted_peak_bytes, s.cluster, s.memory.reserve_bytes);
+  PrintPeakParts(r.stats.peak_parts, sum.predicted_peak_bytes, s.cluster, s.memory.reserve_bytes);
   if (!o.output.empty()) std::cout << fmt::format("plan written to {}\n", o.output);
   if (!over.empty()) ExitPeakAboveUsable(over);
 }

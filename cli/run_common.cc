@@ -16,6 +16,7 @@
 
 #include "cli/common.h"
 #include "cli/inputs.h"
+#include "cli/host_memory.h"
 #include "executor/host_backend.h"
 #include "executor/mpi_session.h"
 #include "model/error.h"
@@ -137,6 +138,17 @@ ExecuteOutcome ExecuteTarget(const ExecuteArgs& a, const MpiSession* mpi) {
   out.plan = SharedPlan(a, mpi);
   const bool root = mpi == nullptr || mpi->rank() == 0;
   const bool one_process = mpi == nullptr || mpi->size() == 1;
+  if (a.backend == "host" && one_process) {
+    // Before anything is allocated: a plan larger than the machine would be killed by the kernel, silently.
+    const int64_t need = HostBackendBytes(out.plan);
+    if (const std::optional<HostMemory> m = ReadHostMemory()) {
+      const std::string shortfall = HostMemoryShortfall(need, *m);
+      if (!shortfall.empty()) {
+        std::cerr << "infeasible: " << shortfall << "\n";
+        ExitWith(kExitInfeasible);
+      }
+    }
+  }
   std::unique_ptr<Backend> backend = MakeBackend(a, mpi);
   ExecOptions eo;
   eo.plan_source = a.target.target;

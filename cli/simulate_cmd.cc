@@ -5,7 +5,9 @@
 // A plan.json is read and verified (a plan that fails Verify is bad input,
 // exit 2); a scenario is planned first (exit 3 when it does not fit).
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +28,7 @@ namespace {
 struct SimulateCmdOptions {
   TargetArgs target;
   std::string trace;
+  std::string trace_detail;  // "" = DefaultTraceDetail (segments above ~100 k ops)
   std::string issue;  // --issue: "" = executor, or python for --baseline megatron
   bool one_process = false;
   bool cold = false;
@@ -53,7 +56,26 @@ std::string HostLine(const Prediction& pr) {
 
 constexpr size_t kMaxRows = 8;
 
-void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace, int64_t reserve) {
+std::optional<TraceDetail> TraceDetailOf(const std::string& name) {
+  if (name == "ops") return TraceDetail::kOps;
+  if (name == "segments") return TraceDetail::kSegments;
+  if (name == "links") return TraceDetail::kLinks;
+  return std::nullopt;
+}
+
+// "trace.json: 1,234 events, 5.6 MB, detail segments (...)".
+std::string TraceLine(const std::string& path, const TraceWritten& w, size_t ops) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  std::string why;
+  if (w.detail == TraceDetail::kSegments && ops > kTraceAllOpsMax)
+    why = fmt::format(" (the default above {} ops; --trace-detail ops for every op)", FormatCount(kTraceAllOpsMax));
+  return fmt::format("trace written to {}: {} events, {}, detail {}{} (open in ui.perfetto.dev)", path,
+                     FormatCount(w.events), FormatBytes(ec ? w.bytes : static_cast<int64_t>(size)),
+                     TraceDetailName(w.detail), why);
+}
+
+void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace_line, int64_t reserve) {
   std::cout << fmt::format("plan            {} ({} ops, {} GPUs, cluster {})\n", plan.name, FormatCount(plan.ops.size()),
                            plan.Gpus(), plan.cluster.name);
   std::cout << fmt::format("predicted time  {:.3f} ms ({}; GPU span {:.3f} ms)\n", pr.time_s * 1e3,
@@ -71,6 +93,7 @@ void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace
   std::cout << fmt::format("bytes moved     local {}, NVLink {}, network {}, PCIe {}\n",
                            FormatBytes(pr.bytes_moved.local), FormatBytes(pr.bytes_moved.nvlink),
                            FormatBytes(pr.bytes_moved.network), FormatBytes(pr.bytes_moved.pcie));
+  std::cout << fmt::format("                ({})\n", kLocalBytesDefinition);
   // Peaks: every GPU when few, else the range and the highest.
   std::vector<int32_t> order(pr.peak_bytes.size());
   for (size_t g = 0; g < order.size(); ++g) order[g] = static_cast<int32_t>(g);
@@ -92,13 +115,16 @@ void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace
     std::cout << fmt::format("  GPU {:>4}  {:>12}  {:5.1f} %{}\n", g, FormatBytes(pr.peak_bytes[g]),
                              100.0 * static_cast<double>(pr.peak_bytes[g]) / static_cast<double>(usable),
                              pr.peak_bytes[g] > usable ? "  ABOVE USABLE MEMORY" : "");
+  PrintPeakParts(pr.peak_parts, pr.peak_bytes, plan.cluster, reserve);
   // The busiest links.
   std::vector<const PortUse*> links;
   for (const PortUse& u : pr.ports) links.push_back(&u);
   std::stable_sort(links.begin(), links.end(),
                    [](const PortUse* a, const PortUse* b) { return a->utilisation > b->utilisation; });
   if (!links.empty()) {
-    std::cout << fmt::format("busiest links ({} carry bytes):\n", links.size());
+    std::cout << fmt::format("busiest links ({} carry bytes; gpuN.copy carries the GPU's copy ops and the NVLink "
+                             "bytes whose kernels share its SMs and HBM):\n",
+                             links.size());
     for (size_t i = 0; i < std::min(links.size(), kMaxRows); ++i) {
       const PortUse& u = *links[i];
       std::cout << fmt::format("  {:<18} {:>12}  busy {:5.1f} %  average {:8.1f} GB/s of {:.1f} ({:.1f} %)\n", u.name,
@@ -107,15 +133,20 @@ void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace
     }
   }
   std::cout << "phases (active = wall time with at least one running):\n";
-  auto rows = [](const char* what, const std::vector<PhaseUse>& v) {
-    for (const PhaseUse& u : v)
-      std::cout << fmt::format("  {:<8} {:<8} {:>9} x  {:>12}  active {:10.3f} ms\n", what, u.name, u.count,
-                               FormatBytes(u.bytes), static_cast<double>(u.active_ns) * 1e-6);
+  auto rows = [&](const char* what, const std::vector<PhaseUse>& v, bool link) {
+    for (const PhaseUse& u : v) {
+      // Copies are of two kinds; the link class "local" is the device-copy engine, not the local bytes above.
+      const bool copy = u.name == (link ? "local" : "copy");
+      std::cout << fmt::format("  {:<8} {:<8} {:>9} x  {:>12}  active {:10.3f} ms{}\n", what,
+                               link && copy ? "copy" : u.name, u.count, FormatBytes(u.bytes),
+                               static_cast<double>(u.active_ns) * 1e-6,
+                               copy ? CopySplit(u.bytes, pr.bytes_moved.local) : std::string());
+    }
   };
-  rows("op", pr.by_kind);
-  rows("link", pr.by_class);
+  rows("op", pr.by_kind, false);
+  rows("link", pr.by_class, true);
   std::cout << fmt::format("events          {}\n", FormatCount(pr.events));
-  if (!trace.empty()) std::cout << fmt::format("trace written to {} (open in ui.perfetto.dev)\n", trace);
+  if (!trace_line.empty()) std::cout << trace_line << "\n";
 }
 
 void Run(const SimulateCmdOptions& o) {
@@ -126,7 +157,9 @@ void Run(const SimulateCmdOptions& o) {
   so.issue = IssueOf(o);
   so.one_process = o.one_process;
   so.cold = o.cold;
-  const Prediction pr = o.trace.empty() ? Simulate(plan, so) : SimulateWithTrace(plan, o.trace, so);
+  TraceWritten written;
+  const Prediction pr =
+      o.trace.empty() ? Simulate(plan, so) : SimulateWithTrace(plan, o.trace, so, TraceDetailOf(o.trace_detail), &written);
   const int64_t reserve = ReserveOfTarget(o.target.target, o.target.calibration);
   const std::string over = PeakAboveUsable(pr.peak_bytes, plan.cluster, reserve);
   if (o.json) {
@@ -134,10 +167,18 @@ void Run(const SimulateCmdOptions& o) {
     j["plan"] = plan.name;
     j["segment_bytes"] = plan.summary.segment_bytes;
     j["offload_fraction"] = plan.summary.offload_fraction;
-    if (!o.trace.empty()) j["trace"] = o.trace;
+    AddPeakMemoryJson(j, pr.peak_parts, plan.cluster, reserve);
+    if (!o.trace.empty()) {
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(o.trace, ec);
+      j["trace"] = o.trace;
+      j["trace_detail"] = TraceDetailName(written.detail);
+      j["trace_events"] = written.events;
+      j["trace_bytes"] = ec ? written.bytes : static_cast<int64_t>(size);
+    }
     PrintJson(j);
   } else {
-    PrintHuman(plan, pr, o.trace, reserve);
+    PrintHuman(plan, pr, o.trace.empty() ? std::string() : TraceLine(o.trace, written, plan.ops.size()), reserve);
   }
   if (!over.empty()) ExitPeakAboveUsable(over);
 }
@@ -149,6 +190,10 @@ void RegisterSimulateCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("simulate", "predict refit time, peak memory and link use of a plan");
   AddTargetOptions(cmd, o->target);
   cmd->add_option("--trace", o->trace, "write a Perfetto / Chrome trace (JSON) to this path");
+  cmd->add_option("--trace-detail", o->trace_detail,
+                  "what the trace holds besides link and memory counters: ops (a slice per op), segments (a slice per "
+                  "segment and stream; the default above 100,000 ops) or links (counters only)")
+      ->check(CLI::IsMember({"ops", "segments", "links"}));
   cmd->add_option("--issue", o->issue,
                   "who issues the ops on the host: executor (reshard's, the default), python (Megatron-Core through "
                   "PyTorch; the default with --baseline megatron) or none (ignore host issue)")

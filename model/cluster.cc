@@ -467,6 +467,19 @@ void ValidateCluster(const Cluster& c, const std::string& file, const std::strin
   if (c.pcie.bytes_per_s <= 0) throw InputError(file, Dot(field, "pcie.bytes_per_s"), "must be > 0");
 }
 
+std::string PartialDomainWarning(const Cluster& c) {
+  const int32_t d = c.nvlink_domain_nodes;
+  if (d <= 1 || c.nodes % d == 0) return "";
+  const int32_t full = c.nodes / d, rest = c.nodes % d;
+  const std::string multiples =
+      full > 0 ? fmt::format("{} or {}", full * d, (full + 1) * d) : fmt::format("{}", d);
+  return fmt::format(
+      "cluster {}: {} nodes is not a multiple of its NVLink domain of {} nodes: planned as {} full domain(s) and one "
+      "of {} node(s); set cluster.nodes to a multiple of {} ({}) or cluster.nvlink_domain_nodes to the "
+      "allocation's real domain size",
+      c.name, c.nodes, d, full, rest, d, multiples);
+}
+
 // ---------------------------------------------------------------------------
 // JSON.
 

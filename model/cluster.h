@@ -113,6 +113,12 @@ inline constexpr int64_t kMaxLinkFixedNs = int64_t{86'400} * 1'000'000'000;  // 
 // domains). Throws InputError(file, field + ".<name>", ...).
 void ValidateCluster(const Cluster& c, const std::string& file, const std::string& field = "cluster");
 
+// "" when the nodes fill whole NVLink domains; else a warning naming the
+// numbers: DomainOf then makes the last domain a partial one (128 GB200
+// nodes in domains of 18: 7 full racks and one of 2 nodes), which a real
+// allocation rarely is.
+std::string PartialDomainWarning(const Cluster& c);
+
 // JSON with units in field names (bytes, bytes_per_s, latency_ns). FromJson
 // throws InputError(file, field, ...) on bad or missing fields.
 void to_json(nlohmann::json& j, const Cluster& c);

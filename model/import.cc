@@ -356,12 +356,14 @@ std::string Emit(const ImportedJob& job, const Resolved& model, const Cluster& c
                              : Origin(job.gen_gpus.origin, "generation GPUs") + ": after the trainer's");
   y.Line(0, "memory", "");
   y.Line(2, "optimizer", "");
-  const double bpp = job.optimizer_bytes_per_param.value * (1.0 - job.optimizer_host_fraction.value);
-  y.Line(4, "bytes_per_param", FormatNumber(bpp),
-         Origin(job.optimizer_bytes_per_param.origin) +
-             (job.optimizer_host_fraction.value > 0 ? ", minus " + job.optimizer_host_fraction.origin : ""));
+  y.Line(4, "bytes_per_param", FormatNumber(job.optimizer_bytes_per_param.value),
+         Origin(job.optimizer_bytes_per_param.origin));
   y.Line(4, "distributed", job.distributed_optimizer.value ? "true" : "false", Origin(job.distributed_optimizer.origin));
-  y.Line(4, "offload", job.offload, Origin(job.offload_origin));
+  const double on_host = job.optimizer_host_fraction.value;
+  if (on_host > 0)
+    y.Line(4, "on_host", on_host >= 1 ? "true" : FormatNumber(on_host), Origin(job.optimizer_host_fraction.origin));
+  y.Line(4, "offload", on_host >= 1 ? "none" : job.offload,
+         on_host >= 1 ? "the state is on the host already" : Origin(job.offload_origin));
   y.Line(2, "kv_cache_gib", FormatNumber(static_cast<double>(kv_bytes) / (1 << 30)), job.kv_origin);
   y.Line(2, "reserve_gib", FormatNumber(reserve_gib), "assumed");
   y.Line(0, "plan", "");
@@ -417,8 +419,8 @@ ImportResult FinishImport(ImportedJob job, const ImportOptions& o) {
                               "left over); pass --reserve-gib");
   }
   if (job.optimizer_host_fraction.value > 0) {
-    job.assumptions.push_back(fmt::format("{} = {}: that share of the optimizer state stays in host memory, so "
-                                          "bytes_per_param counts only the share on the GPU",
+    job.assumptions.push_back(fmt::format("{} = {}: that share of the optimizer state stays in host memory "
+                                          "(memory.optimizer.on_host), so the GPUs hold only the rest",
                                           job.optimizer_host_fraction.origin,
                                           FormatNumber(job.optimizer_host_fraction.value)));
   }

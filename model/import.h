@@ -42,7 +42,21 @@ ImportResult ImportNemoRl(const std::string& recipe_path, const ImportOptions& o
 // A verl trainer config (ppo_megatron_trainer.yaml or its flattened
 // _generated_ form) with Hydra overrides; keys it leaves out take verl's
 // defaults, each listed as an assumption.
+// `config_path` may also be a launch script (*.sh, verl's examples/*/run_*.sh):
+// its main_ppo command's KEY=VALUE words are the overrides (before `o`'s),
+// over verl's defaults (ReadLaunchScript).
 ImportResult ImportVerl(const std::string& config_path, const ImportOptions& o);
+
+// A framework's example launch script read without a shell: the KEY=VALUE
+// words of its `entry` command ("verl.trainer.main_ppo"), shell variables
+// from simple assignments substituted; words that need the shell to evaluate
+// are in `skipped`. Throws InputError when the file has no such command.
+struct LaunchScript {
+  std::vector<std::string> overrides;
+  std::vector<std::string> skipped;
+  std::string config_name;  // --config-name, when given
+};
+LaunchScript ReadLaunchScript(const std::string& path, const std::string& entry);
 // Megatron-LM training flags, vLLM serving flags and torchrun's --nnodes /
 // --nproc-per-node, in any order ("--flag value" or "--flag=value").
 ImportResult ImportMegatron(const std::vector<std::string>& args, const ImportOptions& o);

@@ -72,8 +72,9 @@ void SetPath(YAML::Node node, const std::vector<std::string>& parts, size_t i, c
 // A framework configuration with inheritance, overrides and references.
 class ConfigTree {
  public:
-  ConfigTree(const std::string& path, bool follow_defaults) : path_(path) {
-    root_ = follow_defaults ? LoadWithDefaults(path, 0) : LoadYamlFile(path);
+  // `empty`: no file behind it (a launch script's overrides over the framework's defaults).
+  ConfigTree(const std::string& path, bool follow_defaults, bool empty = false) : path_(path) {
+    root_ = empty ? YAML::Node(YAML::NodeType::Map) : follow_defaults ? LoadWithDefaults(path, 0) : LoadYamlFile(path);
     if (!root_.IsMap()) throw InputError(path, "", "expected a mapping at the top level");
   }
 
@@ -102,6 +103,7 @@ class ConfigTree {
   std::optional<YAML::Node> Get(const std::string& path, int depth = 0) const {
     YAML::Node n = Lookup(path);
     if (!n.IsDefined() || n.IsNull()) return std::nullopt;
+    if (n.IsScalar() && n.Scalar() == "???") return std::nullopt;  // Hydra's "mandatory, not set": the default applies
     if (!n.IsScalar()) return n;
     const std::string s = n.Scalar();
     if (s.find("${") == std::string::npos) return n;
@@ -363,9 +365,21 @@ ImportResult ImportNemoRl(const std::string& recipe_path, const ImportOptions& o
 }
 
 ImportResult ImportVerl(const std::string& config_path, const ImportOptions& o) {
-  ConfigTree t(config_path, /*follow_defaults=*/false);
+  const bool script = config_path.ends_with(".sh");
+  LaunchScript launch;
+  if (script) launch = ReadLaunchScript(config_path, "verl.trainer.main_ppo");
+  ConfigTree t(config_path, /*follow_defaults=*/false, /*empty=*/script);
+  for (const std::string& ov : launch.overrides) t.Override(ov);
   for (const std::string& ov : o.overrides) t.Override(ov);
-  ImportedJob job = NewJob(config_path, "verl config", "verl");
+  ImportedJob job = NewJob(config_path, script ? "verl launch script" : "verl config", "verl");
+  if (script) {
+    job.assumptions.push_back(fmt::format("read as verl.trainer.main_ppo's {} override(s) over verl's defaults "
+                                          "(config {}); the shell was not run",
+                                          launch.overrides.size(),
+                                          launch.config_name.empty() ? "ppo_trainer.yaml" : launch.config_name));
+    for (const std::string& w : launch.skipped)
+      job.assumptions.push_back(fmt::format("{}: needs the shell to evaluate, not read; pass KEY=VALUE to set it", w));
+  }
   if (YAML::Node d = t.Root()["defaults"]; d && d.IsSequence()) {
     job.assumptions.push_back("Hydra `defaults:` are not expanded: keys this file leaves out take verl's defaults "
                               "(listed below); the flattened _generated_ppo_megatron_trainer.yaml has them all");
@@ -404,7 +418,7 @@ ImportResult ImportVerl(const std::string& config_path, const ImportOptions& o) 
   job.offload = "none";
   job.offload_origin = "verl keeps it where the step left it";
   if (t.Bool(mg + "optimizer_offload").value_or(false)) {
-    job.optimizer_bytes_per_param = {0, mg + "optimizer_offload: true (in host memory during the refit)"};
+    job.optimizer_host_fraction = {1, mg + "optimizer_offload: true (in host memory during the refit)"};
   }
   if (t.Bool(mg + "param_offload").value_or(false)) {
     job.assumptions.push_back(mg + "param_offload = true: verl loads the training weights back to the GPUs for the "

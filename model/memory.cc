@@ -9,6 +9,7 @@
 //     edp      = tp*cp*dp / (ep*etp), Megatron's expert-data-parallel size
 //     (Megatron shards dense optimizer state over the DP x CP group and expert
 //     state over the expert-data-parallel group); rounded up to whole bytes.
+//     times (1 - on_host): the share that lives in host memory is not on the GPU.
 //     Offload is not applied: it is a choice the planner makes during the refit.
 //   gradients        = grad_bytes_per_param * (dense_r + expert_r)  if keep_gradients
 //     (Megatron's full-size fp32 main_grad buffer; not sharded by the distributed optimizer)
@@ -70,7 +71,8 @@ std::vector<GpuMemoryAtStart> MemoryAtStart(const Scenario& s, const Layout& sou
                                               static_cast<double>(expert) / static_cast<double>(edp)
                                         : static_cast<double>(total);
     const checked::Source opt_at{s.path, "memory.optimizer.bytes_per_param"};
-    out[g].optimizer = checked::Add(out[g].optimizer, CeilBytes(opt_params * opt.bytes_per_param, opt_at), opt_at);
+    out[g].optimizer =
+        checked::Add(out[g].optimizer, CeilBytes(opt_params * opt.bytes_per_param * opt.OnDevice(), opt_at), opt_at);
     if (s.memory.keep_gradients)
       out[g].gradients = checked::Add(out[g].gradients,
                                       CeilBytes(static_cast<double>(total) * s.memory.grad_bytes_per_param,

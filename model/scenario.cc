@@ -603,7 +603,11 @@ void ParseMemory(const Reader& r, const YAML::Node& n, MemoryConfig& m) {
                "reserve"});
   if (const YAML::Node o = n["optimizer"]) {
     const std::string fo = "memory.optimizer";
-    r.CheckKeys(o, fo, {"bytes_per_param", "offload", "distributed"});
+    r.CheckKeys(o, fo, {"bytes_per_param", "offload", "distributed", "on_host"});
+    if (const YAML::Node h = o["on_host"]) {  // true, false or a fraction in [0, 1]
+      const std::string v(Trim(r.Scalar(h, fo + ".on_host", "true, false or a fraction in [0, 1]")));
+      m.optimizer.on_host = v == "true" || v == "false" ? (v == "true" ? 1.0 : 0.0) : r.Number(h, fo + ".on_host", 0, 1);
+    }
     if (o["bytes_per_param"]) m.optimizer.bytes_per_param = r.Number(o["bytes_per_param"], fo + ".bytes_per_param", 0, 1024);
     if (o["distributed"]) m.optimizer.distributed = r.Bool(o["distributed"], fo + ".distributed");
     if (const YAML::Node off = o["offload"]) {
@@ -623,7 +627,14 @@ void ParseMemory(const Reader& r, const YAML::Node& n, MemoryConfig& m) {
                WithSuggestion(fmt::format("unknown offload policy '{}'", v), v, {"none", "all", "auto"}) +
                    "; expected none, all, auto or a fraction in [0, 1]");
       }
+      if (m.optimizer.on_host >= 1 && (m.optimizer.offload == OffloadMode::kAll ||
+                                       (m.optimizer.offload == OffloadMode::kFraction && m.optimizer.fraction > 0)))
+        r.Fail(fo + ".offload", off,
+               "the optimizer state lives on the host (on_host: true): there is nothing on the GPUs to offload; "
+               "drop offload or set it to none");
     }
+    // State already on the host leaves nothing for the refit to move.
+    if (m.optimizer.on_host >= 1) m.optimizer.offload = OffloadMode::kNone;
   }
   if (n["keep_gradients"]) m.keep_gradients = r.Bool(n["keep_gradients"], f + ".keep_gradients");
   if (n["grad_bytes_per_param"])

@@ -22,6 +22,11 @@ struct OptimizerConfig {
   bool distributed = true;       // Megatron distributed optimizer: sharded over DP
   OffloadMode offload = OffloadMode::kAuto;
   double fraction = 0;           // for kFraction, in [0, 1]
+  // Share of the state that lives in host memory through training and refit
+  // (Megatron's optimizer_cpu_offload, verl's optimizer_offload): never on
+  // the GPU, so neither counted there nor moved by the refit. 1 = all on the host.
+  double on_host = 0;
+  double OnDevice() const { return 1.0 - on_host; }  // share of the state on the GPUs
 };
 
 struct MemoryConfig {

@@ -161,6 +161,24 @@ inline double PlanEfficiency(double lower_bound_s, double time_s) {
 }
 
 
+// One GPU's device memory at the moment of its peak, by what holds it. The
+// parts sum to the peak. The scenario's reserve is no part: it is memory no
+// plan may use, so peaks are compared with capacity less the reserve.
+struct MemoryParts {
+  int64_t context_bytes = 0;              // CUDA context (Cluster::overheads)
+  int64_t source_weights_bytes = 0;       // training weights
+  int64_t destination_weights_bytes = 0;  // generation weights allocated so far
+  int64_t optimizer_bytes = 0;            // optimizer state still on the GPU
+  int64_t gradients_bytes = 0;
+  int64_t kv_cache_bytes = 0;
+  int64_t staging_bytes = 0;              // pack / unpack / segment buffers
+  int64_t nccl_bytes = 0;                 // NCCL's buffers per connected peer
+  int64_t Total() const {
+    return context_bytes + source_weights_bytes + destination_weights_bytes + optimizer_bytes + gradients_bytes +
+           kv_cache_bytes + staging_bytes + nccl_bytes;
+  }
+};
+
 // What the planner chose and predicted; consumers may ignore it.
 struct PlanSummary {
   int64_t segment_bytes = 0;

@@ -92,6 +92,7 @@ struct PlanStats {
   int64_t fragments = 0;        // (destination rank, fragment) pairs
   int64_t ops = 0;
   std::vector<int64_t> planned_peak_bytes;  // per GPU: the planner's bound on device memory
+  std::vector<MemoryParts> peak_parts;      // per GPU, at its simulated peak (empty unless simulated)
   std::string predicted_by;     // "simulator" or "port model"
 };
 

@@ -338,6 +338,7 @@ void PredictWithSimulator(Plan& plan, PlanStats& stats) {
   const Prediction pred = Simulate(plan, so);
   plan.summary.predicted_time_s = pred.time_s;
   plan.summary.predicted_peak_bytes = pred.peak_bytes;
+  stats.peak_parts = pred.peak_parts;
   stats.predicted_by = "simulator";
 }
 

@@ -94,7 +94,7 @@ std::vector<int32_t> DefaultDomainSizes(const Cluster& c) {
 
 std::vector<double> DefaultOffloadFractions(const Scenario& s) {
   const OptimizerConfig& o = s.memory.optimizer;
-  if (o.bytes_per_param <= 0 || o.offload == OffloadMode::kNone) return {0};
+  if (o.bytes_per_param <= 0 || o.on_host >= 1 || o.offload == OffloadMode::kNone) return {0};
   if (o.offload == OffloadMode::kFraction) return o.fraction > 0 ? std::vector<double>{0, o.fraction} : std::vector<double>{0};
   return {0, 0.25, 0.5, 1};
 }

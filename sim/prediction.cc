@@ -32,6 +32,8 @@ Prediction Simulator::State::Collect() const {
   pr.cold_setup_ns = host.cold_setup_ns;
   pr.connect_ns = host.connect_ns;
   pr.peak_bytes = memory.device_peak;
+  pr.peak_parts.reserve(pr.peak_bytes.size());
+  for (size_t g = 0; g < pr.peak_bytes.size(); ++g) pr.peak_parts.push_back(memory.PeakParts(static_cast<int32_t>(g)));
   pr.peak_host_bytes = memory.host_peak;
   pr.bytes_moved = CountBytesMoved(plan);  // the planner's and executor's definition
   for (int32_t q = 0; q < ports.NumPorts(); ++q) {
@@ -98,6 +100,17 @@ void to_json(nlohmann::json& j, const PhaseUse& u) {
                      {"sum_s", static_cast<double>(u.sum_ns) / kNsPerS}};
 }
 
+void to_json(nlohmann::json& j, const MemoryParts& m) {
+  j = nlohmann::json{{"context_bytes", m.context_bytes},
+                     {"source_weights_bytes", m.source_weights_bytes},
+                     {"destination_weights_bytes", m.destination_weights_bytes},
+                     {"optimizer_bytes", m.optimizer_bytes},
+                     {"gradients_bytes", m.gradients_bytes},
+                     {"kv_cache_bytes", m.kv_cache_bytes},
+                     {"staging_bytes", m.staging_bytes},
+                     {"nccl_bytes", m.nccl_bytes}};
+}
+
 void to_json(nlohmann::json& j, const Prediction& p) {
   j = nlohmann::json{
       {"time_s", p.time_s},
@@ -110,6 +123,7 @@ void to_json(nlohmann::json& j, const Prediction& p) {
                 {"cold_setup_s", static_cast<double>(p.cold_setup_ns) / kNsPerS},
                 {"connect_s", static_cast<double>(p.connect_ns) / kNsPerS}}},
       {"peak_bytes", p.peak_bytes},
+      {"peak_parts", p.peak_parts},
       {"peak_host_bytes", p.peak_host_bytes},
       {"bytes_moved", p.bytes_moved},
       {"lower_bound_s", p.lower_bound_s},

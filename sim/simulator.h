@@ -123,6 +123,7 @@ struct Prediction {
   int64_t cold_setup_ns = 0;        // cold: pinning + mapping before the first op (busiest process)
   int64_t connect_ns = 0;           // cold: NCCL connections on the busiest process's host thread
   std::vector<int64_t> peak_bytes;  // per GPU, device memory, everything counted
+  std::vector<MemoryParts> peak_parts;  // per GPU, at its (first) peak; Total() == peak_bytes
   std::vector<int64_t> peak_host_bytes;  // per node, plan host buffers
   BytesMoved bytes_moved;           // by link class (a send/recv pair counts once)
   std::vector<PortUse> ports;       // ports that carried bytes, by port id
@@ -166,5 +167,6 @@ Prediction Simulate(const Plan& plan, const SimOptions& options = {});
 void to_json(nlohmann::json& j, const Prediction& p);
 void to_json(nlohmann::json& j, const PortUse& u);
 void to_json(nlohmann::json& j, const PhaseUse& u);
+void to_json(nlohmann::json& j, const MemoryParts& m);
 
 }  // namespace reshard

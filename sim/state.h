@@ -273,12 +273,18 @@ class MemoryTimeline {
  public:
   // CUDA context + preexisting buffers at t = 0.
   void Init(const Plan& plan, SimObserver* obs);
-  void Add(int32_t gpu, int64_t bytes, int64_t t);
+  void Add(int32_t gpu, int part, int64_t bytes, int64_t t);
   void BufferChange(int32_t buffer, int64_t sign, int64_t t);  // alloc (+1) / free (-1)
   void ConnectPeer(int32_t gpu, int32_t peer, int64_t t);
 
   std::vector<int64_t> device, device_peak;  // per GPU
   std::vector<int64_t> host, host_peak;      // per node
+  // Per GPU, device bytes by part: BufferRole values, then the CUDA context
+  // and NCCL's per-peer buffers; `peak_parts` as they were at device_peak.
+  static constexpr int kContextPart = 7, kNcclPart = 8, kParts = 9;
+  using Parts = std::array<int64_t, kParts>;
+  std::vector<Parts> parts, peak_parts;
+  MemoryParts PeakParts(int32_t gpu) const;
 
  private:
   const Plan* plan_ = nullptr;

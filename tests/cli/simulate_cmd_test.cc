@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -73,6 +74,43 @@ TEST(CliSimulate, ScenarioAndPlanFileAgree) {
   ASSERT_EQ(human.code, 0) << human.err;
   EXPECT_THAT(human.out, HasSubstr("predicted time"));
   EXPECT_THAT(human.out, HasSubstr("lower bound"));
+  std::filesystem::remove(plan);
+  std::filesystem::remove(trace);
+}
+
+// --trace-detail: ops has a slice per op; segments merges a stream's run of
+// ops of one segment (or one kind) into one slice and drops alloc/free;
+// links has only counters. The summary and --json give the trace's size.
+TEST(CliSimulate, TraceDetailLevels) {
+  const std::filesystem::path plan = Temp("detail_plan.json"), trace = Temp("detail_trace.json");
+  ASSERT_EQ(Reshard({"plan", kScenario, "-o", plan.string()}).code, 0);
+  const json p = ReadJson(plan);
+  size_t timed_ops = 0;  // ops that are not alloc / free
+  for (const auto& op : p["ops"]) timed_ops += op["kind"] != "alloc" && op["kind"] != "free";
+  std::map<std::string, size_t> slices;
+  for (const char* detail : {"ops", "segments", "links"}) {
+    const Result r = Reshard({"simulate", plan.string(), "--json", "--trace", trace.string(), "--trace-detail", detail});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["trace_detail"], detail);
+    EXPECT_EQ(j["trace_bytes"].get<int64_t>(), static_cast<int64_t>(std::filesystem::file_size(trace)));
+    const json t = ReadJson(trace);
+    EXPECT_EQ(j["trace_events"].get<size_t>(), t["traceEvents"].size());
+    EXPECT_EQ(t["otherData"]["detail"], detail);
+    int64_t seg_ops = 0;
+    for (const auto& e : t["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      ++slices[detail];
+      if (std::string(detail) == "segments") seg_ops += e["args"]["ops"].get<int64_t>();
+    }
+    if (std::string(detail) == "segments") EXPECT_EQ(static_cast<size_t>(seg_ops), timed_ops);  // every timed op, once
+  }
+  EXPECT_EQ(slices["ops"], p["ops"].size());
+  EXPECT_LT(slices["segments"], timed_ops);
+  EXPECT_EQ(slices["links"], 0u);
+  const Result human = Reshard({"simulate", plan.string(), "--trace", trace.string()});
+  EXPECT_THAT(human.out, HasSubstr("events, "));
+  EXPECT_THAT(human.out, HasSubstr("detail ops"));  // a small plan: every op by default
   std::filesystem::remove(plan);
   std::filesystem::remove(trace);
 }

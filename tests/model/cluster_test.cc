@@ -283,4 +283,20 @@ TEST(Profile, ReadmeExampleApplies) {
 }
 
 }  // namespace
+// 128 GB200 nodes in NVLink domains of 18: 128 = 7 x 18 + 2, so the last domain
+// holds 2 nodes; 126 = 7 x 18 and 144 = 8 x 18 are the multiples around it.
+TEST(Topology, PartialDomainIsWarnedWithItsNumbers) {
+  Cluster g = ClusterPreset("gb200-nvl72");
+  EXPECT_EQ(PartialDomainWarning(g), "");  // one full rack
+  g.nodes = 36;
+  EXPECT_EQ(PartialDomainWarning(g), "");
+  g.nodes = 128;
+  const std::string w = PartialDomainWarning(g);
+  EXPECT_NE(w.find("128 nodes is not a multiple of its NVLink domain of 18 nodes"), std::string::npos) << w;
+  EXPECT_NE(w.find("7 full domain(s) and one of 2 node(s)"), std::string::npos) << w;
+  EXPECT_NE(w.find("(126 or 144)"), std::string::npos) << w;
+  EXPECT_EQ(g.DomainOf(127 * 4), 7);  // the partial domain is the eighth
+  EXPECT_EQ(PartialDomainWarning(ClusterPreset("dgx-h100")), "");  // one-node domains never are partial
+}
+
 }  // namespace reshard

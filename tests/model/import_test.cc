@@ -3,6 +3,7 @@
 // and memory state are the job's; what the input leaves out is listed.
 #include <algorithm>
 #include <filesystem>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -221,7 +222,8 @@ TEST(Import, VerlHybridEngine) {
                  "actor_rollout_ref.rollout.free_cache_engine=false"};
   r = ImportVerl(kImport + "ppo_megatron_qwen3_30b.yaml", o);
   s = Load(r);
-  EXPECT_EQ(s.memory.optimizer.bytes_per_param, 0);
+  EXPECT_EQ(s.memory.optimizer.bytes_per_param, 12);
+  EXPECT_EQ(s.memory.optimizer.on_host, 1);  // optimizer_offload: the state lives on the host
   EXPECT_GT(s.memory.kv_cache_bytes, 0);  // 0.5 of the GPU less the weights
   EXPECT_TRUE(Mentions(r, "KV cache = 0.5"));
 }
@@ -282,4 +284,81 @@ TEST(Import, MegatronAndVllmFlags) {
 }
 
 }  // namespace
+// Held-out files from NeMo-RL and verl, unchanged, in the folder RESHARD_REAL_RECIPES names
+// (docs/import.md lists them with their sources; they are not part of the repository): the
+// importer reads what users have, or says what is missing. Skipped when the folder is not given.
+std::string RealRecipes() {
+  const char* dir = std::getenv("RESHARD_REAL_RECIPES");
+  return dir == nullptr || *dir == '\0' ? std::string() : std::string(dir) + "/";
+}
+
+TEST(Import, RealRecipesNemoRl) {
+  const std::string kReal = RealRecipes();
+  if (kReal.empty()) GTEST_SKIP() << "RESHARD_REAL_RECIPES is not set";
+  ImportResult r = ImportNemoRl(kReal + "nemo-rl/grpo_math_8B_megatron.yaml", {});
+  Scenario s = Load(r);
+  EXPECT_EQ(s.model.config.name, "llama3-8b");  // meta-llama/Llama-3.1-8B-Instruct
+  EXPECT_EQ(s.cluster.Gpus(), 8);
+  EXPECT_EQ(s.source.tp, 1);
+  EXPECT_EQ(s.source.pp, 2);
+  EXPECT_EQ(s.source.dp, 4);  // 8 GPUs / (tp 1 x pp 2)
+  EXPECT_EQ(s.destination.tp, 1);
+  EXPECT_EQ(s.source_gpus, s.destination_gpus);  // colocated
+  EXPECT_EQ(s.memory.optimizer.offload, OffloadMode::kAll);
+
+  r = ImportNemoRl(kReal + "nemo-rl/grpo_math_qwen30ba3b_megatron.yaml", {});
+  s = Load(r);
+  EXPECT_EQ(s.model.config.name, "qwen3-30b-a3b");
+  EXPECT_EQ(s.cluster.Gpus(), 64);
+  EXPECT_EQ(s.source.tp, 2);
+  EXPECT_EQ(s.source.ep, 8);
+  EXPECT_EQ(s.destination.tp, 4);
+
+  r = ImportNemoRl(kReal + "nemo-rl/grpo_math_70B_megatron.yaml", {});
+  s = Load(r);
+  EXPECT_EQ(s.model.config.name, "llama3-70b");  // meta-llama/Llama-3.3-70B-Instruct
+  EXPECT_EQ(s.source.tp, 4);
+  EXPECT_EQ(s.source.pp, 4);
+  EXPECT_EQ(s.destination.tp, 8);
+
+  // Qwen2.5-1.5B has no preset: the message says what to pass.
+  try {
+    ImportNemoRl(kReal + "nemo-rl/grpo_math_1B_megatron.yaml", {});
+    ADD_FAILURE() << "imported a model without a preset";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("policy.model_name"));
+    EXPECT_THAT(e.what(), HasSubstr("--hf-config"));
+  }
+}
+
+TEST(Import, RealRecipesVerl) {
+  const std::string kReal = RealRecipes();
+  if (kReal.empty()) GTEST_SKIP() << "RESHARD_REAL_RECIPES is not set";
+  // A launch script: its main_ppo overrides over verl's defaults.
+  ImportResult r = ImportVerl(kReal + "verl/run_qwen3moe-30b_megatron_96gb.sh", {});
+  Scenario s = Load(r);
+  EXPECT_EQ(s.model.config.name, "qwen3-30b-a3b");  // MODEL_PATH=Qwen/Qwen3-30B-A3B-Base
+  EXPECT_EQ(s.cluster.Gpus(), 8);                   // NNODES=${NNODES:-1}, NGPUS_PER_NODES=${...:-8}
+  EXPECT_EQ(s.source.ep, 8);                        // COMMON_EP=${COMMON_EP:-8}
+  EXPECT_EQ(s.destination.tp, 4);                   // INFER_TP=${INFER_TP:-4}
+  EXPECT_EQ(s.memory.optimizer.on_host, 1);         // optimizer_offload=${offload} = True
+  EXPECT_TRUE(Mentions(r, "needs the shell to evaluate"));  // $((...)) values are named, not guessed
+
+  try {
+    ImportVerl(kReal + "verl/run_qwen2-7b_math_megatron.sh", {});
+    ADD_FAILURE() << "imported Qwen2-7B without a preset";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("Qwen/Qwen2-7B-Instruct"));
+    EXPECT_THAT(e.what(), HasSubstr("--hf-config"));
+  }
+  // The flattened config: a local model path (a message), then with --model it imports;
+  // its `???` (Hydra's mandatory) rollout.name takes verl's default.
+  EXPECT_THROW(ImportVerl(kReal + "verl/_generated_ppo_megatron_trainer.yaml", {}), InputError);
+  ImportOptions o;
+  o.model_preset = "llama3-8b";
+  r = ImportVerl(kReal + "verl/_generated_ppo_megatron_trainer.yaml", o);
+  s = Load(r);
+  EXPECT_EQ(s.model.config.name, "llama3-8b");
+}
+
 }  // namespace reshard

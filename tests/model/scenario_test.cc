@@ -387,6 +387,39 @@ TEST(MemoryAtStart, DistributedOptimizerShardsDenseOverDpAndExpertsOverExpertDp)
   }
 }
 
+// memory.optimizer.on_host: the share of the state that lives in host memory
+// is not on the GPU at refit start, and state wholly on the host leaves the
+// refit nothing to offload.
+TEST(MemoryAtStart, OptimizerOnHostIsNotOnTheGpu) {
+  const std::string base =
+      "model: llama3-8b\ncluster: h200-x2\nsource: {tp: 2}\ndestination: {tp: 1, dp: 2}\nmemory: {optimizer: ";
+  const Scenario dev = ParseScenario(base + "{bytes_per_param: 12}}\n", "<test>");
+  const Scenario host = ParseScenario(base + "{bytes_per_param: 12, on_host: true}}\n", "<test>");
+  const Scenario half = ParseScenario(base + "{bytes_per_param: 12, on_host: 0.5}}\n", "<test>");
+  EXPECT_EQ(dev.memory.optimizer.on_host, 0);
+  EXPECT_EQ(host.memory.optimizer.on_host, 1);
+  EXPECT_EQ(host.memory.optimizer.offload, OffloadMode::kNone);  // nothing on the GPUs to move
+  EXPECT_EQ(half.memory.optimizer.offload, OffloadMode::kAuto);
+  const Layout src = MakeSourceLayout(dev.model, dev.source, dev.dtype);
+  const auto m_dev = MemoryAtStart(dev, src), m_host = MemoryAtStart(host, src), m_half = MemoryAtStart(half, src);
+  for (int32_t g = 0; g < 2; ++g) {
+    // tp2, dp1: each GPU's optimizer state is 12 bytes x its RankBytes / 2 parameters.
+    EXPECT_EQ(m_dev[g].optimizer, src.RankBytes(g) / 2 * 12);
+    EXPECT_EQ(m_host[g].optimizer, 0);
+    EXPECT_EQ(m_half[g].optimizer, src.RankBytes(g) / 2 * 6);
+    EXPECT_EQ(m_host[g].Total(), m_dev[g].Total() - m_dev[g].optimizer);
+  }
+  // Offloading state that is already on the host is refused, naming the field.
+  try {
+    ParseScenario(base + "{on_host: true, offload: all}}\n", "<test>");
+    ADD_FAILURE() << "accepted offload: all with on_host: true";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("memory.optimizer.offload"));
+    EXPECT_THAT(e.what(), HasSubstr("lives on the host"));
+  }
+  EXPECT_THROW(ParseScenario(base + "{on_host: 2}}\n", "<test>"), InputError);
+}
+
 TEST(MemoryAtStart, UnusedGpusAreEmpty) {
   const Scenario s = ParseScenario(
       "model: tiny-llama\ncluster: dgx-h100\nsource: {tp: 2, gpus: 0-1}\ndestination: {tp: 1, gpus: 4}\n"
