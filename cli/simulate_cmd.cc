@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/inputs.h"
+#include "cli/json_reports.h"
 #include "plan/plan.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
@@ -130,12 +131,7 @@ void Run(const SimulateCmdOptions& o) {
   const int64_t reserve = ReserveOfTarget(o.target.target, o.target.calibration);
   const std::string over = PeakAboveUsable(pr.peak_bytes, plan.cluster, reserve);
   if (o.json) {
-    nlohmann::json j = pr;
-    j["plan"] = plan.name;
-    j["segment_bytes"] = plan.summary.segment_bytes;
-    j["offload_fraction"] = plan.summary.offload_fraction;
-    if (!o.trace.empty()) j["trace"] = o.trace;
-    PrintJson(j);
+    PrintJson(SimulateJson(plan, pr, o.trace));
   } else {
     PrintHuman(plan, pr, o.trace, reserve);
   }
@@ -143,6 +139,15 @@ void Run(const SimulateCmdOptions& o) {
 }
 
 }  // namespace
+
+nlohmann::json SimulateJson(const Plan& plan, const Prediction& pr, const std::string& trace) {
+  nlohmann::json j = pr;
+  j["plan"] = plan.name;
+  j["segment_bytes"] = plan.summary.segment_bytes;
+  j["offload_fraction"] = plan.summary.offload_fraction;
+  if (!trace.empty()) j["trace"] = trace;
+  return j;
+}
 
 void RegisterSimulateCommand(CLI::App& app) {
   auto o = std::make_shared<SimulateCmdOptions>();
