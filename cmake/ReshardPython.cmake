@@ -1,6 +1,8 @@
 # The `reshard` Python module (python/): found here, before the libraries are
 # added, because a Python extension is a shared object and every static
-# library linked into it must then be position-independent code.
+# library linked into it must then be position-independent code
+# (reshard_add_library sets that when RESHARD_HAVE_PYTHON; executables keep
+# their flags).
 #
 # The interpreter: -DPython_EXECUTABLE=... when given (setup.py passes the
 # venv's); else Debian's /usr/bin/python3 where it exists (pytest and pandas
@@ -20,7 +22,6 @@ elseif(RESHARD_BUILD_PYTHON)
   endif()
   if(Python_FOUND AND pybind11_FOUND)
     set(RESHARD_HAVE_PYTHON ON)
-    set(CMAKE_POSITION_INDEPENDENT_CODE ON)
     message(STATUS "reshard: Python module ON (${Python_EXECUTABLE}, pybind11 ${pybind11_VERSION})")
   else()
     message(STATUS "reshard: Python module skipped: needs Python development headers and pybind11 "
