@@ -113,37 +113,6 @@ std::vector<CostTerm> CostTerms(const Cluster& c) {
   return out;
 }
 
-// Whatever the plan, a GPU holds during the refit at least what it holds at
-// the start, less the optimizer state the scenario lets the refit offload,
-// plus the destination weights it receives. Not fitting that is exit 3 too.
-Feasibility CheckRefitFloor(const Scenario& s, const std::vector<GpuMemoryAtStart>& mem,
-                            const std::vector<int64_t>& destination_bytes) {
-  const OptimizerConfig& opt = s.memory.optimizer;
-  const double offloadable = opt.offload == OffloadMode::kNone       ? 0.0
-                             : opt.offload == OffloadMode::kFraction ? opt.fraction
-                                                                     : 1.0;
-  Feasibility f;
-  for (const GpuMemoryAtStart& m : mem) {
-    const int64_t at_least = m.Total() - static_cast<int64_t>(offloadable * static_cast<double>(m.optimizer)) +
-                             destination_bytes[static_cast<size_t>(m.gpu)];
-    const int64_t missing = at_least - s.cluster.gpu_memory_bytes;
-    if (missing > f.missing_bytes) {
-      f.fits = false;
-      f.gpu = m.gpu;
-      f.missing_bytes = missing;
-      f.message = fmt::format(
-          "GPU {} needs at least {} during the refit (destination weights {} on top of {} in use{}) but has {}: {} "
-          "missing whatever the plan",
-          m.gpu, FormatBytes(at_least), FormatBytes(destination_bytes[static_cast<size_t>(m.gpu)]),
-          FormatBytes(at_least - destination_bytes[static_cast<size_t>(m.gpu)]),
-          offloadable > 0 && m.optimizer > 0 ? ", the optimizer state offloaded as far as memory.optimizer.offload allows"
-                                             : "",
-          FormatBytes(s.cluster.gpu_memory_bytes), FormatBytes(missing));
-    }
-  }
-  return f;
-}
-
 // What inspect reports, computed once for its table and its JSON.
 struct InspectFacts {
   std::vector<int64_t> source_bytes, destination_bytes;  // per GPU
@@ -162,7 +131,7 @@ InspectFacts Inspect(const Scenario& s) {
   for (int32_t r = 0; r < dst.Ranks(); ++r) f.destination_bytes[s.destination_gpus[r]] += dst.RankBytes(r);
   f.mem = MemoryAtStart(s, src);
   f.fit = CheckStartFits(s, f.mem);
-  if (f.fit.fits) f.fit = CheckRefitFloor(s, f.mem, f.destination_bytes);
+  if (f.fit.fits) f.fit = CheckRefitFloor(s, f.mem, DestinationFloorBytes(s, dst));
   return f;
 }
 
