@@ -1,5 +1,6 @@
 #include "cli/common.h"
 #include "cli/inputs.h"
+#include "cli/json_reports.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -83,12 +84,16 @@ PlanResult PlanScenario(const Scenario& s, const PlannerOptions& po, const std::
 
 void ExitInfeasible(const Scenario& s, const PlanResult& r, bool json) {
   if (json) {
-    PrintJson({{"scenario", s.name}, {"fits", false}, {"gpu", r.gpu}, {"missing_bytes", r.missing_bytes},
-               {"message", r.message}});
+    PrintJson(InfeasibleJson(s, r));
   } else {
     std::cerr << "infeasible: " << r.message << "\n";
   }
   ExitWith(kExitInfeasible);
+}
+
+nlohmann::json InfeasibleJson(const Scenario& s, const PlanResult& r) {
+  return {{"scenario", s.name}, {"fits", false}, {"gpu", r.gpu}, {"missing_bytes", r.missing_bytes},
+          {"message", r.message}};
 }
 
 int64_t UsableBytes(const Cluster& c, int64_t reserve_bytes) { return c.gpu_memory_bytes - reserve_bytes; }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -60,8 +61,12 @@ bool LooksLikePlanFile(const std::string& path) {
 Plan LoadPlanFile(const std::string& path, const std::string& scenario, const std::string& calibration) {
   Plan p = ReadPlan(path);
   std::optional<Scenario> s;
-  if (!scenario.empty()) {
-    s = LoadScenarioArg(scenario, calibration);
+  if (!scenario.empty()) s = LoadScenarioArg(scenario, calibration);
+  return CheckPlanFile(std::move(p), path, s ? &*s : nullptr);
+}
+
+Plan CheckPlanFile(Plan p, const std::string& path, const Scenario* s) {
+  if (s != nullptr) {
     const std::vector<std::string> problems = PlanScenarioProblems(p, *s);
     if (!problems.empty()) {
       // The field names what differs first: the cluster, the tensors, or the rest.
@@ -74,7 +79,7 @@ Plan LoadPlanFile(const std::string& path, const std::string& scenario, const st
                                    Joined(problems)));
     }
   }
-  const VerifyResult v = Verify(p, s ? &s->cluster : nullptr);
+  const VerifyResult v = Verify(p, s != nullptr ? &s->cluster : nullptr);
   if (!v.ok())
     throw InputError(path, "", fmt::format("the plan fails Verify ({} problem{}): {}", v.problems.size(),
                                            v.problems.size() == 1 ? "" : "s", Joined(v.problems)));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/scenario.h"
 #include "plan/plan.h"
 
 namespace CLI {
@@ -32,6 +33,9 @@ bool LooksLikePlanFile(const std::string& path);
 // cluster, model and layouts; nothing was edited); then Verify (against the
 // scenario's cluster when given).
 Plan LoadPlanFile(const std::string& path, const std::string& scenario, const std::string& calibration = "");
+// The checks of LoadPlanFile on a plan read from `path`, against scenario `s`
+// when not null.
+Plan CheckPlanFile(Plan p, const std::string& path, const Scenario* s);
 
 // The plan simulate, run and validate work on, and the flags that choose it.
 struct TargetArgs {

@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/json_reports.h"
 #include "model/layout.h"
 #include "model/scenario.h"
 
@@ -112,52 +113,81 @@ std::vector<CostTerm> CostTerms(const Cluster& c) {
   return out;
 }
 
-void Run(const InspectOptions& o) {
-  const Scenario s = o.scenario.Load();
+// What inspect reports, computed once for its table and its JSON.
+struct InspectFacts {
+  std::vector<int64_t> source_bytes, destination_bytes;  // per GPU
+  std::vector<GpuMemoryAtStart> mem;
+  Feasibility fit;
+};
+
+InspectFacts Inspect(const Scenario& s) {
   const Layout src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
   const Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
   const int32_t gpus = s.cluster.Gpus();
+  InspectFacts f;
+  f.source_bytes.assign(gpus, 0);
+  f.destination_bytes.assign(gpus, 0);
+  for (int32_t r = 0; r < src.Ranks(); ++r) f.source_bytes[s.source_gpus[r]] += src.RankBytes(r);
+  for (int32_t r = 0; r < dst.Ranks(); ++r) f.destination_bytes[s.destination_gpus[r]] += dst.RankBytes(r);
+  f.mem = MemoryAtStart(s, src);
+  f.fit = CheckStartFits(s, f.mem);
+  if (f.fit.fits) f.fit = CheckRefitFloor(s, f.mem, DestinationFloorBytes(s, dst));
+  return f;
+}
 
-  std::vector<int64_t> source_bytes(gpus, 0), destination_bytes(gpus, 0);
-  for (int32_t r = 0; r < src.Ranks(); ++r) source_bytes[s.source_gpus[r]] += src.RankBytes(r);
-  for (int32_t r = 0; r < dst.Ranks(); ++r) destination_bytes[s.destination_gpus[r]] += dst.RankBytes(r);
-  const std::vector<GpuMemoryAtStart> mem = MemoryAtStart(s, src);
+nlohmann::json InspectJsonOf(const Scenario& s, const InspectFacts& f) {
+  const int32_t gpus = s.cluster.Gpus();
   const int64_t capacity = s.cluster.gpu_memory_bytes;
-  Feasibility fit = CheckStartFits(s, mem);
-  if (fit.fits) fit = CheckRefitFloor(s, mem, DestinationFloorBytes(s, dst));
+  const int64_t parameters = s.model.Parameters();
+  const std::vector<int64_t>& source_bytes = f.source_bytes;
+  const std::vector<int64_t>& destination_bytes = f.destination_bytes;
+  const std::vector<GpuMemoryAtStart>& mem = f.mem;
+  const Feasibility& fit = f.fit;
+  nlohmann::json j;
+  j["scenario"] = s.name;
+  j["path"] = s.path;
+  j["model"] = s.model.config.name;
+  j["dtype"] = std::string(DTypeName(s.dtype));
+  j["destination_dtype"] = std::string(DTypeName(s.destination_dtype));
+  j["parameters"] = parameters;
+  j["model_bytes"] = s.model.Bytes(s.dtype);
+  j["destination_model_bytes"] = s.model.Bytes(s.destination_dtype);
+  j["cluster"] = {{"name", s.cluster.name},
+                  {"gpus", gpus},
+                  {"gpu_memory_bytes", capacity},
+                  {"measured", s.cluster.measured},
+                  {"fingerprint", s.cluster.Fingerprint()}};
+  j["scenario_fingerprint"] = ScenarioFingerprint(s);  // what plans of this scenario record (docs/plan-format.md)
+  j["placement"] = Placement(s);
+  j["source_gpus"] = s.source_gpus;
+  j["destination_gpus"] = s.destination_gpus;
+  j["source_bytes"] = source_bytes;
+  j["destination_bytes"] = destination_bytes;
+  j["memory_at_start"] = MemoryAtStartJson(mem, capacity);
+  nlohmann::json terms = nlohmann::json::array();
+  for (const CostTerm& t : CostTerms(s.cluster))
+    terms.push_back({{"term", t.term}, {"value", t.value}, {"source", t.source}});
+  j["cost_terms"] = terms;
+  j["fits"] = fit.fits;
+  j["missing_bytes"] = fit.missing_bytes;
+  j["worst_gpu"] = fit.gpu;
+  j["message"] = fit.message;
+  return j;
+}
+
+void Run(const InspectOptions& o) {
+  const Scenario s = o.scenario.Load();
+  const InspectFacts facts = Inspect(s);
+  const std::vector<int64_t>& source_bytes = facts.source_bytes;
+  const std::vector<int64_t>& destination_bytes = facts.destination_bytes;
+  const std::vector<GpuMemoryAtStart>& mem = facts.mem;
+  const Feasibility& fit = facts.fit;
+  const int32_t gpus = s.cluster.Gpus();
+  const int64_t capacity = s.cluster.gpu_memory_bytes;
   const int64_t parameters = s.model.Parameters();
 
   if (o.json) {
-    nlohmann::json j;
-    j["scenario"] = s.name;
-    j["path"] = s.path;
-    j["model"] = s.model.config.name;
-    j["dtype"] = std::string(DTypeName(s.dtype));
-    j["destination_dtype"] = std::string(DTypeName(s.destination_dtype));
-    j["parameters"] = parameters;
-    j["model_bytes"] = s.model.Bytes(s.dtype);
-    j["destination_model_bytes"] = s.model.Bytes(s.destination_dtype);
-    j["cluster"] = {{"name", s.cluster.name},
-                    {"gpus", gpus},
-                    {"gpu_memory_bytes", capacity},
-                    {"measured", s.cluster.measured},
-                    {"fingerprint", s.cluster.Fingerprint()}};
-    j["scenario_fingerprint"] = ScenarioFingerprint(s);  // what plans of this scenario record (docs/plan-format.md)
-    j["placement"] = Placement(s);
-    j["source_gpus"] = s.source_gpus;
-    j["destination_gpus"] = s.destination_gpus;
-    j["source_bytes"] = source_bytes;
-    j["destination_bytes"] = destination_bytes;
-    j["memory_at_start"] = MemoryAtStartJson(mem, capacity);
-    nlohmann::json terms = nlohmann::json::array();
-    for (const CostTerm& t : CostTerms(s.cluster))
-      terms.push_back({{"term", t.term}, {"value", t.value}, {"source", t.source}});
-    j["cost_terms"] = terms;
-    j["fits"] = fit.fits;
-    j["missing_bytes"] = fit.missing_bytes;
-    j["worst_gpu"] = fit.gpu;
-    j["message"] = fit.message;
-    PrintJson(j);
+    PrintJson(InspectJsonOf(s, facts));
   } else {
     const Cluster& c = s.cluster;
     std::cout << fmt::format("scenario     {} ({})\n", s.name, s.path);
@@ -227,6 +257,8 @@ void Run(const InspectOptions& o) {
 }
 
 }  // namespace
+
+nlohmann::json InspectJson(const Scenario& s) { return InspectJsonOf(s, Inspect(s)); }
 
 void RegisterInspectCommand(CLI::App& app) {
   auto opts = std::make_shared<InspectOptions>();

@@ -40,7 +40,7 @@ std::string Suggestions(CLI::App& app) {
 int main(int argc, char** argv) {
   CLI::App app{"reshard: plan, predict and run the weight refit of RL jobs"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "reshard 0.1.0");
+  app.set_version_flag("--version", "reshard " RESHARD_VERSION);
 
   reshard::cli::RegisterCalibrateCommand(app);
   reshard::cli::RegisterImportCommand(app);

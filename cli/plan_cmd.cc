@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/inputs.h"
+#include "cli/json_reports.h"
 #include "plan/plan.h"
 #include "planner/planner.h"
 
@@ -77,22 +78,7 @@ void Run(const PlanCmdOptions& o) {
   const std::string over = PeakAboveUsable(sum.predicted_peak_bytes, s.cluster, s.memory.reserve_bytes);
 
   if (o.json) {
-    nlohmann::json j = PlanSummaryJson(sum);
-    j["scenario"] = s.name;
-    j["fits"] = over.empty();
-    j["direct_min_bytes"] = sum.direct_min_bytes;
-    j["memory_policy"] = sum.memory_policy;
-    j["predicted_by"] = r.stats.predicted_by;
-    j["segments"] = r.stats.segments;
-    j["direct_transfers"] = r.stats.direct;
-    j["nccl_groups"] = r.stats.groups;
-    j["rounds"] = r.stats.rounds;
-    j["segments_per_round"] = r.stats.per_round;
-    j["ops"] = r.stats.ops;
-    AddPeakMemoryJson(j, r.stats.peak_parts, s.cluster, s.memory.reserve_bytes);
-    if (!o.baseline.empty()) j["baseline"] = o.baseline;
-    if (!o.output.empty()) j["plan"] = o.output;
-    PrintJson(j);
+    PrintJson(PlanJson(s, r, o.baseline, o.output));
     if (!over.empty()) ExitPeakAboveUsable(over);
     return;
   }
@@ -119,6 +105,27 @@ void Run(const PlanCmdOptions& o) {
 }
 
 }  // namespace
+
+nlohmann::json PlanJson(const Scenario& s, const PlanResult& r, const std::string& baseline, const std::string& output) {
+  const PlanSummary& sum = r.plan.summary;
+  nlohmann::json j = PlanSummaryJson(sum);
+  j["scenario"] = s.name;
+  // A baseline has no memory bound: its peak may exceed what a GPU may use.
+  j["fits"] = PeakAboveUsable(sum.predicted_peak_bytes, s.cluster, s.memory.reserve_bytes).empty();
+  j["direct_min_bytes"] = sum.direct_min_bytes;
+  j["memory_policy"] = sum.memory_policy;
+  j["predicted_by"] = r.stats.predicted_by;
+  j["segments"] = r.stats.segments;
+  j["direct_transfers"] = r.stats.direct;
+  j["nccl_groups"] = r.stats.groups;
+  j["rounds"] = r.stats.rounds;
+  j["segments_per_round"] = r.stats.per_round;
+  j["ops"] = r.stats.ops;
+  AddPeakMemoryJson(j, r.stats.peak_parts, s.cluster, s.memory.reserve_bytes);
+  if (!baseline.empty()) j["baseline"] = baseline;
+  if (!output.empty()) j["plan"] = output;
+  return j;
+}
 
 void RegisterPlanCommand(CLI::App& app) {
   auto o = std::make_shared<PlanCmdOptions>();

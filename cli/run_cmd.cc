@@ -33,12 +33,7 @@ void Print(const ExecuteArgs& a, const ExecuteOutcome& o) {
   const PlanSummary& sum = o.plan.summary;
   if (!a.trace.empty()) WriteTimelinesTrace(a.trace, o.plan, {MeasuredTimeline(m)});
   if (a.json) {
-    nlohmann::json j = PredictedJson(o.plan);
-    j["backend"] = m.backend;
-    j["verified"] = o.verified;
-    j["measured"] = MeasuredJson(o);
-    if (!a.trace.empty()) j["trace"] = a.trace;
-    PrintJson(j);
+    PrintJson(RunJson(a, o));
     return;
   }
   std::cout << FormatMeasurement(m, o.plan);

@@ -130,13 +130,20 @@ void WithProcesses(const std::function<void(const MpiSession* mpi, bool root)>& 
 }
 
 ExecuteOutcome ExecuteTarget(const ExecuteArgs& a, const MpiSession* mpi) {
-  ExecuteOutcome out;
   // Bad input writes nothing: checked before any work.
   const std::vector<std::string> inputs = {a.target.target, a.target.scenario, a.target.calibration};
   CheckOutputPath(a.save_plan, "--save-plan", inputs);
   CheckOutputPath(a.trace, "--trace", inputs);
-  out.plan = SharedPlan(a, mpi);
-  const bool root = mpi == nullptr || mpi->rank() == 0;
+  ExecuteOutcome out = ExecutePlan(SharedPlan(a, mpi), a, mpi);
+  // Written once the plan passed every check (Verify, the executor's, the
+  // backend's): input refused on the way leaves no file behind.
+  if ((mpi == nullptr || mpi->rank() == 0) && !a.save_plan.empty()) WritePlan(out.plan, a.save_plan);
+  return out;
+}
+
+ExecuteOutcome ExecutePlan(Plan plan, const ExecuteArgs& a, const MpiSession* mpi) {
+  ExecuteOutcome out;
+  out.plan = std::move(plan);
   const bool one_process = mpi == nullptr || mpi->size() == 1;
   if (a.backend == "host" && one_process) {
     // Before anything is allocated: a plan larger than the machine would be killed by the kernel, silently.
@@ -166,9 +173,6 @@ ExecuteOutcome ExecuteTarget(const ExecuteArgs& a, const MpiSession* mpi) {
     }
   }
   backend.reset();
-  // Written once the plan passed every check (Verify, the executor's, the
-  // backend's): input refused on the way leaves no file behind.
-  if (root && !a.save_plan.empty()) WritePlan(out.plan, a.save_plan);
   if (out.failed()) return out;
   std::vector<size_t> order(out.runs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -182,6 +186,15 @@ ExecuteOutcome ExecuteTarget(const ExecuteArgs& a, const MpiSession* mpi) {
 nlohmann::json PredictedJson(const Plan& plan) {
   nlohmann::json j = PlanSummaryJson(plan.summary);
   j["plan"] = plan.name;
+  return j;
+}
+
+nlohmann::json RunJson(const ExecuteArgs& a, const ExecuteOutcome& o) {
+  nlohmann::json j = PredictedJson(o.plan);
+  j["backend"] = o.Chosen().backend;
+  j["verified"] = o.verified;
+  j["measured"] = MeasuredJson(o);
+  if (!a.trace.empty()) j["trace"] = a.trace;
   return j;
 }
 

@@ -61,9 +61,16 @@ void WithProcesses(const std::function<void(const MpiSession* mpi, bool root)>& 
 
 // Plans (or reads) the target, runs it args.repeat times on one backend.
 ExecuteOutcome ExecuteTarget(const ExecuteArgs& args, const MpiSession* mpi);
+// Runs `plan` args.repeat times on one backend (args.backend, timeout,
+// mismatches, warm-up; args.target names the plan in messages). The caller
+// has verified the plan.
+ExecuteOutcome ExecutePlan(Plan plan, const ExecuteArgs& args, const MpiSession* mpi);
 
 // DESIGN's result fields from the plan's own prediction (PlanSummary).
 nlohmann::json PredictedJson(const Plan& plan);
+// `reshard run --json` of a run that finished: PredictedJson, backend,
+// verified, measured (MeasuredJson) and "trace" when args.trace is set.
+nlohmann::json RunJson(const ExecuteArgs& args, const ExecuteOutcome& o);
 // `measured`: the Measurement plus the plan-level fields and every run's time.
 nlohmann::json MeasuredJson(const ExecuteOutcome& o);
 

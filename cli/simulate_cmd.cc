@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/inputs.h"
+#include "cli/json_reports.h"
 #include "plan/plan.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
@@ -163,20 +164,7 @@ void Run(const SimulateCmdOptions& o) {
   const int64_t reserve = ReserveOfTarget(o.target.target, o.target.calibration);
   const std::string over = PeakAboveUsable(pr.peak_bytes, plan.cluster, reserve);
   if (o.json) {
-    nlohmann::json j = pr;
-    j["plan"] = plan.name;
-    j["segment_bytes"] = plan.summary.segment_bytes;
-    j["offload_fraction"] = plan.summary.offload_fraction;
-    AddPeakMemoryJson(j, pr.peak_parts, plan.cluster, reserve);
-    if (!o.trace.empty()) {
-      std::error_code ec;
-      const auto size = std::filesystem::file_size(o.trace, ec);
-      j["trace"] = o.trace;
-      j["trace_detail"] = TraceDetailName(written.detail);
-      j["trace_events"] = written.events;
-      j["trace_bytes"] = ec ? written.bytes : static_cast<int64_t>(size);
-    }
-    PrintJson(j);
+    PrintJson(SimulateJson(plan, pr, reserve, o.trace, written));
   } else {
     PrintHuman(plan, pr, o.trace.empty() ? std::string() : TraceLine(o.trace, written, plan.ops.size()), reserve);
   }
@@ -184,6 +172,24 @@ void Run(const SimulateCmdOptions& o) {
 }
 
 }  // namespace
+
+nlohmann::json SimulateJson(const Plan& plan, const Prediction& pr, int64_t reserve_bytes, const std::string& trace,
+                            const TraceWritten& written) {
+  nlohmann::json j = pr;
+  j["plan"] = plan.name;
+  j["segment_bytes"] = plan.summary.segment_bytes;
+  j["offload_fraction"] = plan.summary.offload_fraction;
+  AddPeakMemoryJson(j, pr.peak_parts, plan.cluster, reserve_bytes);
+  if (!trace.empty()) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(trace, ec);
+    j["trace"] = trace;
+    j["trace_detail"] = TraceDetailName(written.detail);
+    j["trace_events"] = written.events;
+    j["trace_bytes"] = ec ? written.bytes : static_cast<int64_t>(size);
+  }
+  return j;
+}
 
 void RegisterSimulateCommand(CLI::App& app) {
   auto o = std::make_shared<SimulateCmdOptions>();

@@ -16,9 +16,12 @@ find_package(MPI COMPONENTS CXX QUIET) # optional: multi-process runs under mpir
 # yaml-cpp: link statically where Debian ships the archive, so binaries carried
 # to GPU machines that lack libyaml-cpp still run.
 find_library(RESHARD_YAML_STATIC NAMES libyaml-cpp.a)
+# Debian's archive is not position-independent: a shared object (the Python
+# module) links the shared library instead.
 if(RESHARD_YAML_STATIC)
   add_library(reshard_yaml INTERFACE)
-  target_link_libraries(reshard_yaml INTERFACE ${RESHARD_YAML_STATIC})
+  target_link_libraries(reshard_yaml INTERFACE
+    $<IF:$<STREQUAL:$<TARGET_PROPERTY:TYPE>,MODULE_LIBRARY>,yaml-cpp,${RESHARD_YAML_STATIC}>)
   get_target_property(_yaml_inc yaml-cpp INTERFACE_INCLUDE_DIRECTORIES)
   if(_yaml_inc)
     target_include_directories(reshard_yaml INTERFACE ${_yaml_inc})

@@ -28,4 +28,8 @@ function(reshard_add_library name)
   add_library(${name} STATIC ${ARG_SOURCES})
   target_include_directories(${name} PUBLIC ${RESHARD_INCLUDE_ROOT})
   target_link_libraries(${name} PUBLIC ${ARG_LINKS} PRIVATE reshard_warnings ${ARG_PRIVATE_LINKS})
+  # The Python module (a shared object) links every library: position-independent then.
+  if(RESHARD_HAVE_PYTHON)
+    set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  endif()
 endfunction()

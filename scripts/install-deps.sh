@@ -11,6 +11,9 @@ pkgs=(
   libboost-graph-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev
+  # the Python module (python/, docs/python.md): pybind11, its tests, pip install into a venv
+  python3-dev pybind11-dev python3-pytest python3-pandas
+  python3-venv python3-pip python3-setuptools python3-wheel
 )
 if [[ "${1:-}" == "--notebooks" ]]; then
   pkgs+=(jupyter-nbconvert python3-nbconvert python3-nbformat python3-ipykernel python3-matplotlib python3-pandas)

@@ -22,6 +22,7 @@ ALLOWED = {
     "executor": {"model", "plan", "executor"},
     "calib": {"model", "calib", "executor"},  # only executor/nccl/ (rule below)
     "cli": {"model", "plan", "sim", "planner", "executor", "calib", "cli"},
+    "python": {"model", "plan", "sim", "planner", "executor", "cli"},  # the Python module, over the CLI's results
 }
 # planner/ files that may include sim/: the search step, which simulates candidates.
 PLANNER_SIM_FILES = {"planner/search.cc"}
