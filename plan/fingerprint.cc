@@ -95,9 +95,10 @@ std::string KeyText(const Plan& p, const PieceKey& k) {
   return fmt::format("'{}' {}", name, box);
 }
 
-// "GPU 3 holds ... but ...": the first piece where two sorted lists differ.
+// The first piece where two sorted lists differ: "'t' [0, 8) x [0, 4) is missing".
 std::string FirstDifference(const Plan& p, const std::vector<PieceKey>& held, const std::vector<PieceKey>& wanted) {
   auto [h, w] = std::mismatch(held.begin(), held.end(), wanted.begin(), wanted.end());
+  if (h == held.end() && w == wanted.end()) return "the same pieces as that rank, given to more GPUs than ranks hold them";
   if (w != wanted.end() && (h == held.end() || *w < *h)) return fmt::format("{} is missing", KeyText(p, *w));
   return fmt::format("{} is not in the scenario's layout there", KeyText(p, *h));
 }

@@ -187,6 +187,16 @@ TEST(PlanScenarioProblems, DestinationPiecesMustBeTheScenarios) {
     p.destinations.push_back(c);
   }
   EXPECT_THAT(PlanScenarioProblems(p, free), ElementsAre(HasSubstr("destinations on GPU 1: ")));
+  p = WithDestinations(free);
+  std::vector<ContentPiece> rank1;
+  for (const ContentPiece& c : p.destinations)
+    if (c.buffer == 1) rank1.push_back(c);
+  p.destinations = rank1;
+  for (ContentPiece c : rank1) {  // rank 1's shard on both GPUs: found on GPU 0, once too often on GPU 1
+    c.buffer = 0;
+    p.destinations.push_back(c);
+  }
+  EXPECT_THAT(PlanScenarioProblems(p, free), ElementsAre(HasSubstr("given to more GPUs than ranks hold them")));
   const Plan twice = WithDestinations(free, {0, 0});  // both shards on GPU 0, none on GPU 1
   EXPECT_THAT(PlanScenarioProblems(twice, free), Not(IsEmpty()));
 }
