@@ -3,7 +3,6 @@
 // scenario from the framework's own configuration (model/import.h), with the
 // origin of every value in a comment and the assumptions listed. Without -o
 // the scenario goes to stdout.
-#include <fstream>
 #include <memory>
 #include <iostream>
 #include <string>
@@ -18,6 +17,7 @@
 #include "cli/inputs.h"
 #include "model/error.h"
 #include "model/import.h"
+#include "model/output_file.h"
 
 namespace reshard::cli {
 
@@ -33,10 +33,7 @@ struct ImportCmdOptions {
 
 void Report(const ImportCmdOptions& o, const ImportResult& r) {
   if (!o.output.empty()) {
-    std::ofstream out(o.output, std::ios::binary | std::ios::trunc);
-    out << r.yaml;
-    out.close();
-    if (!out) throw InputError(o.output, "", "could not write the scenario");
+    WriteFileAtomically(o.output, r.yaml);  // a temporary file renamed over -o once whole
   }
   if (o.json) {
     nlohmann::json j;
@@ -93,7 +90,7 @@ void RegisterImportCommand(CLI::App& app) {
     verb->add_option("overrides", opts->overrides, fmt::format("KEY=VALUE overrides, as on {}'s command line", framework));
     AddCommon(verb, *opts, true);
     verb->callback([opts, importer] {
-      CheckOutputPath(opts->output, "-o");
+      CheckOutputPath(opts->output, "-o", {opts->input, opts->import.hf_config});
       opts->import.output_path = opts->output;
       opts->import.overrides = opts->overrides;
       Report(*opts, importer(opts->input, opts->import));
@@ -111,7 +108,7 @@ void RegisterImportCommand(CLI::App& app) {
                        "vLLM on this many GPUs after the trainer's (default: colocated)")
       ->check(CLI::PositiveNumber);
   megatron->callback([opts, megatron] {
-    CheckOutputPath(opts->output, "-o");
+    CheckOutputPath(opts->output, "-o", {opts->import.hf_config});
     opts->import.output_path = opts->output;
     Report(*opts, ImportMegatron(megatron->remaining(), opts->import));
   });

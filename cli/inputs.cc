@@ -73,6 +73,7 @@ Plan CheckPlanFile(Plan p, const std::string& path, const Scenario* s) {
       const std::string& first = problems.front();
       const char* field = first.rfind("made for cluster", 0) == 0                                  ? "cluster_fingerprint"
                           : first.rfind("tensors", 0) == 0 || first.rfind("the plan has", 0) == 0 ? "tensors"
+                          : first.rfind("destinations", 0) == 0                                   ? "destinations"
                                                                                                   : "scenario_fingerprint";
       throw InputError(path, field,
                        fmt::format("not a plan for scenario '{}' ({}), refused before any work: {}", s->name, s->path,

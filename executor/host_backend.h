@@ -28,6 +28,7 @@
 // GPU speed).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "executor/backend.h"
@@ -39,6 +40,11 @@ struct HostBackendOptions {
   double timeout_s = 60;            // longest wait for a message or a dependency
   unsigned char poison = 0xA5;      // byte new allocations are filled with
   FaultInjection fault;             // tests and drills: this GPU throws at this op (backend.h)
+  // Tests only: a receive op for which this returns true takes its message
+  // but writes none of it, as a broken transport or executor would, so a plan
+  // that passes Verify ends with wrong destination bytes and the executor's
+  // byte check must say so. Called on worker threads: keep it pure.
+  std::function<bool(const Plan& plan, int32_t op)> lose_receive;
 };
 
 std::unique_ptr<Backend> MakeHostBackend(const HostBackendOptions& options = {});

@@ -4,8 +4,11 @@
 // on: the cluster (fingerprint; the differing fields are named), the tensors
 // (recomputed from the plan itself, so hand-edited sizes show even when the
 // plan is still self-consistent and passes Verify) and the recorded
-// ScenarioFingerprint (layouts and GPU lists). O(tensors + cluster fields).
+// ScenarioFingerprint (layouts and GPU lists), then the plan's destination
+// pieces against the scenario's destination layout (DestinationPieceProblems).
+// O(tensors + cluster fields + P log P) for P destination pieces.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/layout.h"
 #include "model/scenario.h"
 #include "plan/plan.h"
 
@@ -72,6 +76,129 @@ std::string ShapeText(const Shape& s) {
   return t + "]";
 }
 
+// What a destination piece is, independent of where the plan put it in memory:
+// the tensor, the box and the element strides (the local layout's order).
+struct PieceKey {
+  int32_t tensor = -1;
+  Box box;
+  Extents stride{0, 0, 1};
+  friend auto operator<=>(const PieceKey&, const PieceKey&) = default;
+  friend bool operator==(const PieceKey&, const PieceKey&) = default;
+};
+
+std::string KeyText(const Plan& p, const PieceKey& k) {
+  std::string box;
+  for (int d = 0; d < k.box.ndim; ++d) box += fmt::format("{}[{}, {})", d == 0 ? "" : " x ", k.box.lo[d], k.box.hi[d]);
+  const std::string name = k.tensor >= 0 && k.tensor < static_cast<int32_t>(p.tensors.size())
+                               ? p.tensors[k.tensor].name
+                               : fmt::format("tensor {}", k.tensor);
+  return fmt::format("'{}' {}", name, box);
+}
+
+// The first piece where two sorted lists differ: "'t' [0, 8) x [0, 4) is missing".
+std::string FirstDifference(const Plan& p, const std::vector<PieceKey>& held, const std::vector<PieceKey>& wanted) {
+  auto [h, w] = std::mismatch(held.begin(), held.end(), wanted.begin(), wanted.end());
+  if (h == held.end() && w == wanted.end()) return "the same pieces as that rank, given to more GPUs than ranks hold them";
+  if (w != wanted.end() && (h == held.end() || *w < *h)) return fmt::format("{} is missing", KeyText(p, *w));
+  return fmt::format("{} is not in the scenario's layout there", KeyText(p, *h));
+}
+
+// The destination pieces the executor checks byte by byte must be the ones the
+// scenario's destination layout asks for, so a plan whose destination list was
+// edited (pieces dropped, moved to another GPU, boxes changed) cannot verify a
+// refit the user did not ask for. Each GPU's pieces, sorted, must equal the
+// shard of the destination rank on it (with placement 'auto' the planner may
+// permute ranks over the destination GPUs: each GPU's pieces must then be one
+// rank's shard, each shard used as often as ranks hold it). Where the plan put
+// a piece in memory (buffer, offset) is the plan's choice; Verify checks it.
+// O(P log P) time for P destination pieces, one index per piece of memory.
+std::vector<std::string> DestinationPieceProblems(const Plan& p, const Scenario& s) {
+  std::vector<std::string> out;
+  const Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
+  const int32_t gpus = std::max(s.cluster.Gpus(), p.Gpus());
+  std::vector<std::vector<PieceKey>> shard_keys(dst.shards.size());
+  for (size_t k = 0; k < dst.shards.size(); ++k) {
+    for (const Piece& pc : dst.shards[k].pieces) shard_keys[k].push_back({pc.tensor, pc.box, pc.stride});
+    std::sort(shard_keys[k].begin(), shard_keys[k].end());
+  }
+  std::vector<std::vector<int32_t>> ranks_on(gpus);
+  bool distinct = true;
+  for (int32_t r = 0; r < dst.Ranks() && r < static_cast<int32_t>(s.destination_gpus.size()); ++r) {
+    const int32_t g = s.destination_gpus[r];
+    if (g < 0 || g >= gpus) continue;
+    distinct = distinct && ranks_on[g].empty();
+    ranks_on[g].push_back(r);
+  }
+  // Plan pieces by GPU (indices only; keys are built one GPU at a time).
+  std::vector<std::vector<int32_t>> pieces_on(gpus);
+  for (size_t i = 0; i < p.destinations.size(); ++i) {
+    const int32_t b = p.destinations[i].buffer;
+    if (b < 0 || b >= static_cast<int32_t>(p.buffers.size())) continue;  // Verify names it
+    const int32_t g = p.buffers[b].gpu;
+    if (g >= 0 && g < gpus) pieces_on[g].push_back(static_cast<int32_t>(i));
+  }
+  auto held_on = [&](int32_t g) {
+    std::vector<PieceKey> keys;
+    keys.reserve(pieces_on[g].size());
+    for (int32_t i : pieces_on[g]) {
+      const ContentPiece& c = p.destinations[i];
+      keys.push_back({c.tensor, c.box, c.stride_elems});
+    }
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  };
+  auto report = [&](std::string what) {
+    if (out.size() < kMaxListed) out.push_back(std::move(what));
+    else if (out.size() == kMaxListed) out.push_back("... and more destination pieces differ");
+  };
+  if (!s.destination_placement_free || !distinct) {
+    // Fixed placement (or GPUs listed twice): GPU g holds the shards of the ranks on it.
+    for (int32_t g = 0; g < gpus && out.size() <= kMaxListed; ++g) {
+      if (pieces_on[g].empty() && ranks_on[g].empty()) continue;
+      std::vector<PieceKey> wanted;
+      for (int32_t r : ranks_on[g]) {
+        const auto& k = shard_keys[dst.rank_shard[r]];
+        wanted.insert(wanted.end(), k.begin(), k.end());
+      }
+      if (ranks_on[g].size() > 1) std::sort(wanted.begin(), wanted.end());
+      const std::vector<PieceKey> held = held_on(g);
+      if (held != wanted)
+        report(fmt::format("destinations on GPU {}: {} pieces where the scenario's destination layout puts {}; {}", g,
+                           held.size(), wanted.size(), FirstDifference(p, held, wanted)));
+    }
+    return out;
+  }
+  // Placement 'auto': each destination GPU holds one rank's shard.
+  std::vector<int32_t> left(dst.shards.size(), 0);
+  for (int32_t r = 0; r < dst.Ranks(); ++r) ++left[dst.rank_shard[r]];
+  std::map<std::pair<size_t, PieceKey>, std::vector<int32_t>> by_first;  // (size, first key) -> shards
+  for (size_t k = 0; k < shard_keys.size(); ++k)
+    by_first[{shard_keys[k].size(), shard_keys[k].empty() ? PieceKey{} : shard_keys[k].front()}].push_back(
+        static_cast<int32_t>(k));
+  for (int32_t g = 0; g < gpus && out.size() <= kMaxListed; ++g) {
+    if (pieces_on[g].empty() && ranks_on[g].empty()) continue;
+    const std::vector<PieceKey> held = held_on(g);
+    if (ranks_on[g].empty()) {
+      report(fmt::format("destinations on GPU {}: {} pieces, but GPU {} is not a destination GPU of the scenario", g,
+                         held.size(), g));
+      continue;
+    }
+    int32_t found = -1;
+    if (auto it = by_first.find({held.size(), held.empty() ? PieceKey{} : held.front()}); it != by_first.end())
+      for (int32_t k : it->second)
+        if (left[k] > 0 && shard_keys[k] == held) found = k;
+    if (found >= 0) {
+      --left[found];
+      continue;
+    }
+    const auto& own = shard_keys[dst.rank_shard[ranks_on[g].front()]];
+    report(fmt::format("destinations on GPU {}: {} pieces that are no destination rank's shard (or one more time "
+                       "than ranks hold it); against the rank the scenario places there: {}",
+                       g, held.size(), FirstDifference(p, held, own)));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> PlanScenarioProblems(const Plan& p, const Scenario& s) {
@@ -123,6 +250,11 @@ std::vector<std::string> PlanScenarioProblems(const Plan& p, const Scenario& s) 
     out.push_back(fmt::format("scenario_fingerprint {} does not match scenario '{}' (fingerprint {}): the layouts, "
                               "dtypes or GPU lists differ",
                               p.scenario_fingerprint, s.name, fp));
+  // 4. The destination pieces the run will check (only once the rest matches:
+  //    a plan for another layout has already been named).
+  if (out.empty()) {
+    for (std::string& d : DestinationPieceProblems(p, s)) out.push_back(std::move(d));
+  }
   return out;
 }
 

@@ -83,6 +83,7 @@ class MegatronBuilder {
     dst_ = MakeDestinationLayout(s_.model, s_.destination, s_.destination_dtype, s_.path);
     elem_bytes_ = DTypeBytes(s_.dtype);
     ts_ = BuildTransferSet(s_.model, src_, dst_);
+    CheckPlanFragments(dst_, ts_, s_.path);  // before anything of the plan's size
     src_buffers_ = LayoutBuffers(src_);
     dst_buffers_ = LayoutBuffers(dst_);
     mem_ = MemoryAtStart(s_, src_);

@@ -50,6 +50,7 @@ Problem::Problem(const Scenario& s) : scenario(s) {
   dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
   elem_bytes = DTypeBytes(s.dtype);
   transfer_set = BuildTransferSet(s.model, src, dst);
+  CheckPlanFragments(dst, transfer_set, s.path);  // before anything of the plan's size
   dst_gpu = PlaceDestinations(s, src, dst, transfer_set);
   choice = ChooseSources(s, src, dst, transfer_set, dst_gpu);
   src_buffers = LayoutBuffers(src);

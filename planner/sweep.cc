@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "model/layout.h"
 #include "planner/planner.h"
+#include "planner/transfer_set.h"
 
 namespace reshard {
 
@@ -169,6 +171,12 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
   for (double f : g.offload_fractions)
     if (!(f >= 0 && f <= 1))
       throw InputError("<cli>", "--offload", fmt::format("offload fraction {} is outside [0, 1]", f));
+  {
+    // Too large to plan is the same answer at every grid point: say it once (exit 2).
+    const Layout src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
+    const Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
+    CheckPlanFragments(dst, BuildTransferSet(s.model, src, dst), s.path);
+  }
   for (int32_t d : g.nvlink_domain_nodes)
     if (!ValidDomain(s.cluster, d))
       throw InputError("<cli>", "--domains",

@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "model/error.h"
 
 namespace reshard {
@@ -210,6 +212,25 @@ class Builder {
 
 TransferSet BuildTransferSet(const ModelSpec& model, const Layout& source, const Layout& destination) {
   return Builder(model, source, destination).Run();
+}
+
+int64_t DestinationFragments(const Layout& destination, const TransferSet& ts) {
+  int64_t total = 0;
+  for (int32_t r = 0; r < destination.Ranks(); ++r)
+    total += static_cast<int64_t>(ts.shard_fragments[destination.rank_shard[r]].size());
+  return total;
+}
+
+void CheckPlanFragments(const Layout& destination, const TransferSet& ts, const std::string& file) {
+  const int64_t fragments = DestinationFragments(destination, ts);
+  if (fragments <= kMaxPlanFragments) return;
+  const double gib = static_cast<double>(fragments) * kPlanBytesPerFragment / double(int64_t{1} << 30);
+  throw InputError(
+      file, "destination",
+      fmt::format("{} destination ranks would receive {} (rank, fragment) pieces in all, more than the {} reshard "
+                  "plans (about {:.0f} GiB to plan at ~{} bytes a piece); plan fewer "
+                  "data-parallel replicas (replicas laid out alike on their own nodes refit alike)",
+                  destination.Ranks(), fragments, kMaxPlanFragments, gib, kPlanBytesPerFragment));
 }
 
 }  // namespace reshard

@@ -594,9 +594,12 @@ class NcclBackend final : public Backend {
 
   // Reserves, per GPU, the plan's device peak (pool.h GrowPool): the pool
   // keeps it (release threshold = max) and carves the run's buffers out of it.
+  // The reserved memory is poisoned here, in Begin, before the clock starts,
+  // so staging and destination buffers allocated during the run start out
+  // poisoned without a memset inside the timed run.
   void WarmPool(const Plan& plan) {
     const std::vector<int64_t> peak = PlanDevicePeakBytes(plan, [this](int32_t gpu) { return IsLocal(gpu); });
-    for (auto& g : gpus_state_) GrowPool(g->pool, g->device, peak[g->gpu], g->streams[0]);
+    for (auto& g : gpus_state_) GrowPool(g->pool, g->device, peak[g->gpu], g->streams[0], kPoison);
   }
 
   // Communicators and streams of the GPUs this backend drove.

@@ -26,7 +26,9 @@ struct NcclBackendOptions {
   // allocation of the timed run waits for the driver to map fresh memory
   // (about 2 ms per GB on H200, synchronous on the issuing thread). A refit
   // runs every training step and finds its memory mapped; false times the
-  // growth too.
+  // growth too. The grown memory is poisoned before the clock starts (pool.h
+  // GrowPool); with false, buffers allocated during the run get fresh memory
+  // from the driver, unpoisoned (preexisting buffers are poisoned either way).
   bool warm_pool = true;
   // Thread blocks per SM of the copy kernel; the copy grid is SMs x
   // copy_blocks_per_sm blocks. One block of 8 warps, each with eight 16-byte

@@ -57,12 +57,15 @@ std::vector<int64_t> PlanDevicePeakBytes(const Plan& plan, const std::function<b
   return peak;
 }
 
-void GrowPool(cudaMemPool_t pool, int device, int64_t peak_bytes, cudaStream_t stream) {
+void GrowPool(cudaMemPool_t pool, int device, int64_t peak_bytes, cudaStream_t stream, unsigned char poison) {
+  RESHARD_GPU(cudaSetDevice(device));
+  RESHARD_GPU(cudaStreamSynchronize(stream));
+  RESHARD_GPU(cudaMemPoolTrimTo(pool, 0));  // unused memory of an earlier run goes back, unpoisoned
   const int64_t want = peak_bytes - PoolReservedBytes(pool);
   if (want <= 0) return;
-  RESHARD_GPU(cudaSetDevice(device));
   void* block = nullptr;
   RESHARD_GPU(cudaMallocAsync(&block, static_cast<size_t>(want), stream));
+  RESHARD_GPU(cudaMemsetAsync(block, poison, static_cast<size_t>(want), stream));
   RESHARD_GPU(cudaFreeAsync(block, stream));
   RESHARD_GPU(cudaStreamSynchronize(stream));
 }

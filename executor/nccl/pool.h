@@ -37,11 +37,16 @@ void ResetPoolHighWater(cudaMemPool_t pool);
 // issue order.
 std::vector<int64_t> PlanDevicePeakBytes(const Plan& plan, const std::function<bool(int32_t)>& is_local);
 
-// Grows `pool` to `peak_bytes` before timing, as one block allocated and freed
-// again on `stream` (the pool keeps it), so no allocation of the timed run
-// waits for the driver to map fresh memory. A run that needs more
-// (fragmentation, no reuse across streams without a dependency) still grows
-// the pool, and the sampled peak shows it.
-void GrowPool(cudaMemPool_t pool, int device, int64_t peak_bytes, cudaStream_t stream);
+// Grows `pool` to `peak_bytes` before timing, as one block allocated, filled
+// with `poison` and freed again on `stream` (the pool keeps it), so no
+// allocation of the timed run waits for the driver to map fresh memory, and
+// no buffer carved from that memory starts out holding bytes of an earlier
+// run (a staging or destination buffer that is read before it is written then
+// shows the poison, not stale right answers). The pool's unused memory is
+// trimmed first, so what it holds afterwards is that one poisoned block. A
+// run that needs more (fragmentation, no reuse across streams without a
+// dependency) still grows the pool, unpoisoned, and the sampled peak shows it.
+// Synchronises `stream`: call it before the clock starts.
+void GrowPool(cudaMemPool_t pool, int device, int64_t peak_bytes, cudaStream_t stream, unsigned char poison);
 
 }  // namespace reshard

@@ -481,6 +481,12 @@ TEST(PlansFromElsewhere, HandEditsAreRefused) {
   r = Reshard({"run", unstamped, "--scenario", kTiny, "--save-plan", out});
   ExpectRefused(r, "no fingerprint", "scenario_fingerprint: not a plan for scenario", out);
   EXPECT_THAT(r.err, HasSubstr("scenario_fingerprint is missing"));
+  // A destination piece dropped (fingerprint intact): the pieces the run would
+  // check are no longer the scenario's destination layout.
+  const std::string dropped = edited("dropped.json", [](json& j) { j["destinations"].erase(0); });
+  r = Reshard({"run", dropped, "--scenario", kTiny, "--save-plan", out});
+  ExpectRefused(r, "dropped destination", "destinations: not a plan for scenario", out);
+  EXPECT_THAT(r.err, HasSubstr("is missing"));
   // An op removed.
   const std::string removed = edited("removed.json", [&](json& j) { j["ops"].erase(send); });
   r = Reshard({"simulate", removed, "--trace", out});

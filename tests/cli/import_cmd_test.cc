@@ -117,4 +117,36 @@ TEST(ImportCmd, BadInputExits2NamingTheField) {
   EXPECT_THAT(r.err, HasSubstr("--tensor-model-parallel-size: 8 GPUs are not a multiple of tp x cp x pp = 3"));
 }
 
+// -o is written like every other output: whole or not at all, never over the
+// recipe it reads; a failed import leaves an existing file untouched.
+TEST(ImportCmd, OutputIsAtomicAndNeverAnInput) {
+  const std::string recipe = kImport + "grpo_llama8b_megatron.yaml";
+  const std::string path = TempPath("atomic.yaml");
+  {
+    std::ofstream(path) << "previous contents\n";
+  }
+  auto r = Reshard({"import", "nemo-rl", kImport + "grpo_dsv3_megatron.yaml", "-o", path});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(ReadText(path), "previous contents\n");
+  r = Reshard({"import", "nemo-rl", recipe, "-o", path});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(ReadText(path), HasSubstr("Imported by `reshard import nemo-rl`"));
+  // No temporary file left beside the output.
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find("." + std::filesystem::path(path).filename().string() + ".tmp"),
+              std::string::npos)
+        << e.path();
+  std::filesystem::remove(path);
+
+  const std::string copy = TempPath("recipe.yaml");
+  std::filesystem::copy_file(recipe, copy, std::filesystem::copy_options::overwrite_existing);
+  const std::string before = ReadText(copy);
+  r = Reshard({"import", "nemo-rl", copy, "-o", copy});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("is an input of this command"));
+  EXPECT_EQ(ReadText(copy), before);
+  std::filesystem::remove(copy);
+}
+
 }  // namespace

@@ -64,6 +64,21 @@ int main() {
     // A missing transfer is refused by Verify (destination coverage) before anything runs.
     four.drop = {0, 3};
     if (root) Expect(!Verify(testplans::ExchangePlan(four)).ok(), "missing transfer refused by Verify");
+
+    // A transfer lost at run time across processes is caught by the byte check
+    // on the receiving rank and reported by rank 0.
+    four.drop = {-1, -1};
+    HostBackendOptions lossy = ho;
+    lossy.lose_receive = testplans::LoseReceive("exchange", 0, 3);
+    auto lossy_backend = MakeHostBackend(lossy);
+    m = Execute(testplans::ExchangePlan(four), *lossy_backend);
+    if (root) {
+      Expect(!m.verified, "lost transfer caught");
+      Expect(m.mismatch_count == 4 * 24, "all elements of the lost block counted");
+      Expect(!m.mismatches.empty() && m.mismatches[0].gpu == 3 && m.mismatches[0].index == 0 &&
+                 m.mismatches[0].tensor == "model.embed_tokens.weight",
+             "mismatch names tensor, GPU and index");
+    }
     if (root) std::printf("executor_mpi_test: %s (%d failures)\n", failures == 0 ? "ok" : "FAILED", failures);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "executor_mpi_test: %s\n", e.what());

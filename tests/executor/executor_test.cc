@@ -273,11 +273,32 @@ TEST(HostExecutor, MissingTransferIsCaughtWithTensorAndIndex) {
   testplans::ExchangeOptions o;
   o.gpus = 4;
   o.drop = {2, 1};  // GPU 1 never receives row block 2
-  const Plan p = testplans::ExchangePlan(o);
-  // Verify proves destination coverage, so the plan is refused before it runs.
-  const VerifyResult v = Verify(p);
+  // Verify proves destination coverage, so such a plan is refused before it runs.
+  const VerifyResult v = Verify(testplans::ExchangePlan(o));
   ASSERT_FALSE(v.ok());
   EXPECT_NE(v.problems[0].find("is never written"), std::string::npos) << v.problems[0];
+
+  // The same loss at run time (the plan is right, the bytes never arrive) is
+  // the executor's byte check's to catch.
+  o.drop = {-1, -1};
+  const Plan p = testplans::ExchangePlan(o);
+  ASSERT_TRUE(Verify(p).ok());
+  HostBackendOptions ho;
+  ho.lose_receive = testplans::LoseReceive("exchange", 2, 1);
+  auto backend = MakeHostBackend(ho);
+  ExecOptions opt;
+  opt.max_mismatches = 5;
+  const Measurement m = Execute(p, *backend, opt);
+  EXPECT_FALSE(m.verified);
+  const int64_t block_elems = 16 / 4 * 24;
+  EXPECT_EQ(m.mismatch_count, block_elems);
+  ASSERT_EQ(m.mismatches.size(), 5u);
+  EXPECT_EQ(m.mismatches[0].tensor, "model.embed_tokens.weight");
+  EXPECT_EQ(m.mismatches[0].index, 2 * block_elems);  // first element of block 2
+  EXPECT_EQ(m.mismatches[0].gpu, 1);
+  EXPECT_EQ(m.mismatches[0].got, 0xA5A5u);  // the poison of a never-written allocation
+  EXPECT_EQ(m.mismatches[4].index, 2 * block_elems + 4);
+  EXPECT_EQ(m.checked_elements, 4 * 16 * 24);
 }
 
 // A backend that only counts calls: proves refusal happens before any work.
@@ -439,12 +460,17 @@ TEST(Measurement, TimeFromTheCallAndGpuSpan) {
 }
 
 TEST(HostExecutor, BackendRunsSeveralPlansInSequence) {
-  auto backend = MakeHostBackend();
+  HostBackendOptions ho;
+  ho.lose_receive = testplans::LoseReceive("pack-send-unpack", 0, 1);  // this plan's one transfer is lost
+  auto backend = MakeHostBackend(ho);
   EXPECT_TRUE(Execute(testplans::ExchangePlan(), *backend).verified);
   EXPECT_TRUE(Execute(testplans::OffloadReloadPlan(), *backend).verified);
   testplans::PackOptions bad;
   bad.drop_transfer = true;
   EXPECT_FALSE(Verify(testplans::PackSendUnpackPlan(bad)).ok());  // refused before it runs
+  const Measurement m = Execute(testplans::PackSendUnpackPlan(), *backend);  // runs; its bytes never arrive
+  EXPECT_FALSE(m.verified);
+  EXPECT_EQ(m.mismatch_count, 16 * 16);
   EXPECT_TRUE(Execute(testplans::ExchangePlan(), *backend).verified);
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -243,6 +244,15 @@ inline Plan ExchangePlan(const ExchangeOptions& o = {}) {
                  {alloc[to]});
     }
   return b.Build();
+}
+
+// For HostBackendOptions::lose_receive: true for the receive on GPU `to` of
+// the transfer from GPU `from` in a plan named `plan_name`.
+inline std::function<bool(const Plan&, int32_t)> LoseReceive(std::string plan_name, int32_t from, int32_t to) {
+  return [=](const Plan& p, int32_t op) {
+    const Op& o = p.ops[op];
+    return p.name == plan_name && o.kind == OpKind::kRecv && o.gpu == to && o.peer == from;
+  };
 }
 
 // Optimizer offload and reload on GPU 0: the fp32 state O [rows, cols] goes

@@ -6,16 +6,19 @@
 #include <gtest/gtest.h>
 
 #include "model/error.h"
+#include "model/layout.h"
 #include "model/scenario.h"
 #include "plan/plan.h"
 
 namespace reshard {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 
 const char* kBase = R"(name: fp
 model: tiny-llama
@@ -44,6 +47,25 @@ Plan PlanFor(const Scenario& s) {
   p.cluster_fingerprint = s.cluster.Fingerprint();
   for (const TensorSpec& t : s.model.tensors) p.tensors.push_back({t.name, t.shape, s.dtype});
   p.scenario_fingerprint = ScenarioFingerprint(s);
+  return p;
+}
+
+// PlanFor(s) plus the destination pieces of s's destination layout, rank r's
+// on GPU gpu_of_rank[r] (default: the scenario's placement), one buffer per
+// rank (where a piece sits in memory is not what PlanScenarioProblems checks).
+Plan WithDestinations(const Scenario& s, std::vector<int32_t> gpu_of_rank = {}) {
+  Plan p = PlanFor(s);
+  const Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype);
+  if (gpu_of_rank.empty()) gpu_of_rank = s.destination_gpus;
+  for (int32_t r = 0; r < dst.Ranks(); ++r) {
+    PlanBuffer b;
+    b.id = static_cast<int32_t>(p.buffers.size());
+    b.gpu = gpu_of_rank[r];
+    b.bytes = dst.RankBytes(r);
+    p.buffers.push_back(b);
+    for (const Piece& pc : dst.ShardOf(r).pieces)
+      p.destinations.push_back(ContentPiece{b.id, pc.tensor, pc.box, pc.offset, pc.stride});
+  }
   return p;
 }
 
@@ -80,7 +102,7 @@ TEST(ScenarioFingerprint, ChangesWithClusterModelDtypeLayoutsAndGpus) {
 
 TEST(PlanScenarioProblems, NoneForItsOwnScenario) {
   const Scenario s = Parse(kBase);
-  EXPECT_THAT(PlanScenarioProblems(PlanFor(s), s), IsEmpty());
+  EXPECT_THAT(PlanScenarioProblems(WithDestinations(s), s), IsEmpty());
   // A plan without a scenario fingerprint cannot prove its layouts: refused.
   Plan old = PlanFor(s);
   old.scenario_fingerprint.clear();
@@ -127,6 +149,56 @@ TEST(PlanScenarioProblems, AnotherLayoutShowsInTheFingerprint) {
   const Scenario tp2 = Parse(With("destination: {tp: 1, dp: 2, gpus: all}", "destination: {tp: 2, dp: 1, gpus: all}"));
   EXPECT_THAT(PlanScenarioProblems(PlanFor(s), tp2),
               ElementsAre(HasSubstr("the layouts, dtypes or GPU lists differ")));
+}
+
+// The destination pieces the run checks byte by byte are the scenario's: a
+// plan whose destination list was edited (a piece dropped, a box changed, a
+// shard on the wrong GPU) is refused, even with the right fingerprint.
+TEST(PlanScenarioProblems, DestinationPiecesMustBeTheScenarios) {
+  const Scenario s = Parse(kBase);  // tiny-llama, destination tp 1 dp 2: one shard on both GPUs
+  Plan p = WithDestinations(s);
+  p.destinations.pop_back();
+  EXPECT_THAT(PlanScenarioProblems(p, s), ElementsAre(HasSubstr("destinations on GPU 1: ")));
+  EXPECT_THAT(PlanScenarioProblems(p, s)[0], HasSubstr("is missing"));
+  p = WithDestinations(s);
+  p.destinations[0].box.hi[0] -= 1;
+  EXPECT_THAT(PlanScenarioProblems(p, s),
+              ElementsAre(AllOf(HasSubstr("destinations on GPU 0: "), HasSubstr("'" + p.tensors[0].name + "'"))));
+  p = WithDestinations(s);
+  p.destinations.clear();  // a plan that checks nothing verifies nothing
+  EXPECT_EQ(PlanScenarioProblems(p, s).size(), 2u);
+
+  // Destination tp 2: two different shards. Fixed placement: rank r on GPU r.
+  const Scenario fixed = Parse(With("destination: {tp: 1, dp: 2, gpus: all}",
+                                    "destination: {tp: 2, dp: 1, gpus: all, placement: fixed}"));
+  EXPECT_THAT(PlanScenarioProblems(WithDestinations(fixed), fixed), IsEmpty());
+  EXPECT_THAT(PlanScenarioProblems(WithDestinations(fixed, {1, 0}), fixed),
+              ElementsAre(HasSubstr("destinations on GPU 0"), HasSubstr("destinations on GPU 1")));
+  // Placement auto: the planner may swap the ranks, not give one shard twice.
+  const Scenario free = Parse(With("destination: {tp: 1, dp: 2, gpus: all}", "destination: {tp: 2, dp: 1, gpus: all}"));
+  EXPECT_THAT(PlanScenarioProblems(WithDestinations(free, {1, 0}), free), IsEmpty());
+  p = WithDestinations(free);
+  std::vector<ContentPiece> rank0;
+  for (const ContentPiece& c : p.destinations)
+    if (c.buffer == 0) rank0.push_back(c);
+  p.destinations = rank0;
+  for (ContentPiece c : rank0) {  // rank 0's shard on both GPUs
+    c.buffer = 1;
+    p.destinations.push_back(c);
+  }
+  EXPECT_THAT(PlanScenarioProblems(p, free), ElementsAre(HasSubstr("destinations on GPU 1: ")));
+  p = WithDestinations(free);
+  std::vector<ContentPiece> rank1;
+  for (const ContentPiece& c : p.destinations)
+    if (c.buffer == 1) rank1.push_back(c);
+  p.destinations = rank1;
+  for (ContentPiece c : rank1) {  // rank 1's shard on both GPUs: found on GPU 0, once too often on GPU 1
+    c.buffer = 0;
+    p.destinations.push_back(c);
+  }
+  EXPECT_THAT(PlanScenarioProblems(p, free), ElementsAre(HasSubstr("given to more GPUs than ranks hold them")));
+  const Plan twice = WithDestinations(free, {0, 0});  // both shards on GPU 0, none on GPU 1
+  EXPECT_THAT(PlanScenarioProblems(twice, free), Not(IsEmpty()));
 }
 
 TEST(PlanVerify, BufferLargerThanItsMemoryIsRefused) {

@@ -15,6 +15,7 @@
 #include "model/error.h"
 #include "model/scenario.h"
 #include "planner/assign.h"
+#include "planner/baseline_plan.h"
 #include "plan/plan.h"
 #include "planner/planner.h"
 #include "planner/rounds.h"
@@ -379,6 +380,32 @@ TEST(Planner, OverfullSourceOnlyGpuIsInfeasible) {
 TEST(Planner, DtypeConversionIsRefused) {
   const Scenario s = FromYaml(Yaml("tiny-llama", "h200-x2", "{tp: 2}", "{tp: 1, dp: 2, dtype: fp8_e4m3}"));
   EXPECT_THROW(MakePlan(s), InputError);
+}
+
+// A valid scenario too large to plan (llama3-8b on 65,536 GPUs: 63.6 million
+// (rank, fragment) pieces) is refused at once, naming the count and the
+// limit, before anything of the plan's size is allocated (was: bad_alloc).
+TEST(Planner, TooManyFragmentsIsRefusedBeforePlanning) {
+  const Scenario s = ParseScenario(R"(name: huge
+model: llama3-8b
+cluster: {preset: dgx-h200, nodes: 8192}
+source: {tp: 8, dp: 8192, gpus: all}
+destination: {tp: 2, dp: 32768, gpus: all}
+)",
+                                   "huge.yaml");
+  for (int baseline = 0; baseline < 2; ++baseline) {
+    try {
+      if (baseline == 0) MakePlan(s);
+      else MakeMegatronPlan(s);
+      ADD_FAILURE() << "planned";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("huge.yaml: destination: 65536 destination ranks would receive 63569920 (rank, fragment) "
+                          "pieces in all, more than the 8388608 reshard plans"),
+                std::string::npos)
+          << what;
+    }
+  }
 }
 
 
