@@ -68,6 +68,9 @@ struct PlannerOptions {
   std::optional<double> offload_fraction;
   std::optional<bool> destination_per_layer;
   std::optional<bool> source_to_host;
+  // Relays over NVLink (Problem::AddRelays): unset, planned with and without
+  // and kept if predicted faster; true: always (where any); false: never.
+  std::optional<bool> relays;
   // Predict with the simulator (false: the planner's own per-port estimate).
   bool simulate = true;
   // Plans with at most this many (destination rank, fragment) pairs choose
@@ -91,6 +94,7 @@ struct PlanStats {
   int64_t local_copy_ops = 0;
   int64_t fragments = 0;        // (destination rank, fragment) pairs
   int64_t ops = 0;
+  int64_t relayed_bytes = 0;    // received over NVLink from a destination GPU that got them over the network
   std::vector<int64_t> planned_peak_bytes;  // per GPU: the planner's bound on device memory
   std::string predicted_by;     // "simulator" or "port model"
 };
