@@ -7,7 +7,10 @@
 //     on GPUs to maximise bytes already there; every fragment gets one source:
 //     same GPU, else NVLink, else network, balancing senders' ports.
 //  3. Problem setup (planner/problem.h): the above, the plan-buffer layout
-//     (planner/buffer_layout.h) and the fragments in sender order, built once.
+//     (planner/buffer_layout.h) and the fragments in sender order, built once;
+//     optionally relays (Problem::AddRelays): a box that several GPUs of one
+//     NVLink domain receive over the network goes to one of them, which sends
+//     it on over NVLink from its destination buffer after the network rounds.
 //  4. Segments and rounds (planner/segments.h, planner/rounds.h): per
 //     (sender, receiver) pair and transfer class the fragments are cut into
 //     equal segments of at most segment_bytes; a bipartite edge colouring
@@ -23,7 +26,8 @@
 //     peak is bounded whatever the timing; nothing fits: the result names the
 //     GPU and the bytes missing.
 //  7. Search (planner/search.h, the only step that calls the simulator):
-//     segment size, in-place threshold and memory policy. Small plans
+//     segment size, in-place threshold and memory policy, without relays and
+//     then with them (kept only if predicted faster). Small plans
 //     simulate the candidates and keep the fastest; large plans rank
 //     (size, per_round) pairs by a round-model estimate from the pair byte
 //     totals and keep the first policy that fits. Prediction: the simulator (sim/simulator.h); lower

@@ -25,6 +25,10 @@
 //    rounds a GPU needs jump between neighbouring sizes (deepseek-v3 on 512
 //    GPUs, by the estimate: 22.6 MiB 191 ms, 26.9 MiB 212 ms): the
 //    finer grid lets the estimate find the sizes that cut evenly.
+// Relays (Problem::AddRelays): where any box would reach several GPUs of one
+// NVLink domain over the network, the whole search runs again with relays
+// and its plan is kept only if predicted faster (simulated or estimated as
+// above; the estimate adds the relay rounds as a second phase).
 // Nothing fits: the result names the GPU and the bytes missing under the
 // policy that came closest.
 //
