@@ -94,6 +94,7 @@ class Emitter {
     int32_t alloc = -1;               // its alloc op (destination weights, staging)
     int32_t readers = 0;              // ops still to read it (source weights, source_to_host)
     std::vector<int32_t> reads;       // ops that read it so far (its move to host waits for them)
+    int32_t last_write[2] = {-1, -1}; // its last writer on the compute / comm stream (relays wait for them)
   };
 
   // Per segment: the ops emitted for it.
@@ -125,16 +126,19 @@ class Emitter {
 
   Direction& DirectionOf(int32_t gpu, bool send) { return send ? gpus_[gpu].send : gpus_[gpu].recv; }
 
+  // A relayed part's source side is the relaying destination rank's buffer.
   Home HomeOf(const Part& pt) const {
-    const int32_t sshard = prob_.src.rank_shard[pt.src_rank];
+    const Layout& sl = prob_.SendLayout(pt.relay);
+    const SideBuffers& sb = prob_.SendBuffers(pt.relay);
+    const int32_t sshard = sl.rank_shard[pt.src_rank];
     const int32_t dshard = prob_.dst.rank_shard[pt.dst_rank];
     const Fragment& f = prob_.transfer_set.shard_fragments[dshard][pt.frag];
     Home h;
-    h.src_piece = &prob_.src.shards[sshard].pieces[pt.src_piece];
+    h.src_piece = &sl.shards[sshard].pieces[pt.src_piece];
     h.dst_piece = &prob_.dst.shards[dshard].pieces[f.dst_piece];
-    h.src_buffer = refit_.src_first[pt.src_rank] + prob_.src_buffers.SlotOf(sshard, *h.src_piece);
+    h.src_buffer = (pt.relay ? refit_.dst_first : refit_.src_first)[pt.src_rank] + sb.SlotOf(sshard, *h.src_piece);
     h.dst_buffer = refit_.dst_first[pt.dst_rank] + prob_.dst_buffers.SlotOf(dshard, *h.dst_piece);
-    h.src_offset = prob_.src_buffers.OffsetIn(sshard, *h.src_piece);
+    h.src_offset = sb.OffsetIn(sshard, *h.src_piece);
     h.dst_offset = prob_.dst_buffers.OffsetIn(dshard, *h.dst_piece);
     auto sr = BoxRegion(h.src_buffer, h.src_offset, h.src_piece->stride, h.src_piece->box, pt.box, prob_.elem_bytes);
     auto dr = BoxRegion(h.dst_buffer, h.dst_offset, h.dst_piece->stride, h.dst_piece->box, pt.box, prob_.elem_bytes);
@@ -190,7 +194,8 @@ class Emitter {
     std::vector<int32_t> seen;
     auto count_parts = [&](int64_t first, int64_t n) {
       seen.clear();
-      for (int64_t i = first; i < first + n; ++i) seen.push_back(homes_[i].src_buffer);
+      for (int64_t i = first; i < first + n; ++i)
+        if (!sc_.parts[i].relay) seen.push_back(homes_[i].src_buffer);
       std::sort(seen.begin(), seen.end());
       seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
       for (int32_t x : seen) ++buffers_[x].readers;
@@ -350,11 +355,27 @@ class Emitter {
     op.copies.reserve(sg.num_parts);
     for (int64_t i = sg.first_part; i < sg.first_part + sg.num_parts; ++i)
       bufs.push_back(PartCopies(i, slot, &off, true, op.copies).src_buffer);
-    op.label = fmt::format("pack s{}", seg);
-    segment_ops_[seg].pack = Emit(std::move(op));
     std::sort(bufs.begin(), bufs.end());
     bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
-    ReadDone(bufs, segment_ops_[seg].pack);
+    if (sg.relay) WaitForWrites(bufs, op.deps);
+    op.label = fmt::format("pack s{}", seg);
+    segment_ops_[seg].pack = Emit(std::move(op));
+    if (!sg.relay) ReadDone(bufs, segment_ops_[seg].pack);
+  }
+
+  // A relayed segment reads destination buffers written in earlier rounds:
+  // it waits for their last writers (emitted already: relayed segments are
+  // packed only once every earlier round is).
+  void WaitForWrites(const std::vector<int32_t>& bufs, std::vector<int32_t>& deps) const {
+    for (int32_t b : bufs)
+      for (int32_t w : buffers_[b].last_write)
+        if (w >= 0) deps.push_back(w);
+  }
+
+  // Writes before the relay rounds only: relayed parts read bytes that came
+  // over the network, and a relay round's own receives share its groups.
+  void Wrote(int32_t buffer, int32_t stream, int32_t op) {
+    if (!relay_rounds_started_) buffers_[buffer].last_write[stream == kStreamComm] = op;
   }
 
   void EmitLocal(const LocalBatch& lb) {
@@ -369,7 +390,10 @@ class Emitter {
       bufs.push_back(h.src_buffer);
     }
     op.label = fmt::format("local copy gpu{} r{} slot {}", lb.gpu, lb.src_rank, lb.src_slot);
+    std::vector<int32_t> written;
+    for (const CopyPair& cp : op.copies) written.push_back(cp.dst.buffer);
     const int32_t id = Emit(std::move(op));
+    for (int32_t b : written) Wrote(b, kStreamCompute, id);
     ++out_.local_ops;
     std::sort(bufs.begin(), bufs.end());
     bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
@@ -378,8 +402,10 @@ class Emitter {
 
   // A matched send / recv of segment `seg`.
   void EmitPair(int32_t seg, Op send, Op recv) {
+    const int32_t written = recv.region.buffer;
     const int32_t sid = Emit(std::move(send));
     const int32_t rid = Emit(std::move(recv));
+    Wrote(written, kStreamComm, rid);
     out_.plan.ops[sid].match = rid;
     out_.plan.ops[rid].match = sid;
     segment_ops_[seg].sends.push_back(sid);
@@ -433,6 +459,7 @@ class Emitter {
       sbuf = h.src_buffer;
       if (sg.send_direct) {
         send.region = ContiguousRegion(h.src_region.buffer, h.src_region.offset_bytes, bytes);
+        if (sg.relay) WaitForWrites({h.src_buffer}, send.deps);
       } else {
         send.region = ContiguousRegion(sslot, off, bytes);
         send.deps.push_back(segment_ops_[i].pack);
@@ -447,7 +474,7 @@ class Emitter {
       off += bytes;
     }
     flush();
-    if (!policy_.source_to_host || reads.empty()) return;
+    if (!policy_.source_to_host || reads.empty() || sg.relay) return;
     // Each source buffer read in place is done after its last send here.
     std::stable_sort(reads.begin(), reads.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     for (size_t a = 0; a < reads.size();) {
@@ -480,21 +507,28 @@ class Emitter {
     const int32_t slot = receiver.slot_buffer[segment_ops_[i].recv_use % receiver.slots];
     int64_t off = 0;
     op.copies.reserve(sg.num_parts);
-    for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k)
-      EnsureDest(PartCopies(k, slot, &off, false, op.copies).dst_buffer, op.deps);
+    std::vector<int32_t> written;
+    for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k) {
+      written.push_back(PartCopies(k, slot, &off, false, op.copies).dst_buffer);
+      EnsureDest(written.back(), op.deps);
+    }
     const auto& recvs = segment_ops_[i].recvs;
     op.deps.insert(op.deps.end(), recvs.begin(), recvs.end());
     op.label = fmt::format("unpack s{}", i);
     segment_ops_[i].unpack = Emit(std::move(op));
+    for (int32_t b : written) Wrote(b, kStreamCompute, segment_ops_[i].unpack);
   }
 
   // Packs of `gpu`'s sends up to round `max_round`, stopping at one whose
-  // slot's previous user is not sent yet (its round is not emitted).
-  void PackUpTo(int32_t gpu, int32_t max_round) {
+  // slot's previous user is not sent yet (its round is not emitted), and at
+  // relayed ones while rounds before the relays' are still to be emitted
+  // (`round` is the one being emitted).
+  void PackUpTo(int32_t gpu, int32_t max_round, int32_t round) {
     GpuEmission& ge = gpus_[gpu];
     const auto& v = ge.send.segments;
     while (ge.next_pack < static_cast<int32_t>(v.size()) && sc_.segments[v[ge.next_pack]].round <= max_round) {
       const int32_t id = v[ge.next_pack];
+      if (sc_.segments[id].relay && round < sc_.rounds - sc_.relay_rounds) break;
       const int32_t k = segment_ops_[id].send_use;
       if (k >= ge.send.slots && segment_ops_[ge.send.staged[k - ge.send.slots]].sends.empty()) break;
       ++ge.next_pack;
@@ -516,9 +550,10 @@ class Emitter {
     std::vector<int32_t> round_begin(R + 1, 0);
     for (const Segment& sg : sc_.segments) ++round_begin[sg.round + 1];
     for (int32_t r = 0; r < R; ++r) round_begin[r + 1] += round_begin[r];
-    for (int32_t g = 0; g < gpus; ++g) PackUpTo(g, 0);
+    for (int32_t g = 0; g < gpus; ++g) PackUpTo(g, 0, 0);
     UnionFind components(gpus);  // reset per round for the GPUs the round touches
     for (int32_t r = 0; r < R; ++r) {
+      relay_rounds_started_ = r >= R - sc_.relay_rounds;
       // Local copies run kLocalLeadRounds ahead of the transfers whose
       // priority they share: the compute stream is FIFO, so copies left for
       // the last rounds queued behind their unpacks and ran after the last
@@ -530,7 +565,7 @@ class Emitter {
       for (int32_t g = 0; g < gpus; ++g) {
         // With two rounds of send slots, pack one round ahead; with one, a
         // slot is free only after this round's sends (emitted below).
-        PackUpTo(g, r + gpus_[g].send.slots / std::max(1, sc_.per_round) - 1);
+        PackUpTo(g, r + gpus_[g].send.slots / std::max(1, sc_.per_round) - 1, r);
         LocalsUpTo(g, prio);
       }
       const int32_t b0 = round_begin[r], b1 = round_begin[r + 1];
@@ -612,6 +647,7 @@ class Emitter {
   std::vector<SegmentOps> segment_ops_; // per segment
   std::vector<GpuEmission> gpus_;       // per GPU
   int32_t next_group_ = 0;
+  bool relay_rounds_started_ = false;
 };
 
 }  // namespace

@@ -7,7 +7,10 @@
 //     on GPUs to maximise bytes already there; every fragment gets one source:
 //     same GPU, else NVLink, else network, balancing senders' ports.
 //  3. Problem setup (planner/problem.h): the above, the plan-buffer layout
-//     (planner/buffer_layout.h) and the fragments in sender order, built once.
+//     (planner/buffer_layout.h) and the fragments in sender order, built once;
+//     optionally relays (Problem::AddRelays): a box that several GPUs of one
+//     NVLink domain receive over the network goes to one of them, which sends
+//     it on over NVLink from its destination buffer after the network rounds.
 //  4. Segments and rounds (planner/segments.h, planner/rounds.h): per
 //     (sender, receiver) pair and transfer class the fragments are cut into
 //     equal segments of at most segment_bytes; a bipartite edge colouring
@@ -23,7 +26,8 @@
 //     peak is bounded whatever the timing; nothing fits: the result names the
 //     GPU and the bytes missing.
 //  7. Search (planner/search.h, the only step that calls the simulator):
-//     segment size, in-place threshold and memory policy. Small plans
+//     segment size, in-place threshold and memory policy, without relays and
+//     then with them (kept only if predicted faster). Small plans
 //     simulate the candidates and keep the fastest; large plans rank
 //     (size, per_round) pairs by a round-model estimate from the pair byte
 //     totals and keep the first policy that fits. Prediction: the simulator (sim/simulator.h); lower
@@ -68,6 +72,9 @@ struct PlannerOptions {
   std::optional<double> offload_fraction;
   std::optional<bool> destination_per_layer;
   std::optional<bool> source_to_host;
+  // Relays over NVLink (Problem::AddRelays): unset, planned with and without
+  // and kept if predicted faster; true: always (where any); false: never.
+  std::optional<bool> relays;
   // Predict with the simulator (false: the planner's own per-port estimate).
   bool simulate = true;
   // Plans with at most this many (destination rank, fragment) pairs choose
@@ -91,6 +98,7 @@ struct PlanStats {
   int64_t local_copy_ops = 0;
   int64_t fragments = 0;        // (destination rank, fragment) pairs
   int64_t ops = 0;
+  int64_t relayed_bytes = 0;    // received over NVLink from a destination GPU that got them over the network
   std::vector<int64_t> planned_peak_bytes;  // per GPU: the planner's bound on device memory
   std::vector<MemoryParts> peak_parts;      // per GPU, at its simulated peak (empty unless simulated)
   std::string predicted_by;     // "simulator" or "port model"

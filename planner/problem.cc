@@ -34,6 +34,23 @@ int BitsFor(int64_t n) {
   return k;
 }
 
+// Byte totals per (sender, receiver, relayed) run of `sourced`, for the
+// segment-size estimate.
+std::vector<PairBytes> PairTotals(const ScratchVector<SourcedFragment>& sourced, int64_t elem_bytes) {
+  std::vector<PairBytes> pairs;
+  for (size_t i = 0; i < sourced.size();) {
+    size_t j = i;
+    int64_t bytes = 0;
+    while (j < sourced.size() && SamePair(sourced[j], sourced[i])) {
+      bytes += sourced[j].elems * elem_bytes;
+      ++j;
+    }
+    pairs.push_back(PairBytes{sourced[i].src_gpu, sourced[i].dst_gpu, bytes, sourced[i].relay});
+    i = j;
+  }
+  return pairs;
+}
+
 }  // namespace
 
 int32_t Problem::SrcPieceIndex(int32_t src_rank, const Fragment& f) const {
@@ -97,17 +114,89 @@ Problem::Problem(const Scenario& s) : scenario(s) {
              std::tie(y.src_gpu, y.dst_gpu, y.src_slot, y.dst_rank, y.frag);
     });
   }
-  // Byte totals per (sender, receiver) pair, for the segment-size estimate.
-  for (size_t i = 0; i < sourced.size();) {
+  pairs = PairTotals(sourced, elem_bytes);
+}
+
+int64_t Problem::AddRelays() {
+  const Cluster& c = scenario.cluster;
+  const int32_t gpus = c.Gpus();
+  // Network entries by (receiver's domain, tensor, box): equal keys carry the same bytes.
+  struct Want {
+    int32_t domain, tensor;
+    Box box;
+    int32_t dst_gpu;
+    size_t at;  // index in sourced
+  };
+  std::vector<Want> want;
+  std::vector<int64_t> ingress(gpus, 0);  // network bytes each GPU receives outside the groups
+  for (size_t k = 0; k < sourced.size(); ++k) {
+    const SourcedFragment& sf = sourced[k];
+    if (c.Between(sf.src_gpu, sf.dst_gpu) != LinkClass::kNetwork) continue;
+    const Fragment& f = FragmentOf(sf.dst_rank, sf.frag);
+    want.push_back(Want{c.DomainOf(sf.dst_gpu), f.tensor, f.box, sf.dst_gpu, k});
+    ingress[sf.dst_gpu] += sf.elems * elem_bytes;
+  }
+  std::sort(want.begin(), want.end(), [](const Want& a, const Want& b) {
+    return std::tie(a.domain, a.tensor, a.box, a.dst_gpu, a.at) < std::tie(b.domain, b.tensor, b.box, b.dst_gpu, b.at);
+  });
+  // Groups of at least two GPUs (one entry per GPU; a second rank on a GPU keeps its source).
+  struct Group {
+    size_t first, n;
+    int64_t bytes;
+  };
+  std::vector<Group> groups;
+  std::vector<size_t> members;  // indices into want, per group contiguous
+  for (size_t i = 0; i < want.size();) {
     size_t j = i;
-    int64_t bytes = 0;
-    while (j < sourced.size() && sourced[j].src_gpu == sourced[i].src_gpu && sourced[j].dst_gpu == sourced[i].dst_gpu) {
-      bytes += sourced[j].elems * elem_bytes;
+    while (j < want.size() && want[j].domain == want[i].domain && want[j].tensor == want[i].tensor &&
+           want[j].box == want[i].box)
       ++j;
+    const size_t first = members.size();
+    for (size_t k = i; k < j; ++k)
+      if (k == i || want[k].dst_gpu != want[k - 1].dst_gpu) members.push_back(k);
+    const size_t n = members.size() - first;
+    if (n >= 2) {
+      const int64_t bytes = sourced[want[i].at].elems * elem_bytes;
+      groups.push_back(Group{first, n, bytes});
+      for (size_t k = first; k < first + n; ++k) ingress[want[members[k]].dst_gpu] -= bytes;
+    } else {
+      members.resize(first);
     }
-    pairs.push_back(PairBytes{sourced[i].src_gpu, sourced[i].dst_gpu, bytes});
     i = j;
   }
+  if (groups.empty()) return 0;
+  // Largest first, each to the member with the least ingress (ties: lowest GPU).
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.bytes > b.bytes; });
+  int64_t relayed = 0;
+  for (const Group& gr : groups) {
+    size_t best = gr.first;
+    for (size_t k = gr.first + 1; k < gr.first + gr.n; ++k)
+      if (ingress[want[members[k]].dst_gpu] < ingress[want[members[best]].dst_gpu]) best = k;
+    const SourcedFragment& relay = sourced[want[members[best]].at];
+    ingress[relay.dst_gpu] += gr.bytes;
+    const Fragment& rf = FragmentOf(relay.dst_rank, relay.frag);
+    const int32_t rshard = dst.rank_shard[relay.dst_rank];
+    const int32_t rslot = dst_buffers.slot_of[rshard][dst.shards[rshard].pieces[rf.dst_piece].buffer];
+    for (size_t k = gr.first; k < gr.first + gr.n; ++k) {
+      if (k == best) continue;
+      SourcedFragment& sf = sourced[want[members[k]].at];
+      sf.src_gpu = relay.dst_gpu;
+      sf.src_rank = relay.dst_rank;
+      sf.src_piece = rf.dst_piece;
+      sf.src_slot = rslot;
+      sf.relay = true;
+      relayed += gr.bytes;
+    }
+  }
+  // Relayed entries after all others, in the same order.
+  auto mid = std::stable_partition(sourced.begin(), sourced.end(), [](const SourcedFragment& x) { return !x.relay; });
+  std::sort(mid, sourced.end(), [](const SourcedFragment& x, const SourcedFragment& y) {
+    return std::tie(x.src_gpu, x.dst_gpu, x.src_slot, x.dst_rank, x.frag) <
+           std::tie(y.src_gpu, y.dst_gpu, y.src_slot, y.dst_rank, y.frag);
+  });
+  pairs = PairTotals(sourced, elem_bytes);
+  relayed_bytes = relayed;
+  return relayed;
 }
 
 }  // namespace reshard

@@ -38,12 +38,22 @@ struct SourcedFragment {
   int32_t dst_rank, frag;
   int32_t src_rank, src_piece;  // src_piece: index in the source rank's Shard::pieces
   int64_t elems;      // the fragment's, copied: sorted entries reach fragments in scattered order
+  // Relayed: sent on from another destination rank of the same NVLink domain
+  // that receives the same box over the network; src_rank / src_piece /
+  // src_slot then name that destination rank, its piece and plan buffer.
+  bool relay = false;
 };
+
+// Entries of one (sender, receiver) pair: cut and scheduled together.
+inline bool SamePair(const SourcedFragment& a, const SourcedFragment& b) {
+  return a.src_gpu == b.src_gpu && a.dst_gpu == b.dst_gpu && a.relay == b.relay;
+}
 
 // Bytes from one GPU to another (sender == receiver: local copies).
 struct PairBytes {
   int32_t src_gpu, dst_gpu;
   int64_t bytes;
+  bool relay = false;  // relayed bytes (sent after every network transfer)
 };
 
 struct Problem {
@@ -60,6 +70,19 @@ struct Problem {
   std::vector<GpuMemoryAtStart> memory_at_start;  // per GPU
   ScratchVector<SourcedFragment> sourced;     // sorted by (src_gpu, dst_gpu, src_slot, dst_rank, frag)
   std::vector<PairBytes> pairs;               // byte totals per (sender, receiver), in `sourced` order
+
+  // Relays over NVLink: where several GPUs of one NVLink domain receive the
+  // same box over the network, the one with the least network ingress so far
+  // receives it and sends it on to the others over NVLink (after the network
+  // phase). Entries become relayed ones, put after all others (sorted the
+  // same way) and the pairs recomputed. Returns the relayed bytes (0: none,
+  // nothing changed). O(N log N) for the N network entries.
+  int64_t AddRelays();
+  int64_t relayed_bytes = 0;
+
+  // The side a (possibly relayed) entry is sent from.
+  const Layout& SendLayout(bool relay) const { return relay ? dst : src; }
+  const SideBuffers& SendBuffers(bool relay) const { return relay ? dst_buffers : src_buffers; }
 
   // (destination rank, fragment) pairs.
   int64_t Fragments() const { return static_cast<int64_t>(sourced.size()); }

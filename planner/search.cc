@@ -25,6 +25,10 @@
 //    rounds a GPU needs jump between neighbouring sizes (deepseek-v3 on 512
 //    GPUs, by the estimate: 22.6 MiB 191 ms, 26.9 MiB 212 ms): the
 //    finer grid lets the estimate find the sizes that cut evenly.
+// Relays (Problem::AddRelays): where any box would reach several GPUs of one
+// NVLink domain over the network, the whole search runs again with relays
+// and its plan is kept only if predicted faster (simulated or estimated as
+// above; the estimate adds the relay rounds as a second phase).
 // Nothing fits: the result names the GPU and the bytes missing under the
 // policy that came closest.
 //
@@ -92,6 +96,8 @@ std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
   return out;
 }
 
+double PhaseEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round, bool relay);
+
 // Round-model estimate of a segment size and segments per round from the
 // (sender, receiver) byte totals: ceil(Δ / per_round) rounds (König: Δ, the
 // most segments one GPU sends or receives, colours; per_round of them make a
@@ -100,15 +106,22 @@ std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
 // efficiency allows, plus a latency; with one segment per round a GPU that
 // both sends and receives has one staging slot per direction, so its next
 // pack and last unpack do not overlap the transfers: each round adds them.
-// Then the first pack and last unpack. O(pairs).
+// Then the first pack and last unpack. Relayed pairs are a second phase of
+// rounds after the first, estimated alike. O(pairs).
 double QuickEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round) {
+  double total_s = 0;
+  for (bool relay : {false, true}) total_s += PhaseEstimate(prob, segment_bytes, per_round, relay);
+  return total_s;
+}
+
+double PhaseEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round, bool relay) {
   const Cluster& c = prob.scenario.cluster;
   const int32_t gpus = c.Gpus();
   std::vector<int64_t> out(gpus, 0), in(gpus, 0);
   int64_t largest = 0;
   double round_s = 0;
   for (const PairBytes& pb : prob.pairs) {
-    if (pb.src_gpu == pb.dst_gpu) continue;
+    if (pb.src_gpu == pb.dst_gpu || pb.relay != relay) continue;
     const int64_t nseg = (pb.bytes + segment_bytes - 1) / segment_bytes;
     const int64_t each = (pb.bytes + nseg - 1) / nseg;
     out[pb.src_gpu] += nseg;
@@ -125,6 +138,7 @@ double QuickEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_rou
     delta = std::max({delta, out[g], in[g]});
     both = both || (out[g] > 0 && in[g] > 0);
   }
+  if (delta == 0) return 0;
   const LinkProfile& dc = c.device_copy;
   const double copy_s =
       dc.bytes_per_s > 0 && largest > 0 ? dc.latency_ns * 1e-9 + largest / (dc.bytes_per_s * dc.Efficiency(largest)) : 0;
@@ -358,21 +372,37 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
     res.message = floor.message;
     return res;
   }
-  const Problem prob(s);
+  Problem prob(s);
   const bool small = options.simulate && prob.Fragments() <= options.simulate_max_fragments;
-  std::vector<int64_t> sizes = SegmentSizes(s, options, small || prob.Fragments() <= kFineSizesMinFragments);
-  std::vector<int32_t> per_rounds = PerRounds(options);
-  const auto order = SizeOrder(prob, sizes, per_rounds, options, small);
-  Search search(prob, std::move(sizes), DirectThresholds(s, options, small), std::move(per_rounds),
-                Policies(s, options), small);
-  search.Run(order);
+  const std::vector<int64_t> sizes = SegmentSizes(s, options, small || prob.Fragments() <= kFineSizesMinFragments);
+  const std::vector<int32_t> per_rounds = PerRounds(options);
+  auto run = [&](const Problem& p) {
+    auto search = std::make_unique<Search>(p, sizes, DirectThresholds(s, options, small), per_rounds,
+                                           Policies(s, options), small);
+    search->Run(SizeOrder(p, sizes, per_rounds, options, small));
+    return search;
+  };
+  // Without relays, then (where some box goes to several GPUs of a domain
+  // over the network) with them: kept only if predicted faster.
+  std::unique_ptr<Search> search;
+  if (options.relays != std::optional<bool>{true}) search = run(prob);
+  int64_t relayed_bytes = 0;
+  if (options.relays != std::optional<bool>{false} && (relayed_bytes = prob.AddRelays()) > 0) {
+    std::unique_ptr<Search> with = run(prob);
+    if (!search || !search->best() || (with->best() && with->best()->time_s < search->best()->time_s))
+      search = std::move(with);
+    else
+      relayed_bytes = 0;
+  }
+  if (!search) search = run(prob);  // forced relays, but nothing to relay
 
   PlanResult res;
   res.stats.fragments = prob.Fragments();
-  auto& best = search.best();
+  res.stats.relayed_bytes = relayed_bytes;
+  auto& best = search->best();
   if (!best) {
     const EmittedPlan none;
-    const EmittedPlan& closest = search.closest_infeasible() ? *search.closest_infeasible() : none;
+    const EmittedPlan& closest = search->closest_infeasible() ? *search->closest_infeasible() : none;
     res.status = PlanStatus::kInfeasible;
     res.gpu = closest.worst_gpu;
     res.missing_bytes = closest.missing_bytes;

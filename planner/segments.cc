@@ -12,8 +12,10 @@ namespace reshard {
 
 namespace {
 
-int32_t Priority(const Problem& prob, int32_t src_rank, int32_t slot) {
-  const int32_t n = static_cast<int32_t>(prob.src_buffers.slot_layer[prob.src.rank_shard[src_rank]].size());
+int32_t Priority(const Problem& prob, const SourcedFragment& sf) {
+  const int32_t n = static_cast<int32_t>(
+      prob.SendBuffers(sf.relay).slot_layer[prob.SendLayout(sf.relay).rank_shard[sf.src_rank]].size());
+  const int32_t slot = sf.src_slot;
   return n <= 1 ? 0 : slot * 1023 / (n - 1);
 }
 
@@ -56,12 +58,12 @@ void CutLocalPair(const Problem& prob, size_t i, size_t j, Schedule& sc) {
   for (size_t k = i; k < j;) {
     size_t m = k;
     const SourcedFragment& first = prob.sourced[k];
-    LocalBatch lb{first.dst_gpu, first.src_rank, first.src_slot, Priority(prob, first.src_rank, first.src_slot),
+    LocalBatch lb{first.dst_gpu, first.src_rank, first.src_slot, Priority(prob, first),
                   static_cast<int64_t>(sc.parts.size()), 0, 0};
     while (m < j && prob.sourced[m].src_slot == first.src_slot) {
       const SourcedFragment& sf = prob.sourced[m];
       const Fragment& f = prob.FragmentOf(sf.dst_rank, sf.frag);
-      sc.parts.push_back(Part{f.box, sf.dst_rank, sf.frag, sf.src_rank, sf.src_piece});
+      sc.parts.push_back(Part{f.box, sf.dst_rank, sf.frag, sf.src_rank, sf.src_piece, sf.relay});
       lb.bytes += f.elems * prob.elem_bytes;
       ++m;
     }
@@ -99,6 +101,7 @@ class RemotePairCutter {
       const int64_t nseg = (F.elems + max_elems_ - 1) / max_elems_;
       F.seg_elems = (F.elems + nseg - 1) / nseg;
       F.cur = Segment{sg, dg, 0, 0, 0, (cl & kSendDirect) != 0, (cl & kRecvDirect) != 0, 0};
+      F.cur.relay = prob_.sourced[i].relay;
     }
     Fill();
     for (ClassFiller& F : fill_) {
@@ -155,10 +158,11 @@ class RemotePairCutter {
     for (size_t k = 0; k < n; ++k) {
       const SourcedFragment& sf = prob_.sourced[begin_ + k];
       const Fragment& f = *frag_of_[k];
-      const Piece& sp = prob_.src.ShardOf(sf.src_rank).pieces[sf.src_piece];
+      const Layout& sl = prob_.SendLayout(sf.relay);
+      const Piece& sp = sl.ShardOf(sf.src_rank).pieces[sf.src_piece];
       const Piece& dp = *dpiece_of_[k];
-      const int32_t ss = prob_.src.rank_shard[sf.src_rank], ds = prob_.dst.rank_shard[sf.dst_rank];
-      const SideBuffers &sb = prob_.src_buffers, &db = prob_.dst_buffers;
+      const int32_t ss = sl.rank_shard[sf.src_rank], ds = prob_.dst.rank_shard[sf.dst_rank];
+      const SideBuffers &sb = prob_.SendBuffers(sf.relay), &db = prob_.dst_buffers;
       const auto sr = BoxRegion(0, sb.base_of[ss][sp.buffer] + sp.offset, sp.stride, sp.box, f.box, eb);
       const auto dr = BoxRegion(0, db.base_of[ds][dp.buffer] + dp.offset, dp.stride, dp.box, f.box, eb);
       if (!sr || !dr) continue;
@@ -213,8 +217,8 @@ class RemotePairCutter {
   }
 
   void Add(ClassFiller& F, const SourcedFragment& sf, const Box& box) {
-    if (F.cur.num_parts == 0) F.cur.priority = Priority(prob_, sf.src_rank, sf.src_slot);
-    F.parts.push_back(Part{box, sf.dst_rank, sf.frag, sf.src_rank, sf.src_piece});
+    if (F.cur.num_parts == 0) F.cur.priority = Priority(prob_, sf);
+    F.parts.push_back(Part{box, sf.dst_rank, sf.frag, sf.src_rank, sf.src_piece, sf.relay});
     ++F.cur.num_parts;
     F.used += Volume(box);
     if (F.cur.PerPart() && F.ops >= kMaxP2pPerSegment) Close(F);
@@ -299,22 +303,28 @@ class RemotePairCutter {
 };
 
 // Rounds: colour the sender -> receiver multigraph, edges in (priority, pair)
-// order; then segments in (round, pair) order and local batches in (GPU,
-// priority, slot) order.
+// order, relayed segments apart and after the others; then segments in
+// (round, pair) order and local batches in (GPU, priority, slot) order.
 void AssignRounds(Schedule& sc, int32_t gpus) {
-  std::vector<int32_t> order(sc.segments.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
-    const Segment &a = sc.segments[x], &b = sc.segments[y];
-    return std::tie(a.priority, a.src_gpu, a.dst_gpu) < std::tie(b.priority, b.src_gpu, b.dst_gpu);
-  });
-  std::vector<std::pair<int32_t, int32_t>> edges;
-  edges.reserve(order.size());
-  for (int32_t x : order) edges.emplace_back(sc.segments[x].src_gpu, sc.segments[x].dst_gpu);
-  Colouring col = ColourBipartite(gpus, gpus, edges);
   const int32_t per_round = std::max(1, sc.per_round);
-  sc.rounds = (col.colours + per_round - 1) / per_round;
-  for (size_t e = 0; e < order.size(); ++e) sc.segments[order[e]].round = col.colour[e] / per_round;
+  sc.rounds = 0;
+  for (bool relay : {false, true}) {
+    std::vector<int32_t> order;
+    for (int32_t x = 0; x < static_cast<int32_t>(sc.segments.size()); ++x)
+      if (sc.segments[x].relay == relay) order.push_back(x);
+    if (order.empty()) continue;
+    std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+      const Segment &a = sc.segments[x], &b = sc.segments[y];
+      return std::tie(a.priority, a.src_gpu, a.dst_gpu) < std::tie(b.priority, b.src_gpu, b.dst_gpu);
+    });
+    std::vector<std::pair<int32_t, int32_t>> edges;
+    edges.reserve(order.size());
+    for (int32_t x : order) edges.emplace_back(sc.segments[x].src_gpu, sc.segments[x].dst_gpu);
+    Colouring col = ColourBipartite(gpus, gpus, edges);
+    for (size_t e = 0; e < order.size(); ++e) sc.segments[order[e]].round = sc.rounds + col.colour[e] / per_round;
+    sc.rounds += (col.colours + per_round - 1) / per_round;
+    if (relay) sc.relay_rounds = (col.colours + per_round - 1) / per_round;
+  }
   // Within a round keep the pair order; the parts of a segment stay where they are.
   std::stable_sort(sc.segments.begin(), sc.segments.end(), [](const Segment& a, const Segment& b) {
     return std::tie(a.round, a.src_gpu, a.dst_gpu, a.first_part) < std::tie(b.round, b.src_gpu, b.dst_gpu, b.first_part);
@@ -397,8 +407,7 @@ Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct
   RemotePairCutter remote(prob, sc);
   for (size_t i = 0; i < sourced.size();) {
     size_t j = i;
-    while (j < sourced.size() && sourced[j].src_gpu == sourced[i].src_gpu && sourced[j].dst_gpu == sourced[i].dst_gpu)
-      ++j;
+    while (j < sourced.size() && SamePair(sourced[j], sourced[i])) ++j;
     if (sourced[i].src_gpu == sourced[i].dst_gpu) CutLocalPair(prob, i, j, sc);
     else remote.Cut(i, j);
     i = j;

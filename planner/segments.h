@@ -22,7 +22,9 @@
 // port idles whenever its flow ramps up, waits for its peer or ends before
 // the round's slowest; with several, max-min sharing gives the port's
 // capacity to the flows still running (each capped by its size's
-// efficiency), and the round ends when its last flow does.
+// efficiency), and the round ends when its last flow does. Relayed
+// segments (Problem::AddRelays) are coloured apart, in rounds after all
+// others: their sender must have received the bytes first.
 // Estimate: rounds one after another, each as long as its slowest port
 // (its segments' bytes at the port's rate, or the largest at its size's
 // efficiency, whichever is longer, plus a latency), with copies overlapping
@@ -50,6 +52,7 @@ inline constexpr int64_t kMaxP2pPerSegment = 64;
 struct Part {
   Box box;
   int32_t dst_rank, frag, src_rank, src_piece;  // src_piece: index in the source rank's Shard::pieces
+  bool relay = false;  // sent on from a destination rank (SourcedFragment::relay)
 };
 
 // Parts [first_part, first_part + num_parts) of Schedule::parts, sent from
@@ -61,6 +64,7 @@ struct Segment {
   bool send_direct, recv_direct;  // that side sends / receives each part in place (no staging)
   int32_t priority;  // sender's progress through its layers, 0..1023
   int32_t round = -1;
+  bool relay = false;  // its parts are relayed: rounds after every other segment's
   bool Direct() const { return send_direct && recv_direct; }
   bool PerPart() const { return send_direct || recv_direct; }  // one send / recv per part
 };
@@ -80,6 +84,7 @@ struct Schedule {
   std::vector<LocalBatch> locals;   // sorted by (gpu, priority, src_slot)
   int32_t per_round = 1;            // segments a GPU may send (receive) per round
   int32_t rounds = 0;
+  int32_t relay_rounds = 0;         // of which the last ones, relayed segments only
   std::vector<int32_t> peers;       // per GPU: distinct send/recv peers
   double estimate_s = 0;            // per-port estimate of the transfer phase
 };

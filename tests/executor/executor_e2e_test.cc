@@ -36,6 +36,36 @@ TEST_P(EndToEnd, TwoSegmentsPerRoundVerifyEveryElement) {
   testing::ExpectHostRunVerifies(r.plan, GetParam().name);
 }
 
+// Relays over NVLink: four destination replicas in one NVLink domain need
+// the same bytes, which sit in another domain; each box crosses the network
+// once, into one of them, and is sent on over NVLink to the other three
+// (from that GPU's destination buffer, after its receive). Every element of
+// every replica verified, with one and two segments per round.
+TEST(EndToEndRelays, RelayedPlanVerifiesEveryElement) {
+  const Scenario s = ParseScenario(R"(
+name: e2e-relay
+model: tiny-llama
+cluster: {preset: dgx-h200, nodes: 2}
+source: {tp: 2, gpus: "0-1"}
+destination: {tp: 2, dp: 2, gpus: "8-11"}
+plan: {segment_bytes: 256KiB}
+)",
+                                   "<e2e>");
+  for (int32_t per_round : {1, 2}) {
+    PlannerOptions po;
+    po.simulate = false;
+    po.relays = true;
+    po.per_round = per_round;
+    const PlanResult r = MakePlan(s, po);
+    ASSERT_TRUE(r.ok()) << r.message;
+    // tp2 -> tp2 dp2: every box goes to two GPUs of the domain, so half of
+    // the destination's bytes are relayed (norms replicated over TP: more).
+    EXPECT_GE(2 * r.stats.relayed_bytes, r.plan.summary.bytes_moved.network);
+    EXPECT_EQ(r.plan.summary.bytes_moved.nvlink, r.stats.relayed_bytes);
+    testing::ExpectHostRunVerifies(r.plan, "relayed");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyPresets, EndToEnd, ::testing::ValuesIn(testing::kE2eCases), testing::E2eCaseName);
 
 }  // namespace
