@@ -23,7 +23,9 @@
 //    smallest cap of any active flow (before that no cap can bind);
 //  * a port's flows are frozen without a branch per flow;
 //  * the largest component is kept between calls instead of found again by
-//    a BFS over its flows (see "The big component" below).
+//    a BFS over its flows (see "The big component" below), and re-shared
+//    only where a change can reach it (see "Local re-sharing" below);
+//  * a flow's bytes are settled only when its rate changes.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -68,6 +70,11 @@ void FlowNetwork::Init(const PortModel& model, SimObserver* obs, int32_t max_flo
   in_big_.assign(np, 0);
   search_a_.assign(np, 0);
   search_b_.assign(np, 0);
+  port_load_.assign(np, 0);
+  port_region_.assign(np, 0);
+  port_outside_.assign(np, 0);
+  outside_old_.assign(np, 0);
+  outside_new_.assign(np, 0);
   cap_floor_ = std::numeric_limits<double>::infinity();
 }
 
@@ -135,9 +142,14 @@ void FlowNetwork::Start(int32_t id, int64_t t) {
   cap_floor_ = std::min(cap_floor_, f.cap);
   last_ns_[s] = t;
   finish_ns_[s] = -1;
+  touched_flows_.push_back(id);
   for (int32_t k = 0; k < f.route.num_ports; ++k) {
     PortState& p = ports[route[k]];
-    if (p.flows.empty()) p.busy_since = t;
+    if (p.flows.empty()) {
+      p.busy_since = t;
+      // Its busy reverse drops to the duplex rate.
+      if (p.coupled && !ports[p.reverse].flows.empty()) forced_ports_.push_back(p.reverse);
+    }
     slot_pos_[s][k] = static_cast<int32_t>(p.flows.size());
     PortFlow e;
     e.word = static_cast<uint32_t>(s) | static_cast<uint32_t>(k) << 30;
@@ -182,11 +194,18 @@ void FlowNetwork::Stop(int32_t id, int64_t t) {
       const int32_t pid = f.route.ports[k];
       PortState& p = ports[pid];
       const int32_t pos = slot_pos_[s][k];
+      if (Saturated(pid)) forced_ports_.push_back(pid);  // its other flows may speed up
       const PortFlow moved = p.flows.back();
       p.flows[pos] = moved;
       p.flows.pop_back();
       if (moved.Slot() != s) slot_pos_[moved.Slot()][moved.Index()] = pos;
-      if (p.flows.empty()) p.busy_ns += t - p.busy_since;
+      port_load_[pid] -= rate_[s];
+      if (p.flows.empty()) {
+        p.busy_ns += t - p.busy_since;
+        port_load_[pid] = 0;
+        // Its busy reverse gets the one-way rate back.
+        if (p.coupled && !ports[p.reverse].flows.empty()) forced_ports_.push_back(p.reverse);
+      }
       dirty_.push_back(pid);
     }
     --first_count_[f.route.ports[0]];
@@ -207,6 +226,7 @@ void FlowNetwork::SetCap(int32_t id, double cap) {
   if (f.slot >= 0) {
     cap_[f.slot] = cap;
     cap_floor_ = std::min(cap_floor_, cap);
+    touched_flows_.push_back(id);
     for (int32_t k = 0; k < f.route.num_ports; ++k) dirty_.push_back(f.route.ports[k]);
   }
 }
@@ -266,9 +286,13 @@ void FlowNetwork::Recompute(int64_t t) {
     stamp_ = 1;
   }
   if (big_valid_) CheckBig();
+  bool big_done = false;
   for (int32_t start : dirty_) {
     if (ports[start].stamp == stamp_) continue;
     if (big_valid_ && in_big_[start]) {
+      if (big_done) continue;
+      big_done = true;
+      if (obs_ == nullptr && ShareLocal(t)) continue;
       UseBig();
     } else {
       Discover(start);
@@ -277,6 +301,8 @@ void FlowNetwork::Recompute(int64_t t) {
     Share(t);
   }
   dirty_.clear();
+  touched_flows_.clear();
+  forced_ports_.clear();
 }
 
 // ---- The big component, kept between calls --------------------------------
@@ -526,12 +552,21 @@ void FlowNetwork::WaterFill() {
   for (int32_t q : comp_ports_) {
     const PortState& p = ports[q];
     if (p.flows.empty()) continue;
-    const bool both = p.coupled && !ports[p.reverse].flows.empty();
-    port_capacity_[q] = both ? p.duplex : p.peak;
+    port_capacity_[q] = CapacityOf(q);
     port_left_[q] = port_capacity_[q];
     port_unfrozen_[q] = static_cast<int32_t>(p.flows.size());
     port_key_[q] = ShareOf(q);
     initial_shares_.emplace_back(q, port_key_[q]);
+  }
+  // A part of a component: its outside ports offer what the flows outside
+  // the part leave (their unfrozen counts are the part's flows, from Region).
+  if (local_) {
+    for (int32_t q : outside_ports_) {
+      port_capacity_[q] = std::max(0.0, CapacityOf(q) - (port_load_[q] - outside_old_[q]));
+      port_left_[q] = port_capacity_[q];
+      port_key_[q] = ShareOf(q);
+      initial_shares_.emplace_back(q, port_key_[q]);
+    }
   }
   shares_.Build(initial_shares_);
   left_ = comp_flows_;
@@ -545,8 +580,19 @@ void FlowNetwork::WaterFill() {
   auto later = [](const MaxMinScratch::CapEntry& a, const MaxMinScratch::CapEntry& b) {
     return a.cap != b.cap ? a.cap > b.cap : a.tie_id > b.tie_id;
   };
+  auto cap_of = [&](int32_t s, double limit) {
+    for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[s][k] >= 0; ++k)
+      limit = std::min(limit, port_capacity_[slot_ports_[s][k]]);
+    if (cap_[s] < limit) by_cap_.push_back({cap_[s], slot_flow_[s], s});
+  };
   auto build_caps = [&]() {
     caps_built = true;
+    if (local_) {  // the part's flows are listed
+      for (int32_t s : comp_slots_)
+        if (!frozen_[s]) cap_of(s, std::numeric_limits<double>::infinity());
+      std::make_heap(by_cap_.begin(), by_cap_.end(), later);
+      return;
+    }
     for (int32_t q : comp_ports_) {
       if (ports[q].flows.empty() || !shares_.Contains(q)) continue;
       for (const PortFlow& e : ports[q].flows) {
@@ -602,11 +648,34 @@ void FlowNetwork::WaterFill() {
     }
     RESHARD_CHECK(!shares_.Empty(), "water-filling lost a flow");
     const int32_t q = shares_.Top();
+    if (local_ && port_outside_[q] == region_mark_) {  // the part is not closed
+      binding_outside_ = q;
+      return;
+    }
     shares_.Erase(q);
     // Every unfrozen flow on q stops at its share (floored: rates stay positive).
     const double rate = std::max(share_next, ports[q].peak * 1e-12);
     FreezePort(q, rate);
     LowerNear();
+  }
+}
+
+// Settles slot s's bytes at its old rate (a flow's bytes are settled only
+// when its rate changes), gives it new_rate_[s] and moves its end.
+void FlowNetwork::SetRate(int32_t s, int64_t t) {
+  const double old = rate_[s], now = new_rate_[s];
+  remaining_[s] = std::max(0.0, remaining_[s] - old * static_cast<double>(t - last_ns_[s]));
+  last_ns_[s] = t;
+  for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[s][k] >= 0; ++k) port_load_[slot_ports_[s][k]] += now - old;
+  rate_[s] = now;
+  const int64_t finish = t + CeilNs(remaining_[s], now);
+  if (obs_) {
+    const Flow& f = flows[slot_flow_[s]];
+    obs_->OnFlowRate(t, f.op, f.route, now * kNsPerS);
+  }
+  if (finish != finish_ns_[s]) {
+    finish_ns_[s] = finish;
+    ends.heap_.Set(s, {finish, slot_flow_[s]});
   }
 }
 
@@ -627,36 +696,18 @@ void FlowNetwork::Share(int64_t t) {
   }
   const int32_t m = scan ? active_ : n;
   double floor = std::numeric_limits<double>::infinity();
-  // New finish times for flows whose rate changed, after settling the bytes
-  // every flow moved at its old rate since it was last settled.
-  auto finish_at = [&](int32_t s) {
-    rate_[s] = new_rate_[s];
-    const int64_t finish = t + CeilNs(remaining_[s], rate_[s]);
-    if (obs_) {
-      const Flow& f = flows[slot_flow_[s]];
-      obs_->OnFlowRate(t, f.op, f.route, rate_[s] * kNsPerS);
-    }
-    if (finish != finish_ns_[s]) {
-      finish_ns_[s] = finish;
-      ends.heap_.Set(s, {finish, slot_flow_[s]});
-    }
-  };
-  // Settles a flow and lists it when its rate changed (a new flow's rate, 0,
-  // always does).
+  // Lists a flow when its rate changed (a new flow's rate, 0, always does).
   int32_t changed = 0;
   auto settle = [&](int32_t s) {
     frozen_[s] = 0;
-    remaining_[s] = std::max(0.0, remaining_[s] - rate_[s] * static_cast<double>(t - last_ns_[s]));
-    last_ns_[s] = t;
     changed_[changed] = s;
     changed += new_rate_[s] != rate_[s] ? 1 : 0;
   };
   if (obs_) {
-    // In discovery order (the order of the observer's calls); a new flow's
-    // rate (0) always changes.
+    // In discovery order (the order of the observer's calls).
     for (int32_t s : comp_slots_) {
-      settle(s);
-      if (new_rate_[s] != rate_[s]) finish_at(s);
+      frozen_[s] = 0;
+      if (new_rate_[s] != rate_[s]) SetRate(s, t);
     }
   } else if (scan) {
     for (int32_t s = 0; s < m; ++s)
@@ -665,7 +716,7 @@ void FlowNetwork::Share(int64_t t) {
     for (int32_t s : comp_slots_) settle(s);
   }
   if (!obs_) {
-    for (int32_t i = 0; i < changed; ++i) finish_at(changed_[i]);
+    for (int32_t i = 0; i < changed; ++i) SetRate(changed_[i], t);
   }
   if (n == active_) {  // every active flow is here: the floor of the caps can rise
     for (int32_t s = 0; s < active_; ++s) floor = std::min(floor, cap_[s]);
@@ -681,6 +732,133 @@ void FlowNetwork::Share(int64_t t) {
       obs_->OnPortRate(t, q, sum * kNsPerS);
     }
   }
+}
+
+// ---- Local re-sharing -------------------------------------------------------
+//
+// In a big component most flows keep their rate when one flow starts or
+// ends: max-min rates are set by saturated ports. A flow's rate is max-min
+// fair iff it has a bottleneck: its cap, or a saturated port on which no flow
+// is faster. The changes since the last call (flows started, re-capped or
+// stopped at a saturated port, ports whose duplex capacity changed) can only
+// move rates through saturated ports, so the part re-shared is:
+//   R   = the ports forced by a change, the saturated ports of changed flows,
+//         closed under "a saturated port crossed by a flow on an R port";
+//   F_R = the flows on R ports and the changed flows;
+//   the outside ports = the other ports of F_R flows, unsaturated, each
+//         offering what the flows outside F_R leave of it.
+// Water-filling F_R over R and the outside ports gives every F_R flow a
+// bottleneck at its cap or an R port unless an outside port binds (or ends
+// within kSaturatedMargin of its capacity): then that port joins R and the
+// part is re-shared again. Flows outside F_R keep their bottleneck (a
+// saturated port no F_R flow crosses, its flows unchanged), so the result is
+// the component's max-min fair rates, and bit for bit those of a full pass:
+// the F_R flows' freezes are the full pass's, in the same order and with the
+// same subtractions (no flow outside F_R crosses an R port). Cost: the part's
+// flows and ports instead of the component's; a part of more than half the
+// active flows falls back to the full pass.
+
+bool FlowNetwork::Region() {
+  if (++region_mark_ == 0) {
+    std::fill(port_region_.begin(), port_region_.end(), 0);
+    std::fill(port_outside_.begin(), port_outside_.end(), 0);
+    region_mark_ = 1;
+  }
+  if (++slot_mark_ == 0) {
+    std::fill(slot_stamp_.begin(), slot_stamp_.end(), 0);
+    slot_mark_ = 1;
+  }
+  comp_ports_.clear();
+  comp_slots_.clear();
+  outside_ports_.clear();
+  auto add_port = [&](int32_t q) {
+    if (port_region_[q] == region_mark_) return;
+    port_region_[q] = region_mark_;
+    comp_ports_.push_back(q);
+  };
+  auto add_slot = [&](int32_t s) {
+    if (slot_stamp_[s] == slot_mark_) return false;
+    slot_stamp_[s] = slot_mark_;
+    comp_slots_.push_back(s);
+    return true;
+  };
+  for (int32_t q : forced_ports_)
+    if (in_big_[q]) add_port(q);
+  for (int32_t q : extra_ports_) add_port(q);
+  for (int32_t id : touched_flows_) {
+    const int32_t s = flows[id].slot;
+    if (s < 0 || !in_big_[slot_first_port_[s]] || !add_slot(s)) continue;
+    for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[s][k] >= 0; ++k)
+      if (Saturated(slot_ports_[s][k])) add_port(slot_ports_[s][k]);
+  }
+  const size_t limit = static_cast<size_t>(active_ / 2);
+  for (size_t h = 0; h < comp_ports_.size(); ++h) {
+    const int32_t q = comp_ports_[h];
+    double load = 0;
+    for (const PortFlow& e : ports[q].flows) {
+      load += rate_[e.Slot()];
+      if (!add_slot(e.Slot())) continue;
+      ForOthers(e, q, [&](int32_t p) {
+        if (port_region_[p] != region_mark_ && Saturated(p)) add_port(p);
+      });
+    }
+    port_load_[q] = load;  // exact again (the kept sums drift by roundings)
+    if (comp_slots_.size() > limit) return false;
+  }
+  for (int32_t s : comp_slots_) {
+    for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[s][k] >= 0; ++k) {
+      const int32_t p = slot_ports_[s][k];
+      if (port_region_[p] == region_mark_) continue;
+      if (port_outside_[p] != region_mark_) {
+        port_outside_[p] = region_mark_;
+        outside_ports_.push_back(p);
+        outside_old_[p] = 0;
+        port_unfrozen_[p] = 0;
+      }
+      outside_old_[p] += rate_[s];
+      ++port_unfrozen_[p];
+    }
+  }
+  comp_flows_ = static_cast<int32_t>(comp_slots_.size());
+  return true;
+}
+
+int32_t FlowNetwork::CheckOutside() {
+  for (int32_t q : outside_ports_) outside_new_[q] = 0;
+  for (int32_t s : comp_slots_) {
+    for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[s][k] >= 0; ++k) {
+      const int32_t p = slot_ports_[s][k];
+      if (port_outside_[p] == region_mark_) outside_new_[p] += new_rate_[s];
+    }
+  }
+  for (int32_t q : outside_ports_) {
+    if (port_load_[q] - outside_old_[q] + outside_new_[q] >= CapacityOf(q) * (1 - kSaturatedMargin)) return q;
+  }
+  return -1;
+}
+
+bool FlowNetwork::ShareLocal(int64_t t) {
+  constexpr int kMaxAttempts = 8;
+  extra_ports_.clear();
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    if (!Region()) return false;
+    if (comp_slots_.empty()) return true;
+    ++rate_updates;
+    ++local_updates;
+    local_ = true;
+    binding_outside_ = -1;
+    WaterFill();
+    local_ = false;
+    const int32_t bind = binding_outside_ >= 0 ? binding_outside_ : CheckOutside();
+    for (int32_t s : comp_slots_) frozen_[s] = 0;
+    if (bind < 0) {
+      for (int32_t s : comp_slots_)
+        if (new_rate_[s] != rate_[s]) SetRate(s, t);
+      return true;
+    }
+    extra_ports_.push_back(bind);
+  }
+  return false;
 }
 
 }  // namespace reshard::sim_internal
