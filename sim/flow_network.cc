@@ -48,8 +48,9 @@ int64_t CeilNs(double bytes, double bytes_per_ns) {
   return r <= 0 ? 0 : static_cast<int64_t>(r);
 }
 
-void FlowNetwork::Init(const PortModel& model, SimObserver* obs, int32_t max_flows) {
+void FlowNetwork::Init(const PortModel& model, SimObserver* obs, int32_t max_flows, int64_t share_grid_ns) {
   obs_ = obs;
+  share_grid_ns_ = share_grid_ns;
   const int32_t np = model.NumPorts();
   ports.assign(np, PortState{});
   for (int32_t p = 0; p < np; ++p) {
@@ -285,14 +286,31 @@ void FlowNetwork::Recompute(int64_t t) {
     for (PortState& p : ports) p.stamp = 0;
     stamp_ = 1;
   }
+  // A deferred re-share whose component is no longer kept: its ports are
+  // re-shared now, as components of their own.
+  if (due_ns_ >= 0 && !big_valid_) {
+    dirty_.insert(dirty_.end(), big_ports_.begin(), big_ports_.end());
+    due_ns_ = -1;
+  }
   if (big_valid_) CheckBig();
   bool big_done = false;
-  for (int32_t start : dirty_) {
+  if (due_ns_ >= 0 && t >= due_ns_ && !big_ports_.empty()) {  // the deferred re-share
+    due_ns_ = -1;
+    big_done = true;
+    UseBig();
+    Share(t);
+  }
+  for (size_t i = 0; i < dirty_.size(); ++i) {  // DropBig may append
+    const int32_t start = dirty_[i];
     if (ports[start].stamp == stamp_) continue;
     if (big_valid_ && in_big_[start]) {
-      if (big_done) continue;
+      if (big_done || due_ns_ >= 0) continue;  // re-shared, or to be at due_ns_
       big_done = true;
       if (obs_ == nullptr && ShareLocal(t)) continue;
+      if (obs_ == nullptr && share_grid_ns_ > 0 && t % share_grid_ns_ != 0) {
+        due_ns_ = (t / share_grid_ns_ + 1) * share_grid_ns_;
+        continue;
+      }
       UseBig();
     } else {
       Discover(start);
@@ -444,6 +462,10 @@ void FlowNetwork::KeepBig() {
 }
 
 void FlowNetwork::DropBig() {
+  if (due_ns_ >= 0) {  // its deferred re-share: now, per component
+    dirty_.insert(dirty_.end(), big_ports_.begin(), big_ports_.end());
+    due_ns_ = -1;
+  }
   for (int32_t q : big_ports_) in_big_[q] = 0;
   big_ports_.clear();
   big_checks_.clear();
@@ -756,7 +778,11 @@ void FlowNetwork::Share(int64_t t) {
 // the F_R flows' freezes are the full pass's, in the same order and with the
 // same subtractions (no flow outside F_R crosses an R port). Cost: the part's
 // flows and ports instead of the component's; a part of more than half the
-// active flows falls back to the full pass.
+// active flows falls back to the full pass. With a share grid
+// (SimOptions::share_grid_ns), that full pass waits for the next grid point
+// unless the change falls on one: until then new flows there stay at rate 0
+// and the others keep their rates (always within the capacities), the one
+// place where rates are not max-min fair at every instant.
 
 bool FlowNetwork::Region() {
   if (++region_mark_ == 0) {

@@ -93,6 +93,12 @@ struct SimOptions {
   // Compute the routing-independent lower bound (sim/topology_bound.h); callers
   // that only compare candidates' times leave it out.
   bool lower_bound = true;
+  // A component of >= 512 flows in which a change reaches most flows through
+  // saturated ports (e.g. every NIC saturated by one NCCL group across the
+  // cluster) is re-shared on this grid instead of at every change: a flow
+  // that starts there moves its first byte, and bandwidth a flow frees there
+  // is handed out, at most this much later. 0: re-share at every change.
+  int64_t share_grid_ns = 1000;
 };
 
 struct PortUse {

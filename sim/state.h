@@ -171,13 +171,18 @@ class FlowEnds {
 // re-sharing a component of F flows scans F slots, not F scattered flows.
 class FlowNetwork {
  public:
-  void Init(const PortModel& ports, SimObserver* obs, int32_t max_flows);
+  // share_grid_ns: 0, or the grid on which a big component whose change
+  // reaches most of its flows is re-shared (SimOptions::share_grid_ns).
+  void Init(const PortModel& ports, SimObserver* obs, int32_t max_flows, int64_t share_grid_ns = 0);
 
   int32_t Add(const Flow& f);             // a new flow (not yet on its ports); returns its id
   void Start(int32_t id, int64_t t);      // puts a flow with bytes on its ports
   void Stop(int32_t id, int64_t t);       // takes it off (if on) and marks it done
   void SetCap(int32_t id, double cap);    // a new ceiling, re-shared at the next Recompute
   bool Dirty() const { return !dirty_.empty(); }
+  // When a deferred re-share of the big component is due (-1: none); the
+  // event loop calls Recompute then.
+  int64_t DueNs() const { return due_ns_; }
   // Re-shares bandwidth in every component that holds a port touched since
   // the last call; settles bytes moved and moves the flows' ends.
   void Recompute(int64_t t);
@@ -291,6 +296,8 @@ class FlowNetwork {
   std::vector<int32_t> outside_ports_;
   std::vector<double> outside_old_, outside_new_;  // per outside port: the part's flows' old / new rates on it
   bool local_ = false;   // WaterFill on a part: outside ports must not bind
+  int64_t share_grid_ns_ = 0;
+  int64_t due_ns_ = -1;  // the big component's deferred re-share
   int32_t binding_outside_ = -1;
 };
 

@@ -268,3 +268,57 @@ TEST(FlowNetwork, ResharesOnlyThePartAChangeReaches) {
 
 }  // namespace
 }  // namespace reshard::sim_internal
+
+namespace reshard::sim_internal {
+namespace {
+
+// The re-share grid (SimOptions::share_grid_ns = 1000 ns). 600 flows of
+// 10^6 bytes from NIC 0 to the NIC of GPU 8 at 60 bytes/ns: one component
+// of >= 512 flows, both NIC ports saturated at 0.1 bytes/ns a flow. A 601st
+// flow starting at 1,500 ns reaches every flow through the two saturated
+// ports, so the re-share waits for the grid point 2,000 ns:
+//   1,500 ns: the new flow's rate is 0, the others keep 0.1;
+//   2,000 ns: every flow at 60/601 bytes/ns. The old flows have
+//     10^6 - 0.1 x 2,000 = 999,800 bytes left: 999,800 x 601 / 60 =
+//     10,014,663.3 ns, ending at 2,000 + 10,014,664 = 10,016,664 ns; the new
+//     one 10^6 x 601 / 60 = 10,016,666.7 ns, ending at 10,018,667 ns.
+// Without the grid it would end at 1,500 + 10,016,667 = 10,018,167 ns: the
+// grid delays it by the 500 ns it waited, no more.
+TEST(FlowNetwork, BigComponentReachedEverywhereIsResharedOnTheGrid) {
+  Cluster cluster = ClusterPreset("dgx-h100");
+  cluster.nodes = 2;
+  cluster.network.bytes_per_s = 60e9;
+  cluster.network.duplex_bytes_per_s = 0;
+  const PortModel model(cluster);
+  FlowNetwork net;
+  net.Init(model, nullptr, 1024, /*share_grid_ns=*/1000);
+  const Route r = model.Transfer(0, 8);
+  ASSERT_EQ(r.link_class, LinkClass::kNetwork);
+  auto start = [&](int64_t t) {
+    Flow f;
+    f.route = r;
+    f.bytes = 1'000'000;
+    f.cap = 1e300;
+    const int32_t id = net.Add(f);
+    net.Start(id, t);
+    return id;
+  };
+  for (int i = 0; i < 600; ++i) start(0);
+  net.Recompute(0);
+  EXPECT_DOUBLE_EQ(net.Rate(0), 0.1);
+  const int32_t late = start(1500);
+  net.Recompute(1500);
+  EXPECT_EQ(net.DueNs(), 2000);
+  EXPECT_EQ(net.Rate(late), 0.0);
+  EXPECT_DOUBLE_EQ(net.Rate(0), 0.1);
+  net.Recompute(2000);
+  EXPECT_EQ(net.DueNs(), -1);
+  EXPECT_DOUBLE_EQ(net.Rate(late), 60.0 / 601);
+  EXPECT_DOUBLE_EQ(net.Rate(0), 60.0 / 601);
+  EXPECT_EQ(net.FinishNs(0), 10'016'664);
+  EXPECT_EQ(net.FinishNs(late), 10'018'667);
+  EXPECT_EQ(net.ends.TopKey(), 10'016'664);
+}
+
+}  // namespace
+}  // namespace reshard::sim_internal
