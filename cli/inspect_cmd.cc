@@ -112,37 +112,6 @@ std::vector<CostTerm> CostTerms(const Cluster& c) {
   return out;
 }
 
-// Whatever the plan, a GPU holds during the refit at least what it holds at
-// the start, less the optimizer state the scenario lets the refit offload,
-// plus the destination weights it receives. Not fitting that is exit 3 too.
-Feasibility CheckRefitFloor(const Scenario& s, const std::vector<GpuMemoryAtStart>& mem,
-                            const std::vector<int64_t>& destination_bytes) {
-  const OptimizerConfig& opt = s.memory.optimizer;
-  const double offloadable = opt.offload == OffloadMode::kNone       ? 0.0
-                             : opt.offload == OffloadMode::kFraction ? opt.fraction
-                                                                     : 1.0;
-  Feasibility f;
-  for (const GpuMemoryAtStart& m : mem) {
-    const int64_t at_least = m.Total() - static_cast<int64_t>(offloadable * static_cast<double>(m.optimizer)) +
-                             destination_bytes[static_cast<size_t>(m.gpu)];
-    const int64_t missing = at_least - s.cluster.gpu_memory_bytes;
-    if (missing > f.missing_bytes) {
-      f.fits = false;
-      f.gpu = m.gpu;
-      f.missing_bytes = missing;
-      f.message = fmt::format(
-          "GPU {} needs at least {} during the refit (destination weights {} on top of {} in use{}) but has {}: {} "
-          "missing whatever the plan",
-          m.gpu, FormatBytes(at_least), FormatBytes(destination_bytes[static_cast<size_t>(m.gpu)]),
-          FormatBytes(at_least - destination_bytes[static_cast<size_t>(m.gpu)]),
-          offloadable > 0 && m.optimizer > 0 ? ", the optimizer state offloaded as far as memory.optimizer.offload allows"
-                                             : "",
-          FormatBytes(s.cluster.gpu_memory_bytes), FormatBytes(missing));
-    }
-  }
-  return f;
-}
-
 void Run(const InspectOptions& o) {
   const Scenario s = o.scenario.Load();
   const Layout src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
@@ -155,7 +124,7 @@ void Run(const InspectOptions& o) {
   const std::vector<GpuMemoryAtStart> mem = MemoryAtStart(s, src);
   const int64_t capacity = s.cluster.gpu_memory_bytes;
   Feasibility fit = CheckStartFits(s, mem);
-  if (fit.fits) fit = CheckRefitFloor(s, mem, destination_bytes);
+  if (fit.fits) fit = CheckRefitFloor(s, mem, DestinationFloorBytes(s, dst));
   const int64_t parameters = s.model.Parameters();
 
   if (o.json) {

@@ -27,6 +27,7 @@ namespace reshard::cli {
 
 namespace {
 
+#ifdef RESHARD_HAVE_NCCL
 // A number of seconds from the environment: finite and > 0.
 double EnvSeconds(const char* name, double fallback) {
   const char* v = std::getenv(name);
@@ -38,6 +39,7 @@ double EnvSeconds(const char* name, double fallback) {
                      fmt::format("must be a finite number of seconds in (0, {:g}], got '{}'", kMaxTimeoutS, v));
   return s;
 }
+#endif
 
 // RESHARD_FAULT="gpu=G,op=N": a drill (backend.h FaultInjection).
 FaultInjection FaultFromEnvironment() {

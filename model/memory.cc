@@ -111,6 +111,56 @@ Feasibility CheckStartFits(const Scenario& s, const std::vector<GpuMemoryAtStart
   return f;
 }
 
+// Whatever the plan, a GPU holds during the refit at least what it holds at
+// the start, less the optimizer state the scenario lets the refit offload,
+// plus the destination weights it receives. Not fitting that is exit 3 too.
+Feasibility CheckRefitFloor(const Scenario& s, const std::vector<GpuMemoryAtStart>& mem,
+                            const std::vector<int64_t>& destination_bytes) {
+  const OptimizerConfig& opt = s.memory.optimizer;
+  const double offloadable = opt.offload == OffloadMode::kNone       ? 0.0
+                             : opt.offload == OffloadMode::kFraction ? opt.fraction
+                                                                     : 1.0;
+  Feasibility f;
+  for (const GpuMemoryAtStart& m : mem) {
+    const int64_t at_least = m.Total() - static_cast<int64_t>(offloadable * static_cast<double>(m.optimizer)) +
+                             destination_bytes[static_cast<size_t>(m.gpu)];
+    const int64_t missing = at_least - s.cluster.gpu_memory_bytes;
+    if (missing > f.missing_bytes) {
+      f.fits = false;
+      f.gpu = m.gpu;
+      f.missing_bytes = missing;
+      f.message = fmt::format(
+          "GPU {} needs at least {} during the refit (destination weights {} on top of {} in use{}) but has {}: {} "
+          "missing whatever the plan",
+          m.gpu, FormatBytes(at_least), FormatBytes(destination_bytes[static_cast<size_t>(m.gpu)]),
+          FormatBytes(at_least - destination_bytes[static_cast<size_t>(m.gpu)]),
+          offloadable > 0 && m.optimizer > 0 ? ", the optimizer state offloaded as far as memory.optimizer.offload allows"
+                                             : "",
+          FormatBytes(s.cluster.gpu_memory_bytes), FormatBytes(missing));
+    }
+  }
+  return f;
+}
+
+std::vector<int64_t> DestinationFloorBytes(const Scenario& s, const Layout& destination) {
+  std::vector<int64_t> bytes(static_cast<size_t>(s.cluster.Gpus()), 0);
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (int32_t r = 0; r < destination.Ranks(); ++r) least = std::min(least, destination.RankBytes(r));
+  for (int32_t r = 0; r < destination.Ranks(); ++r)
+    bytes[static_cast<size_t>(s.destination_gpus[static_cast<size_t>(r)])] +=
+        s.destination_placement_free ? least : destination.RankBytes(r);
+  return bytes;
+}
+
+Feasibility CheckRefitFits(const Scenario& s) {
+  const Layout src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
+  const Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
+  const std::vector<GpuMemoryAtStart> mem = MemoryAtStart(s, src);
+  Feasibility f = CheckStartFits(s, mem);
+  if (f.fits) f = CheckRefitFloor(s, mem, DestinationFloorBytes(s, dst));
+  return f;
+}
+
 // Binary units with three significant figures: "512 B", "7.48 GiB", "151.2 GiB".
 std::string FormatBytes(int64_t bytes) {
   if (bytes < 0) {

@@ -104,6 +104,16 @@ struct Feasibility {
   std::string message;            // "GPU 3 needs 151.2 GiB but has 139.8 GiB: 11.4 GiB missing"
 };
 Feasibility CheckStartFits(const Scenario& s, const std::vector<GpuMemoryAtStart>& mem);
+// Bytes of destination weights each GPU receives at least: its ranks' shards,
+// or with a free placement the smallest shard per rank it hosts.
+std::vector<int64_t> DestinationFloorBytes(const Scenario& s, const Layout& destination);
+// Whatever the plan, a GPU holds during the refit at least what it holds at
+// the start, less the optimizer state it may offload, plus the destination
+// weights it receives: the floor no plan can go below.
+Feasibility CheckRefitFloor(const Scenario& s, const std::vector<GpuMemoryAtStart>& mem,
+                            const std::vector<int64_t>& destination_bytes);
+// Both checks on the scenario's own layouts, O(GPUs + ranks).
+Feasibility CheckRefitFits(const Scenario& s);
 
 std::string FormatBytes(int64_t bytes);  // "8.03 GB (7.48 GiB)"-style human form
 

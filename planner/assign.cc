@@ -293,7 +293,7 @@ std::vector<std::vector<int64_t>> BalanceDemands(const std::vector<int64_t>& dem
         sum += level[m].first;
         ++m;
         // Raising the first m ports to `next` costs m*next - sum.
-        if (next == INT64_MAX || static_cast<__int128>(m) * next - sum >= left) break;
+        if (next == INT64_MAX || (__extension__ static_cast<__int128>(m)) * next - sum >= left) break;
       }
       const int64_t base = (left + sum) / static_cast<int64_t>(m);
       int64_t extra = (left + sum) - base * static_cast<int64_t>(m);  // first `extra` ports take one more

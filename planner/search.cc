@@ -347,6 +347,16 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
                      fmt::format("the planner moves {} weights as they are; converting to {} during the refit is "
                                  "not supported yet",
                                  DTypeName(s.dtype), DTypeName(s.destination_dtype)));
+  // A GPU short of memory whatever the plan: say so at once instead of
+  // planning every candidate to find out.
+  if (const Feasibility floor = CheckRefitFits(s); !floor.fits) {
+    PlanResult res;
+    res.status = PlanStatus::kInfeasible;
+    res.gpu = floor.gpu;
+    res.missing_bytes = floor.missing_bytes;
+    res.message = floor.message;
+    return res;
+  }
   const Problem prob(s);
   const bool small = options.simulate && prob.Fragments() <= options.simulate_max_fragments;
   std::vector<int64_t> sizes = SegmentSizes(s, options, small || prob.Fragments() <= kFineSizesMinFragments);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds reshard with AddressSanitizer + UndefinedBehaviorSanitizer (Debug, no
-# NCCL, no benchmarks) in its own build dir and runs the test suite in it.
+# Builds reshard with AddressSanitizer + UndefinedBehaviorSanitizer (Debug
+# asserts at -Og with line tables: compiles faster than -O0 -g and runs the
+# tests ~2x faster; no NCCL, no benchmarks) in its own build dir and runs the test suite in it.
 # scripts/test.sh (and so CI) runs it after the Release suite.
 #   scripts/sanitize.sh                 # build-sanitize/, all non-GPU tests
 #   BUILD_DIR=build-asan JOBS=1 scripts/sanitize.sh -R model_   # extra args go to ctest
@@ -11,7 +12,7 @@ jobs=${JOBS:-$(nproc)}
 start_s=$(date +%s)
 
 cmake -G Ninja -B "$build_dir" -S . \
-  -DCMAKE_BUILD_TYPE=Debug -DRESHARD_SANITIZE=ON \
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" -DRESHARD_SANITIZE=ON \
   -DRESHARD_WITH_NCCL=OFF -DRESHARD_BUILD_BENCH=OFF >/dev/null
 ninja -C "$build_dir" -j"$jobs"
 built_s=$(date +%s)

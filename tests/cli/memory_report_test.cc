@@ -37,7 +37,11 @@ TEST(MemoryReport, InspectExits3WhenDestinationWeightsCannotFit) {
 }
 
 TEST(MemoryReport, PeakAboveUsableMemoryExits3BaselineIncluded) {
-  EXPECT_EQ(Reshard({"plan", kTooBig}).code, 3);  // reshard's planner finds no plan
+  // reshard's planner finds no plan, and says at once why (no candidate is planned).
+  const auto p = Reshard({"plan", kTooBig});
+  EXPECT_EQ(p.code, 3);
+  EXPECT_THAT(p.err, HasSubstr("GPU 0 needs at least"));
+  EXPECT_THAT(p.err, HasSubstr("missing whatever the plan"));
   const auto r = Reshard({"plan", kTooBig, "--baseline", "megatron", "--no-simulate"});
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_THAT(r.err, HasSubstr("it may use (capacity 16.0 GiB less reserve 1.00 GiB): this plan would run out"));
