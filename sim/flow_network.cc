@@ -23,7 +23,9 @@
 //    smallest cap of any active flow (before that no cap can bind);
 //  * a port's flows are frozen without a branch per flow;
 //  * the largest component is kept between calls instead of found again by
-//    a BFS over its flows (see "The big component" below).
+//    a BFS over its flows (see "The big component" below), and re-shared
+//    only where a change can reach it (see "Local re-sharing" below);
+//  * a flow's bytes are settled only when its rate changes.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -46,8 +48,9 @@ int64_t CeilNs(double bytes, double bytes_per_ns) {
   return r <= 0 ? 0 : static_cast<int64_t>(r);
 }
 
-void FlowNetwork::Init(const PortModel& model, SimObserver* obs, int32_t max_flows) {
+void FlowNetwork::Init(const PortModel& model, SimObserver* obs, int32_t max_flows, int64_t share_grid_ns) {
   obs_ = obs;
+  share_grid_ns_ = share_grid_ns;
   const int32_t np = model.NumPorts();
   ports.assign(np, PortState{});
   for (int32_t p = 0; p < np; ++p) {
@@ -68,6 +71,11 @@ void FlowNetwork::Init(const PortModel& model, SimObserver* obs, int32_t max_flo
   in_big_.assign(np, 0);
   search_a_.assign(np, 0);
   search_b_.assign(np, 0);
+  port_load_.assign(np, 0);
+  port_region_.assign(np, 0);
+  port_outside_.assign(np, 0);
+  outside_old_.assign(np, 0);
+  outside_new_.assign(np, 0);
   cap_floor_ = std::numeric_limits<double>::infinity();
 }
 
@@ -135,9 +143,14 @@ void FlowNetwork::Start(int32_t id, int64_t t) {
   cap_floor_ = std::min(cap_floor_, f.cap);
   last_ns_[s] = t;
   finish_ns_[s] = -1;
+  touched_flows_.push_back(id);
   for (int32_t k = 0; k < f.route.num_ports; ++k) {
     PortState& p = ports[route[k]];
-    if (p.flows.empty()) p.busy_since = t;
+    if (p.flows.empty()) {
+      p.busy_since = t;
+      // Its busy reverse drops to the duplex rate.
+      if (p.coupled && !ports[p.reverse].flows.empty()) forced_ports_.push_back(p.reverse);
+    }
     slot_pos_[s][k] = static_cast<int32_t>(p.flows.size());
     PortFlow e;
     e.word = static_cast<uint32_t>(s) | static_cast<uint32_t>(k) << 30;
@@ -182,11 +195,18 @@ void FlowNetwork::Stop(int32_t id, int64_t t) {
       const int32_t pid = f.route.ports[k];
       PortState& p = ports[pid];
       const int32_t pos = slot_pos_[s][k];
+      if (Saturated(pid)) forced_ports_.push_back(pid);  // its other flows may speed up
       const PortFlow moved = p.flows.back();
       p.flows[pos] = moved;
       p.flows.pop_back();
       if (moved.Slot() != s) slot_pos_[moved.Slot()][moved.Index()] = pos;
-      if (p.flows.empty()) p.busy_ns += t - p.busy_since;
+      port_load_[pid] -= rate_[s];
+      if (p.flows.empty()) {
+        p.busy_ns += t - p.busy_since;
+        port_load_[pid] = 0;
+        // Its busy reverse gets the one-way rate back.
+        if (p.coupled && !ports[p.reverse].flows.empty()) forced_ports_.push_back(p.reverse);
+      }
       dirty_.push_back(pid);
     }
     --first_count_[f.route.ports[0]];
@@ -207,6 +227,7 @@ void FlowNetwork::SetCap(int32_t id, double cap) {
   if (f.slot >= 0) {
     cap_[f.slot] = cap;
     cap_floor_ = std::min(cap_floor_, cap);
+    touched_flows_.push_back(id);
     for (int32_t k = 0; k < f.route.num_ports; ++k) dirty_.push_back(f.route.ports[k]);
   }
 }
@@ -265,10 +286,31 @@ void FlowNetwork::Recompute(int64_t t) {
     for (PortState& p : ports) p.stamp = 0;
     stamp_ = 1;
   }
+  // A deferred re-share whose component is no longer kept: its ports are
+  // re-shared now, as components of their own.
+  if (due_ns_ >= 0 && !big_valid_) {
+    dirty_.insert(dirty_.end(), big_ports_.begin(), big_ports_.end());
+    due_ns_ = -1;
+  }
   if (big_valid_) CheckBig();
-  for (int32_t start : dirty_) {
+  bool big_done = false;
+  if (due_ns_ >= 0 && t >= due_ns_ && !big_ports_.empty()) {  // the deferred re-share
+    due_ns_ = -1;
+    big_done = true;
+    UseBig();
+    Share(t);
+  }
+  for (size_t i = 0; i < dirty_.size(); ++i) {  // DropBig may append
+    const int32_t start = dirty_[i];
     if (ports[start].stamp == stamp_) continue;
     if (big_valid_ && in_big_[start]) {
+      if (big_done || due_ns_ >= 0) continue;  // re-shared, or to be at due_ns_
+      big_done = true;
+      if (obs_ == nullptr && ShareLocal(t)) continue;
+      if (obs_ == nullptr && share_grid_ns_ > 0 && t % share_grid_ns_ != 0) {
+        due_ns_ = (t / share_grid_ns_ + 1) * share_grid_ns_;
+        continue;
+      }
       UseBig();
     } else {
       Discover(start);
@@ -277,6 +319,8 @@ void FlowNetwork::Recompute(int64_t t) {
     Share(t);
   }
   dirty_.clear();
+  touched_flows_.clear();
+  forced_ports_.clear();
 }
 
 // ---- The big component, kept between calls --------------------------------
@@ -418,6 +462,10 @@ void FlowNetwork::KeepBig() {
 }
 
 void FlowNetwork::DropBig() {
+  if (due_ns_ >= 0) {  // its deferred re-share: now, per component
+    dirty_.insert(dirty_.end(), big_ports_.begin(), big_ports_.end());
+    due_ns_ = -1;
+  }
   for (int32_t q : big_ports_) in_big_[q] = 0;
   big_ports_.clear();
   big_checks_.clear();
@@ -526,12 +574,21 @@ void FlowNetwork::WaterFill() {
   for (int32_t q : comp_ports_) {
     const PortState& p = ports[q];
     if (p.flows.empty()) continue;
-    const bool both = p.coupled && !ports[p.reverse].flows.empty();
-    port_capacity_[q] = both ? p.duplex : p.peak;
+    port_capacity_[q] = CapacityOf(q);
     port_left_[q] = port_capacity_[q];
     port_unfrozen_[q] = static_cast<int32_t>(p.flows.size());
     port_key_[q] = ShareOf(q);
     initial_shares_.emplace_back(q, port_key_[q]);
+  }
+  // A part of a component: its outside ports offer what the flows outside
+  // the part leave (their unfrozen counts are the part's flows, from Region).
+  if (local_) {
+    for (int32_t q : outside_ports_) {
+      port_capacity_[q] = std::max(0.0, CapacityOf(q) - (port_load_[q] - outside_old_[q]));
+      port_left_[q] = port_capacity_[q];
+      port_key_[q] = ShareOf(q);
+      initial_shares_.emplace_back(q, port_key_[q]);
+    }
   }
   shares_.Build(initial_shares_);
   left_ = comp_flows_;
@@ -545,8 +602,19 @@ void FlowNetwork::WaterFill() {
   auto later = [](const MaxMinScratch::CapEntry& a, const MaxMinScratch::CapEntry& b) {
     return a.cap != b.cap ? a.cap > b.cap : a.tie_id > b.tie_id;
   };
+  auto cap_of = [&](int32_t s, double limit) {
+    for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[s][k] >= 0; ++k)
+      limit = std::min(limit, port_capacity_[slot_ports_[s][k]]);
+    if (cap_[s] < limit) by_cap_.push_back({cap_[s], slot_flow_[s], s});
+  };
   auto build_caps = [&]() {
     caps_built = true;
+    if (local_) {  // the part's flows are listed
+      for (int32_t s : comp_slots_)
+        if (!frozen_[s]) cap_of(s, std::numeric_limits<double>::infinity());
+      std::make_heap(by_cap_.begin(), by_cap_.end(), later);
+      return;
+    }
     for (int32_t q : comp_ports_) {
       if (ports[q].flows.empty() || !shares_.Contains(q)) continue;
       for (const PortFlow& e : ports[q].flows) {
@@ -602,11 +670,34 @@ void FlowNetwork::WaterFill() {
     }
     RESHARD_CHECK(!shares_.Empty(), "water-filling lost a flow");
     const int32_t q = shares_.Top();
+    if (local_ && port_outside_[q] == region_mark_) {  // the part is not closed
+      binding_outside_ = q;
+      return;
+    }
     shares_.Erase(q);
     // Every unfrozen flow on q stops at its share (floored: rates stay positive).
     const double rate = std::max(share_next, ports[q].peak * 1e-12);
     FreezePort(q, rate);
     LowerNear();
+  }
+}
+
+// Settles slot s's bytes at its old rate (a flow's bytes are settled only
+// when its rate changes), gives it new_rate_[s] and moves its end.
+void FlowNetwork::SetRate(int32_t s, int64_t t) {
+  const double old = rate_[s], now = new_rate_[s];
+  remaining_[s] = std::max(0.0, remaining_[s] - old * static_cast<double>(t - last_ns_[s]));
+  last_ns_[s] = t;
+  for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[s][k] >= 0; ++k) port_load_[slot_ports_[s][k]] += now - old;
+  rate_[s] = now;
+  const int64_t finish = t + CeilNs(remaining_[s], now);
+  if (obs_) {
+    const Flow& f = flows[slot_flow_[s]];
+    obs_->OnFlowRate(t, f.op, f.route, now * kNsPerS);
+  }
+  if (finish != finish_ns_[s]) {
+    finish_ns_[s] = finish;
+    ends.heap_.Set(s, {finish, slot_flow_[s]});
   }
 }
 
@@ -627,36 +718,18 @@ void FlowNetwork::Share(int64_t t) {
   }
   const int32_t m = scan ? active_ : n;
   double floor = std::numeric_limits<double>::infinity();
-  // New finish times for flows whose rate changed, after settling the bytes
-  // every flow moved at its old rate since it was last settled.
-  auto finish_at = [&](int32_t s) {
-    rate_[s] = new_rate_[s];
-    const int64_t finish = t + CeilNs(remaining_[s], rate_[s]);
-    if (obs_) {
-      const Flow& f = flows[slot_flow_[s]];
-      obs_->OnFlowRate(t, f.op, f.route, rate_[s] * kNsPerS);
-    }
-    if (finish != finish_ns_[s]) {
-      finish_ns_[s] = finish;
-      ends.heap_.Set(s, {finish, slot_flow_[s]});
-    }
-  };
-  // Settles a flow and lists it when its rate changed (a new flow's rate, 0,
-  // always does).
+  // Lists a flow when its rate changed (a new flow's rate, 0, always does).
   int32_t changed = 0;
   auto settle = [&](int32_t s) {
     frozen_[s] = 0;
-    remaining_[s] = std::max(0.0, remaining_[s] - rate_[s] * static_cast<double>(t - last_ns_[s]));
-    last_ns_[s] = t;
     changed_[changed] = s;
     changed += new_rate_[s] != rate_[s] ? 1 : 0;
   };
   if (obs_) {
-    // In discovery order (the order of the observer's calls); a new flow's
-    // rate (0) always changes.
+    // In discovery order (the order of the observer's calls).
     for (int32_t s : comp_slots_) {
-      settle(s);
-      if (new_rate_[s] != rate_[s]) finish_at(s);
+      frozen_[s] = 0;
+      if (new_rate_[s] != rate_[s]) SetRate(s, t);
     }
   } else if (scan) {
     for (int32_t s = 0; s < m; ++s)
@@ -665,7 +738,7 @@ void FlowNetwork::Share(int64_t t) {
     for (int32_t s : comp_slots_) settle(s);
   }
   if (!obs_) {
-    for (int32_t i = 0; i < changed; ++i) finish_at(changed_[i]);
+    for (int32_t i = 0; i < changed; ++i) SetRate(changed_[i], t);
   }
   if (n == active_) {  // every active flow is here: the floor of the caps can rise
     for (int32_t s = 0; s < active_; ++s) floor = std::min(floor, cap_[s]);

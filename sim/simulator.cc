@@ -8,6 +8,7 @@
 // for. O(E log E) for E events (O(ops)), plus the re-sharing (flow_network.cc).
 #include "sim/simulator.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
@@ -114,7 +115,7 @@ Prediction Simulator::State::Run() {
   nops = static_cast<int32_t>(plan.ops.size());
   CheckOps();
   launches = sim_internal::BuildLaunches(plan, info, gpus);
-  net.Init(ports, obs, nops);
+  net.Init(ports, obs, nops, opt.share_grid_ns);
   memory.Init(plan, obs);
   op_start_ns.assign(nops, -1);
   op_end_ns.assign(nops, -1);
@@ -145,8 +146,9 @@ Prediction Simulator::State::Run() {
   // Each instant: flow ends (by flow id), then queued events (by sequence),
   // until none is left at this instant; then rates are re-shared once.
   constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-  while (!queue.Empty() || !net.ends.Empty()) {
-    const int64_t t = std::min(queue.Empty() ? kNever : queue.Top().t, net.ends.Empty() ? kNever : net.ends.TopKey());
+  while (!queue.Empty() || !net.ends.Empty() || net.DueNs() >= 0) {
+    const int64_t t = std::min({queue.Empty() ? kNever : queue.Top().t, net.ends.Empty() ? kNever : net.ends.TopKey(),
+                                net.DueNs() >= 0 ? net.DueNs() : kNever});
     while (true) {
       if (!net.ends.Empty() && net.ends.TopKey() == t) {
         ++events;
@@ -159,7 +161,7 @@ Prediction Simulator::State::Run() {
         break;
       }
     }
-    if (net.Dirty()) net.Recompute(t);
+    if (net.Dirty() || net.DueNs() == t) net.Recompute(t);
   }
   if (launches.ended != nl) Deadlock();
   return Collect();

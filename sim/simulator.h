@@ -33,7 +33,10 @@
 //    its class. Rates are recomputed whenever flows start or end, after all
 //    events of the same nanosecond are processed, and only over the connected
 //    components (ports linked by flows, and the two directions of a duplex pair)
-//    touched. A flow's end is rounded up to the next nanosecond.
+//    touched; in a component of thousands of flows, only over the part a
+//    change can reach through saturated ports (the same rates, bit for bit;
+//    flow_network.cc). A flow's bytes are settled when its rate changes; its
+//    end is rounded up to the next nanosecond.
 //  * Memory. Per GPU: CUDA context + preexisting device buffers at t = 0, then
 //    kAlloc / kFree at their issue time, plus nccl_bytes_per_peer the first
 //    time a GPU's send/recv is issued with a new peer (connections persist).
@@ -50,7 +53,9 @@
 // Plans in rounds (a GPU sends and receives one segment at a time) keep
 // components small: ~4 M events/s. The worst case is one huge component whose
 // flows end at distinct instants (a whole refit as one NCCL group across many
-// GPUs): O(F^2 log F); 4,032 flows take ~0.4 s (bench/sim_bench.cc).
+// GPUs) and every port saturates, so that a change reaches every flow:
+// O(F^2 log F); 4,032 flows take ~0.4 s (bench/sim_bench.cc). Where only the
+// receiving NICs saturate, a change costs the flows of one NIC.
 //
 // No global state: a Simulator owns its queue and state; several can run at
 // once on different threads (the plan is only read).
@@ -88,6 +93,12 @@ struct SimOptions {
   // Compute the routing-independent lower bound (sim/topology_bound.h); callers
   // that only compare candidates' times leave it out.
   bool lower_bound = true;
+  // A component of >= 512 flows in which a change reaches most flows through
+  // saturated ports (e.g. every NIC saturated by one NCCL group across the
+  // cluster) is re-shared on this grid instead of at every change: a flow
+  // that starts there moves its first byte, and bandwidth a flow frees there
+  // is handed out, at most this much later. 0: re-share at every change.
+  int64_t share_grid_ns = 1000;
 };
 
 struct PortUse {

@@ -171,13 +171,18 @@ class FlowEnds {
 // re-sharing a component of F flows scans F slots, not F scattered flows.
 class FlowNetwork {
  public:
-  void Init(const PortModel& ports, SimObserver* obs, int32_t max_flows);
+  // share_grid_ns: 0, or the grid on which a big component whose change
+  // reaches most of its flows is re-shared (SimOptions::share_grid_ns).
+  void Init(const PortModel& ports, SimObserver* obs, int32_t max_flows, int64_t share_grid_ns = 0);
 
   int32_t Add(const Flow& f);             // a new flow (not yet on its ports); returns its id
   void Start(int32_t id, int64_t t);      // puts a flow with bytes on its ports
   void Stop(int32_t id, int64_t t);       // takes it off (if on) and marks it done
   void SetCap(int32_t id, double cap);    // a new ceiling, re-shared at the next Recompute
   bool Dirty() const { return !dirty_.empty(); }
+  // When a deferred re-share of the big component is due (-1: none); the
+  // event loop calls Recompute then.
+  int64_t DueNs() const { return due_ns_; }
   // Re-shares bandwidth in every component that holds a port touched since
   // the last call; settles bytes moved and moves the flows' ends.
   void Recompute(int64_t t);
@@ -190,7 +195,8 @@ class FlowNetwork {
   std::vector<Flow> flows;
   std::vector<PortState> ports;
   FlowEnds ends;
-  int64_t rate_updates = 0;   // sharing passes (one per component)
+  int64_t rate_updates = 0;   // sharing passes (one per component, or per part of the big one)
+  int64_t local_updates = 0;  // those over a part of the big component (ShareLocal)
 
  private:
   // The component of port `start` (not yet marked) into comp_ports_ /
@@ -210,6 +216,19 @@ class FlowNetwork {
   // Max-min rates of the component into new_rate_, then settles its flows
   // and moves the ends of those whose rate changed.
   void Share(int64_t t);
+  // Re-shares only the part of the big component that the changes since the
+  // last call can reach (flow_network.cc "Local re-sharing"); false when that
+  // part is most of the component (the caller re-shares all of it).
+  bool ShareLocal(int64_t t);
+  bool Region();                          // the part into comp_ports_ / comp_slots_; false: too big
+  int32_t CheckOutside();                 // an outside port the new rates would load near capacity, or -1
+  void SetRate(int32_t s, int64_t t);     // settles slot s at its old rate, takes new_rate_, moves its end
+  double CapacityOf(int32_t q) const {
+    const PortState& p = ports[q];
+    return p.coupled && !ports[p.reverse].flows.empty() ? p.duplex : p.peak;
+  }
+  bool Saturated(int32_t q) const { return port_load_[q] >= CapacityOf(q) * (1 - kSaturatedMargin); }
+  static constexpr double kSaturatedMargin = 1e-6;
   void WaterFill();
   void Freeze(int32_t s, double rate);
   void FreezePort(int32_t q, double rate);
@@ -265,6 +284,21 @@ class FlowNetwork {
   IndexedHeap<double> shares_;  // ports by (fair share, id); a key may lag below the share
   std::vector<MaxMinScratch::CapEntry> by_cap_;
   int32_t left_ = 0;
+
+  // Local re-sharing: per port the summed rate of its flows (kept as rates
+  // change), the changes since the last Recompute, and the part re-shared.
+  std::vector<double> port_load_;
+  std::vector<int32_t> touched_flows_;  // flow ids started or re-capped
+  std::vector<int32_t> forced_ports_;   // capacity changed, or lost a flow while saturated
+  std::vector<int32_t> extra_ports_;    // outside ports the last attempt found binding
+  std::vector<uint32_t> port_region_, port_outside_;  // region_mark_ when in the part / outside it
+  uint32_t region_mark_ = 0;
+  std::vector<int32_t> outside_ports_;
+  std::vector<double> outside_old_, outside_new_;  // per outside port: the part's flows' old / new rates on it
+  bool local_ = false;   // WaterFill on a part: outside ports must not bind
+  int64_t share_grid_ns_ = 0;
+  int64_t due_ns_ = -1;  // the big component's deferred re-share
+  int32_t binding_outside_ = -1;
 };
 
 // Device bytes per GPU and plan host bytes per node, with their peaks;
