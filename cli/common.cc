@@ -114,10 +114,11 @@ std::string PeakAboveUsable(const std::vector<int64_t>& peak_bytes, const Cluste
   return message + ": this plan would run out of memory";
 }
 
-int64_t ReserveOfTarget(const std::string& target, const std::string& calibration) {
+int64_t ReserveOfTarget(const std::string& target, const std::string& scenario) {
   // The scenario was loaded (and warned about) once already: read quietly.
-  (void)calibration;  // a profile changes links and overheads, never the reserve
-  return LooksLikePlanFile(target) ? 0 : ReadScenarioArg(target).memory.reserve_bytes;
+  // A calibration profile changes links and overheads, never the reserve.
+  if (!LooksLikePlanFile(target)) return ReadScenarioArg(target).memory.reserve_bytes;
+  return scenario.empty() ? 0 : ReadScenarioArg(scenario).memory.reserve_bytes;
 }
 
 void ExitPeakAboveUsable(const std::string& message) {

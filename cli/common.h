@@ -72,8 +72,9 @@ int64_t UsableBytes(const Cluster& c, int64_t reserve_bytes);
 // "" when every peak fits its GPU's usable memory, else "GPU g peaks at X,
 // Y above the Z it may use (capacity C less reserve R)" for the GPU most over.
 std::string PeakAboveUsable(const std::vector<int64_t>& peak_bytes, const Cluster& c, int64_t reserve_bytes);
-// The reserve of a verb's target: the scenario's memory.reserve, 0 for a plan.json.
-int64_t ReserveOfTarget(const std::string& target, const std::string& calibration);
+// The reserve of a verb's target: the scenario's memory.reserve; for a
+// plan.json, that of the scenario given with --scenario, else 0.
+int64_t ReserveOfTarget(const std::string& target, const std::string& scenario);
 // After a verb printed a peak above what a GPU may use: "infeasible: MESSAGE"
 // on stderr, exit 3.
 [[noreturn]] void ExitPeakAboveUsable(const std::string& message);

@@ -161,7 +161,7 @@ void Run(const SimulateCmdOptions& o) {
   TraceWritten written;
   const Prediction pr =
       o.trace.empty() ? Simulate(plan, so) : SimulateWithTrace(plan, o.trace, so, TraceDetailOf(o.trace_detail), &written);
-  const int64_t reserve = ReserveOfTarget(o.target.target, o.target.calibration);
+  const int64_t reserve = ReserveOfTarget(o.target.target, o.target.scenario);
   const std::string over = PeakAboveUsable(pr.peak_bytes, plan.cluster, reserve);
   if (o.json) {
     PrintJson(SimulateJson(plan, pr, reserve, o.trace, written));

@@ -79,7 +79,7 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
   const double time_error = RelativeError(pred.time_s, m.time_s);
   const double peak_error = RelativeError(static_cast<double>(p_peak), static_cast<double>(m_peak));
   const std::string over =
-      PeakAboveUsable(pred.peak_bytes, plan.cluster, ReserveOfTarget(a.target.target, a.target.calibration));
+      PeakAboveUsable(pred.peak_bytes, plan.cluster, ReserveOfTarget(a.target.target, a.target.scenario));
 
   if (a.json) {
     nlohmann::json j = PredictedJson(plan);
