@@ -475,15 +475,25 @@ class Emitter {
     }
     flush();
     if (!policy_.source_to_host || reads.empty() || sg.relay) return;
-    // Each source buffer read in place is done after its last send here.
+    // Each source buffer read in place is done after its last send here, but
+    // is released only once the round's groups are emitted (ReleaseGroupReads).
     std::stable_sort(reads.begin(), reads.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     for (size_t a = 0; a < reads.size();) {
       size_t e = a;
       while (e < reads.size() && reads[e].first == reads[a].first) ++e;
       for (size_t q = a; q + 1 < e; ++q) buffers_[reads[q].first].reads.push_back(reads[q].second);
-      ReadDone({reads[a].first}, reads[e - 1].second);
+      group_reads_.push_back(reads[e - 1]);
       a = e;
     }
+  }
+
+  // Reads by sends of the round's groups are done. Their releases wait for
+  // those sends, so an allocation that takes one must follow the groups: an
+  // allocation a receive of the same group waits for would make the group
+  // wait for itself (send -> move to host -> free -> alloc -> recv).
+  void ReleaseGroupReads() {
+    for (const auto& [buf, op] : group_reads_) ReadDone({buf}, op);
+    group_reads_.clear();
   }
 
   // The send and receive of a segment staged on both sides: one op each,
@@ -596,6 +606,7 @@ class Emitter {
         if (sg.PerPart()) EmitPerPart(i, send, recv);
         else EmitStagedPair(i, std::move(send), std::move(recv));
       }
+      ReleaseGroupReads();
       for (int32_t i = b0; i < b1; ++i)
         if (!sc_.segments[i].recv_direct) EmitUnpack(i);
       if (r == 0 && !policy_.destination_per_layer) AllocAllDest();
@@ -646,6 +657,7 @@ class Emitter {
   std::vector<BufferUse> buffers_;      // per plan buffer (host buffers may be missing)
   std::vector<SegmentOps> segment_ops_; // per segment
   std::vector<GpuEmission> gpus_;       // per GPU
+  std::vector<std::pair<int32_t, int32_t>> group_reads_;  // (source buffer, its last send) in this round's groups
   int32_t next_group_ = 0;
   bool relay_rounds_started_ = false;
 };

@@ -30,7 +30,9 @@
 // and its plan is kept only if predicted faster (simulated or estimated as
 // above; the estimate adds the relay rounds as a second phase).
 // Nothing fits: the result names the GPU and the bytes missing under the
-// policy that came closest.
+// policy that came closest. A plan that fits but cannot be issued (its
+// groups would wait on each other: plan/issue_order.h) is never chosen;
+// when only such plans fit, MakePlan throws InternalError.
 //
 // Complexity: O(F) to set up the problem (planner/problem.h), O(pairs) per
 // candidate size for the estimate, and per plan built O(F log F) to cut and
@@ -49,6 +51,7 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "plan/issue_order.h"
 #include "planner/emitter.h"
 #include "planner/problem.h"
 #include "planner/segments.h"
@@ -277,6 +280,13 @@ class Search {
           closest_infeasible_ = std::move(e);
         continue;
       }
+      // An emitter bug must not reach the user as a plan that cannot run.
+      try {
+        IssueOrder(e.plan);
+      } catch (const PlanRefused& refused) {
+        if (unissuable_.empty()) unissuable_ = fmt::format("{} under {}", refused.problem(), policy.Name());
+        continue;
+      }
       Candidate cand{sched, policy, std::move(e)};
       if (small_) {
         SimOptions so{nullptr, false};
@@ -328,6 +338,8 @@ class Search {
     return static_cast<size_t>(std::find(sizes_.begin(), sizes_.end(), best_->schedule->segment_bytes) - sizes_.begin());
   }
   const std::optional<EmittedPlan>& closest_infeasible() const { return closest_infeasible_; }
+  // The first candidate that fit but could not be issued ("" if none).
+  const std::string& unissuable() const { return unissuable_; }
 
  private:
   const Problem& prob_;
@@ -339,6 +351,7 @@ class Search {
   std::vector<std::vector<std::pair<int32_t, std::vector<Segment>>>> tried_;
   std::optional<Candidate> best_;
   std::optional<EmittedPlan> closest_infeasible_;  // the infeasible plan with the least missing bytes
+  std::string unissuable_;
 };
 
 }  // namespace
@@ -400,6 +413,10 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   res.stats.fragments = prob.Fragments();
   res.stats.relayed_bytes = relayed_bytes;
   auto& best = search->best();
+  if (!best && !search->unissuable().empty())
+    throw InternalError(fmt::format("planner: every plan of scenario '{}' ({}) that fits in memory cannot be "
+                                    "issued: {}",
+                                    s.name, s.path, search->unissuable()));
   if (!best) {
     const EmittedPlan none;
     const EmittedPlan& closest = search->closest_infeasible() ? *search->closest_infeasible() : none;

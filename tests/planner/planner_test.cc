@@ -3,6 +3,7 @@
 // destination element has exactly one producer and the right value; nothing
 // already on a GPU crosses a link; bytes moved equal what the layouts need).
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -16,6 +17,7 @@
 #include "model/scenario.h"
 #include "planner/assign.h"
 #include "planner/baseline_plan.h"
+#include "plan/issue_order.h"
 #include "plan/plan.h"
 #include "planner/planner.h"
 #include "planner/rounds.h"
@@ -435,6 +437,52 @@ TEST(Planner, ForcedMemoryPoliciesStayExact) {
     for (const PlanBuffer& b : r.plan.buffers) dest_buffers += b.role == BufferRole::kDestinationWeights;
     EXPECT_EQ(dest_allocs, dest_buffers);
   }
+}
+
+// Memory pressure on two nodes (llama3-8b, KV cache 70 GiB): plans offload
+// optimizer state and move training weights to host as they are read. With
+// every piece sent in place (threshold 0), a send's last read released a
+// training layer whose room an allocation for a receive of the same group
+// then took: send -> move to host -> free -> alloc -> recv, a group waiting
+// for itself. Every plan, under every memory policy that fits, must be
+// issuable by one host thread per GPU, and so must the one the search picks.
+TEST(Planner, EveryMemoryPolicyUnderPressureIsIssuable) {
+  const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: dgx-h100, nodes: 2}", "{engine: megatron, tp: 8, pp: 2}",
+                                   "{engine: vllm, tp: 8, dp: 2}",
+                                   "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 70, "
+                                   "reserve_gib: 2}\n",
+                                   "llama3-8b-2-nodes-pressure"));
+  int64_t issuable = 0;
+  for (int64_t direct : {int64_t{64} << 20, std::numeric_limits<int64_t>::max(), int64_t{0}}) {
+    for (int32_t per_round : {1, 2}) {
+      for (double f : {0.0, 0.25, 0.5, 0.75, 1.0}) {
+        for (bool to_host : {false, true}) {
+          for (bool per_layer : {false, true}) {
+            PlannerOptions o;
+            o.segment_bytes = int64_t{64} << 20;
+            o.per_round = per_round, o.direct_min_bytes = direct;
+            o.offload_fraction = f, o.source_to_host = to_host, o.destination_per_layer = per_layer;
+            o.simulate = false;
+            const std::string what = "direct " + std::to_string(direct) + " per_round " + std::to_string(per_round) +
+                                     " offload " + std::to_string(f) + " to_host " + std::to_string(to_host) +
+                                     " per_layer " + std::to_string(per_layer);
+            PlanResult r;
+            ASSERT_NO_THROW(r = MakePlan(s, o)) << what;  // InternalError: it fits but cannot be issued
+            if (!r.ok()) continue;
+            EXPECT_NO_THROW(IssueOrder(r.plan)) << what;
+            ++issuable;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(issuable, 0);
+  PlannerOptions o;
+  o.segment_bytes = int64_t{64} << 20;
+  const PlanResult r = MakePlan(s, o);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_NO_THROW(IssueOrder(r.plan));
+  EXPECT_TRUE(Verify(r.plan).ok());
 }
 
 // A budget that only fits when destination layers are allocated as they are
