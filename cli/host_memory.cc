@@ -4,10 +4,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "cli/json_reports.h"
 #include "model/scenario.h"
 
 namespace reshard::cli {
@@ -113,6 +116,25 @@ std::string HostMemoryShortfall(int64_t need_bytes, const HostMemory& m) {
       "{} short. The host backend is for small scenarios (tiny-llama-*, or a model whose buffers fit in RAM); run "
       "this plan with --backend nccl on GPUs, or predict it with `reshard simulate`",
       FormatBytes(need_bytes), FormatBytes(m.available_bytes), m.source, FormatBytes(need_bytes - m.available_bytes));
+}
+
+HostMemoryError::HostMemoryError(std::string plan, int64_t need_bytes, HostMemory available)
+    : std::runtime_error(HostMemoryShortfall(need_bytes, available)),
+      plan_(std::move(plan)),
+      need_bytes_(need_bytes),
+      available_(std::move(available)) {}
+
+nlohmann::json HostMemoryJson(const HostMemoryError& e) {
+  return {{"plan", e.plan()},
+          {"backend", "host"},
+          {"verified", false},
+          {"fits", false},
+          {"missing_bytes", e.missing_bytes()},
+          {"message", e.what()},
+          {"host_memory",
+           {{"needed_bytes", e.need_bytes()},
+            {"available_bytes", e.available().available_bytes},
+            {"source", e.available().source}}}};
 }
 
 }  // namespace reshard::cli

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "plan/plan.h"
@@ -37,5 +38,23 @@ std::optional<HostMemory> ReadHostMemory(const std::string& root = "");
 // "" when `need_bytes` fits in `m`, else the refusal with both numbers and
 // where the limit comes from.
 std::string HostMemoryShortfall(int64_t need_bytes, const HostMemory& m);
+
+// The host backend's refusal of `plan`, checked before anything is allocated:
+// its buffers need `need_bytes`, more than `available` grants. The CLI exits
+// 3 (does not fit), printing HostMemoryJson with --json; the Python module
+// raises reshard.HostMemoryTooSmall. what() is HostMemoryShortfall's text.
+class HostMemoryError : public std::runtime_error {
+ public:
+  HostMemoryError(std::string plan, int64_t need_bytes, HostMemory available);
+  const std::string& plan() const { return plan_; }
+  int64_t need_bytes() const { return need_bytes_; }
+  const HostMemory& available() const { return available_; }
+  int64_t missing_bytes() const { return need_bytes_ - available_.available_bytes; }
+
+ private:
+  std::string plan_;
+  int64_t need_bytes_;
+  HostMemory available_;
+};
 
 }  // namespace reshard::cli

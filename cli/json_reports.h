@@ -9,6 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "cli/host_memory.h"
 #include "model/scenario.h"
 #include "plan/plan.h"
 #include "planner/planner.h"
@@ -30,6 +31,12 @@ nlohmann::json PlanJson(const Scenario& s, const PlanResult& r, const std::strin
 // What plan / simulate / run print with --json when the scenario does not
 // fit (!r.ok()): scenario, fits false, gpu, missing_bytes, message.
 nlohmann::json InfeasibleJson(const Scenario& s, const PlanResult& r);
+
+// What run / validate print with --json when the host backend refuses a plan
+// larger than this machine's memory (exit 3): plan, backend, verified and
+// fits false, missing_bytes, message, host_memory {needed_bytes,
+// available_bytes, source}.
+nlohmann::json HostMemoryJson(const HostMemoryError& e);
 
 // `reshard simulate --json`: the Prediction plus plan, segment_bytes,
 // offload_fraction, the peak's parts against capacity less `reserve_bytes`,

@@ -15,8 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
-#include "cli/inputs.h"
 #include "cli/host_memory.h"
+#include "cli/inputs.h"
+#include "cli/json_reports.h"
 #include "executor/host_backend.h"
 #include "executor/mpi_session.h"
 #include "model/error.h"
@@ -148,13 +149,8 @@ ExecuteOutcome ExecutePlan(Plan plan, const ExecuteArgs& a, const MpiSession* mp
   if (a.backend == "host" && one_process) {
     // Before anything is allocated: a plan larger than the machine would be killed by the kernel, silently.
     const int64_t need = HostBackendBytes(out.plan);
-    if (const std::optional<HostMemory> m = ReadHostMemory()) {
-      const std::string shortfall = HostMemoryShortfall(need, *m);
-      if (!shortfall.empty()) {
-        std::cerr << "infeasible: " << shortfall << "\n";
-        ExitWith(kExitInfeasible);
-      }
-    }
+    if (const std::optional<HostMemory> m = ReadHostMemory(); m && need > m->available_bytes)
+      throw HostMemoryError(out.plan.name, need, *m);
   }
   std::unique_ptr<Backend> backend = MakeBackend(a, mpi);
   ExecOptions eo;
@@ -245,7 +241,17 @@ void RegisterExecuteVerb(CLI::App& app, const std::string& name, const std::stri
   AddExecuteOptions(cmd, *a);
   cmd->callback([a, report]() {
     WithProcesses([&](const MpiSession* mpi, bool root) {
-      const ExecuteOutcome o = ExecuteTarget(*a, mpi);
+      ExecuteOutcome o;
+      try {
+        o = ExecuteTarget(*a, mpi);
+      } catch (const HostMemoryError& e) {  // one process only: nothing to abort
+        if (a->json) {
+          PrintJson(HostMemoryJson(e));
+        } else {
+          std::cerr << "infeasible: " << e.what() << "\n";
+        }
+        ExitWith(kExitInfeasible);
+      }
       if (!root) return;
       ExitIfRunFailed(*a, o);
       report(*a, o);

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/host_memory.h"
 #include "cli/inputs.h"
 #include "cli/json_reports.h"
 #include "cli/run_common.h"
@@ -60,6 +61,8 @@ void TranslateErrors(std::exception_ptr p) {
     Raise("InputError", e.what(), e.file(), e.field(), e.problem());
   } catch (const RunError& e) {
     Raise("RunFailed", e.what(), e.op(), e.gpu());
+  } catch (const cli::HostMemoryError& e) {
+    Raise("HostMemoryTooSmall", e.what(), py::module_::import("json").attr("loads")(cli::HostMemoryJson(e).dump()));
   } catch (const InternalError& e) {
     Raise("InternalError", e.what());
   }
@@ -161,7 +164,8 @@ std::string SweepScenario(const ScenarioPtr& s, const std::vector<int64_t>& segm
 }
 
 // `reshard run --json` for one process; a run that fails part-way raises
-// RunFailed (op, gpu).
+// RunFailed (op, gpu), a plan larger than host memory on the host backend
+// HostMemoryTooSmall (before anything is allocated).
 std::string RunPlan(const PlanPtr& plan, const std::string& backend, int32_t repeat, double timeout_s,
                     int32_t max_mismatches, bool warmup) {
   if (backend != "host" && backend != "nccl")

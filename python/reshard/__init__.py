@@ -21,7 +21,7 @@ import json as _json
 import os as _os
 
 from . import _core
-from ._errors import DoesNotFit, Error, InputError, InternalError, RunFailed
+from ._errors import DoesNotFit, Error, HostMemoryTooSmall, InputError, InternalError, RunFailed
 from ._results import Inspection, Prediction, Record, RunResult, SweepResult
 
 __version__ = _core.__version__
@@ -31,7 +31,7 @@ HAVE_NCCL = _core.have_nccl
 __all__ = [
     "__version__", "HAVE_NCCL", "Scenario", "Plan", "load_scenario", "import_megatron", "builtin_scenarios",
     "inspect", "plan", "simulate", "sweep", "run", "Inspection", "Prediction", "SweepResult", "RunResult",
-    "Record", "Error", "InputError", "DoesNotFit", "RunFailed", "InternalError",
+    "Record", "Error", "InputError", "DoesNotFit", "HostMemoryTooSmall", "RunFailed", "InternalError",
 ]
 
 
@@ -275,8 +275,9 @@ def run(target, *, backend="host", repeat=1, timeout_s=None, max_mismatches=20, 
     ``backend``: "host" (threads, runs anywhere) or "nccl" (CUDA + NCCL on
     this host's GPUs; ``reshard.HAVE_NCCL`` says whether this build has it).
     ``target``: a Plan, or a scenario (planned first). Raises RunFailed when a
-    run fails part-way; ``verified`` False when some byte is wrong. Releases
-    the GIL.
+    run fails part-way, HostMemoryTooSmall (a DoesNotFit) when the host
+    backend would need more than this machine's memory; ``verified`` False
+    when some byte is wrong. Releases the GIL.
     """
     p = target if isinstance(target, Plan) else plan(target)
     text = _core.run(p._core, backend, int(repeat), float(timeout_s or 0), int(max_mismatches), bool(warmup))

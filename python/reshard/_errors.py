@@ -3,7 +3,8 @@
 Every exception carries ``exit_code``, the code the ``reshard`` command exits
 with for the same failure: 2 bad input (InputError, with the file, field and
 problem the CLI prints), 3 does not fit in GPU memory (DoesNotFit, with the GPU
-and the bytes missing), 1 a run that failed part-way or a broken invariant.
+and the bytes missing; HostMemoryTooSmall, a plan larger than this machine's
+memory on the host backend), 1 a run that failed part-way or a broken invariant.
 """
 
 
@@ -49,6 +50,27 @@ class DoesNotFit(Error):
         self.missing_bytes = missing_bytes
         self.result = result or {}
         self.plan = plan
+
+
+class HostMemoryTooSmall(DoesNotFit):
+    """The host backend refused a plan whose buffers exceed this machine's
+    memory, before allocating anything (``reshard run --backend host`` exits
+    3 with the same JSON).
+
+    ``needed_bytes`` is what the host backend would hold, ``available_bytes``
+    what the machine (or its cgroup) still grants and ``source`` where that
+    was read (``/proc/meminfo MemAvailable``, the cgroup's limit, or
+    ``RESHARD_HOST_MEMORY_BYTES``); ``missing_bytes`` the difference; ``gpu``
+    -1; ``result`` the CLI's JSON. Run such a plan with ``backend="nccl"`` on
+    GPUs, or predict it with ``reshard.simulate``.
+    """
+
+    def __init__(self, message, result):
+        super().__init__(message, -1, result.get("missing_bytes", 0), result)
+        host = result.get("host_memory", {})
+        self.needed_bytes = host.get("needed_bytes", 0)
+        self.available_bytes = host.get("available_bytes", 0)
+        self.source = host.get("source", "")
 
 
 class RunFailed(Error):

@@ -1,6 +1,7 @@
 // docs/json.md lists every field of every `--json` output. This test runs each
 // verb on built-in scenarios (and the cases that add fields: a plan that does
-// not fit, a run that fails, -o, --trace, --baseline), collects every field
+// not fit, a run that fails, a plan larger than host memory, -o, --trace,
+// --baseline), collects every field
 // path of the JSON (`a.b`, `a[].b` for the elements of a list) and compares the
 // union per verb with the fields the doc's sections give that verb, both ways.
 // `calibrate` needs GPUs and is left out.
@@ -100,7 +101,10 @@ TEST(JsonDoc, EveryOutputFieldIsDocumentedAndEveryDocumentedFieldIsOutput) {
       {"simulate", {"simulate", tiny, "--json", "--trace", tmp.Path("sim_trace.json")}},
       {"run", {"run", tiny, "--backend", "host", "--json", "--trace", tmp.Path("run_trace.json")}},
       {"run", {"RESHARD_FAULT=gpu=0,op=1", binary, "run", tiny, "--backend", "host", "--json"}, 1, true},
+      {"run", {"RESHARD_HOST_MEMORY_BYTES=1000000", binary, "run", tiny, "--backend", "host", "--json"}, 3, true},
       {"validate", {"validate", tiny, "--backend", "host", "--json", "--trace", tmp.Path("val_trace.json")}},
+      {"validate", {"RESHARD_HOST_MEMORY_BYTES=1000000", binary, "validate", tiny, "--backend", "host", "--json"}, 3,
+       true},
       {"sweep", {"sweep", tiny, "--json"}},
       {"import", {"import", "verl", kData + "/import/ppo_megatron_minimal.yaml", "--json"}},
       {"import", {"import", "megatron", "--json", "--model", "llama3-8b", "--nproc-per-node", "2", "--lr", "1e-5",

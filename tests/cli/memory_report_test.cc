@@ -102,7 +102,8 @@ TEST(MemoryReport, OptimizerOnHostIsNeitherHeldNorOffloaded) {
 }
 
 // The host backend holds every plan buffer in this machine's memory: it
-// checks that before allocating and refuses with both numbers (exit 3).
+// checks that before allocating and refuses with both numbers (exit 3; with
+// --json, as JSON).
 // RESHARD_HOST_MEMORY_BYTES stands in for /proc/meminfo's MemAvailable.
 TEST(MemoryReport, HostBackendRefusesAPlanLargerThanHostMemory) {
   const auto r = ::reshard::testing::RunBinary(
@@ -115,6 +116,16 @@ TEST(MemoryReport, HostBackendRefusesAPlanLargerThanHostMemory) {
       "/usr/bin/env", {"RESHARD_HOST_MEMORY_BYTES=1000000", RESHARD_BINARY, "validate", "tiny-llama-tp2-to-tp1x2",
                        "--backend", "host"});
   EXPECT_EQ(v.code, 3) << v.err;
+  // With --json, the refusal as JSON (docs/json.md) on stdout, and still exit 3.
+  const auto j = ::reshard::testing::RunBinary(
+      "/usr/bin/env", {"RESHARD_HOST_MEMORY_BYTES=1000000", RESHARD_BINARY, "run", "tiny-llama-tp2-to-tp1x2",
+                       "--backend", "host", "--json"});
+  ASSERT_EQ(j.code, 3) << j.err;
+  const nlohmann::json out = nlohmann::json::parse(j.out);
+  EXPECT_FALSE(out["fits"].get<bool>());
+  EXPECT_EQ(out["host_memory"]["available_bytes"].get<int64_t>(), 1000000);
+  EXPECT_EQ(out["missing_bytes"].get<int64_t>(), out["host_memory"]["needed_bytes"].get<int64_t>() - 1000000);
+  EXPECT_THAT(out["message"].get<std::string>(), HasSubstr("976.6 KiB is available"));
   EXPECT_EQ(Reshard({"run", "tiny-llama-tp2-to-tp1x2", "--backend", "host"}).code, 0);  // fits this machine
 }
 

@@ -39,12 +39,24 @@ def test_inspect_plan_simulate_to_dict_is_the_clis_json(cli):
     assert reshard.simulate(b, issue="python").to_dict() == cli.json("simulate", TINY, "--baseline", "megatron")
 
 
-def test_sweep_to_dict_is_the_clis_json_and_frames(cli):
+def test_sweep_to_dict_is_the_clis_json_and_frames(cli, tmp_path):
     r = reshard.sweep(TINY, segment_bytes=["1MiB", 4 << 20], offload=[0, 1], threads=2)
-    assert r.to_dict() == cli.json("sweep", TINY, "--segment-bytes", "1MiB,4MiB", "--offload", "0,1")
+    csv_path = tmp_path / "sweep.csv"
+    assert r.to_dict() == cli.json("sweep", TINY, "--segment-bytes", "1MiB,4MiB", "--offload", "0,1", "--csv", csv_path)
     frame = r.points_frame()
     assert len(frame) == len(r.points) == 2 * 2 * 4  # segment sizes x offload fractions x memory policies
     assert frame["recommended"].sum() == 1
+    # The CLI's --csv says the same points, flags and recommendation as its --json (and so the frame).
+    import pandas as pd
+    csv = pd.read_csv(csv_path)
+    assert len(csv) == len(frame)
+    for column in ("segment_bytes", "offload_fraction", "memory_policy", "nvlink_domain_nodes", "peak_bytes"):
+        assert (csv[column] == frame[column]).all(), column
+    missing = frame["missing_bytes"].fillna(0) if "missing_bytes" in frame else 0  # JSON: only where it does not fit
+    assert (csv.missing_bytes == missing).all()
+    assert ((csv.time_s - frame.time_s).abs() <= 1e-8 * frame.time_s).all()
+    for column in ("fits", "pareto", "recommended"):
+        assert ((csv[column] == "yes") == frame[column]).all(), column
     assert frame.loc[r.recommended["index"], "time_s"] == r.recommended["time_s"]
     assert set(r.pareto_frame().index) == {i for i, p in enumerate(r.points) if p["pareto"]}
 
@@ -129,6 +141,20 @@ def test_does_not_fit_mirrors_exit_3(cli, data_dir):
     assert e.value.result == cli.json("plan", path, expect_rc=3)
     with pytest.raises(reshard.DoesNotFit):
         reshard.simulate(s)
+
+
+def test_host_memory_refusal_mirrors_exit_3(cli, monkeypatch):
+    # RESHARD_HOST_MEMORY_BYTES stands in for this machine's free memory, for the module and the CLI alike.
+    monkeypatch.setenv("RESHARD_HOST_MEMORY_BYTES", "1000000")
+    p = reshard.plan(TINY)
+    with pytest.raises(reshard.HostMemoryTooSmall) as e:
+        reshard.run(p, backend="host")
+    assert isinstance(e.value, reshard.DoesNotFit) and e.value.exit_code == 3 and e.value.gpu == -1
+    assert e.value.available_bytes == 1000000 and e.value.source == "RESHARD_HOST_MEMORY_BYTES"
+    assert e.value.missing_bytes == e.value.needed_bytes - 1000000 > 0
+    assert "976.6 KiB is available" in str(e.value)
+    assert e.value.result == cli.json("run", TINY, "--backend", "host", expect_rc=3)
+    assert e.value.result["fits"] is False and e.value.result["verified"] is False
 
 
 def test_plan_save_load_simulate_run(cli, tmp_path):
