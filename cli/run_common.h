@@ -63,7 +63,8 @@ void WithProcesses(const std::function<void(const MpiSession* mpi, bool root)>& 
 ExecuteOutcome ExecuteTarget(const ExecuteArgs& args, const MpiSession* mpi);
 // Runs `plan` args.repeat times on one backend (args.backend, timeout,
 // mismatches, warm-up; args.target names the plan in messages). The caller
-// has verified the plan.
+// has verified the plan. Throws HostMemoryError (cli/host_memory.h) when the
+// host backend would need more than this machine's memory.
 ExecuteOutcome ExecutePlan(Plan plan, const ExecuteArgs& args, const MpiSession* mpi);
 
 // DESIGN's result fields from the plan's own prediction (PlanSummary).
