@@ -1,14 +1,12 @@
 // Hand-derived tests of the critical path (Prediction::critical_path, sim/
-// critical_path.cc) and of the rules whose arithmetic had none: a transfer
-// over a link that shares the copy port, a cold refit's pool mapping, and a
-// big component re-shared only where a change reaches. On the test cluster of
-// plan_builder.h (links 1 byte/ns, copies 2 bytes/ns, no latency unless set).
+// critical_path.cc), a cold refit's pool mapping and a transfer over a link
+// that shares the copy port. On the test cluster of plan_builder.h (links 1
+// byte/ns, copies 2 bytes/ns, no latency unless set).
 #include <gtest/gtest.h>
 
 #include "model/host_costs.h"
 #include "plan/plan.h"
 #include "sim/simulator.h"
-#include "sim/state.h"
 #include "tests/sim/plan_builder.h"
 
 namespace reshard {
@@ -145,65 +143,3 @@ TEST(Simulate, NvlinkTransferSharesTheCopyPorts) {
 
 }  // namespace
 }  // namespace reshard
-
-namespace reshard::sim_internal {
-namespace {
-
-// Local re-sharing, by hand. Network 60 B/ns (one way), one NIC per GPU:
-//   A: 200 flows NIC 0 -> NIC 8, uncapped;
-//   B: 400 flows NIC 1 -> NIC 9, each capped at 0.1 B/ns (NIC 1 and NIC 9
-//      carry 40 of 60: not saturated);
-//   L: one flow NIC 0 -> NIC 9, uncapped, which links A and B into one
-//      component of 601 flows (>= 512: kept between calls).
-// Rates at 0: NIC 0 binds its 201 flows at 60/201 B/ns (NIC 8 then carries
-// 200 x 60/201 = 59.7 < 60; NIC 9 40.3); B at its cap 0.1.
-// At 1,000 ns one more A flow starts. Only NIC 0 is saturated among the
-// ports it touches, so the change reaches the 202 flows on NIC 0 and NIC 8
-// and stops at NIC 9 (not saturated): A and L are re-shared at 60/202, B is
-// not touched (its ends stay at 10^6 / 0.1 = 10^7 ns). An old A flow had
-// 10^6 - 1,000 x 60/201 = 999,701.49 B left: x 202/60 = 3,365,661.7 ns, so it
-// ends at 1,000 + 3,365,662 = 3,366,662; the new one at 1,000 + 10^6 x 202/60
-// = 1,000 + 3,366,667 = 3,367,667.
-TEST(FlowNetwork, ChangeIsResharedOnlyWhereSaturatedPortsReach) {
-  Cluster cluster = ClusterPreset("dgx-h100");
-  cluster.nodes = 2;
-  cluster.network.bytes_per_s = 60e9;
-  cluster.network.duplex_bytes_per_s = 0;
-  const PortModel model(cluster);
-  FlowNetwork net;
-  net.Init(model, nullptr, 1024);
-  auto start = [&](int32_t a, int32_t b, double cap, int64_t t) {
-    Flow f;
-    f.route = model.Transfer(a, b);
-    f.bytes = 1'000'000;
-    f.cap = cap;
-    const int32_t id = net.Add(f);
-    net.Start(id, t);
-    return id;
-  };
-  const int32_t a0 = start(0, 8, 1e300, 0);
-  for (int i = 1; i < 200; ++i) start(0, 8, 1e300, 0);
-  const int32_t b0 = start(1, 9, 0.1, 0);
-  for (int i = 1; i < 400; ++i) start(1, 9, 0.1, 0);
-  const int32_t link = start(0, 9, 1e300, 0);
-  ASSERT_EQ(model.Transfer(0, 8).link_class, LinkClass::kNetwork);
-  net.Recompute(0);
-  EXPECT_DOUBLE_EQ(net.Rate(a0), 60.0 / 201);
-  EXPECT_DOUBLE_EQ(net.Rate(link), 60.0 / 201);
-  EXPECT_DOUBLE_EQ(net.Rate(b0), 0.1);
-  EXPECT_EQ(net.FinishNs(b0), 10'000'000);
-  const int64_t local_before = net.local_updates;
-  const int32_t late = start(0, 8, 1e300, 1000);
-  net.Recompute(1000);
-  EXPECT_EQ(net.local_updates, local_before + 1);  // a part, not the component
-  EXPECT_DOUBLE_EQ(net.Rate(a0), 60.0 / 202);
-  EXPECT_DOUBLE_EQ(net.Rate(late), 60.0 / 202);
-  EXPECT_DOUBLE_EQ(net.Rate(link), 60.0 / 202);
-  EXPECT_DOUBLE_EQ(net.Rate(b0), 0.1);
-  EXPECT_EQ(net.FinishNs(a0), 3'366'662);
-  EXPECT_EQ(net.FinishNs(late), 3'367'667);
-  EXPECT_EQ(net.FinishNs(b0), 10'000'000);
-}
-
-}  // namespace
-}  // namespace reshard::sim_internal
