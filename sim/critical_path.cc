@@ -41,8 +41,8 @@ CriticalPath Simulator::State::CriticalPathOf(int32_t last) const {
     }
     // Launch l started at t: ready on the GPU, issued by its host, then its
     // event brackets (State::IssueAt).
-    RESHARD_CHECK(op_start_ns[launches.ops[launches.begin[l]]] == t, fmt::format("critical path: launch {} started at {}, not {}", l,
-                                                                                  op_start_ns[launches.ops[launches.begin[l]]], t));
+    const int64_t started = op_start_ns[launches.ops[launches.begin[l]]];
+    RESHARD_CHECK(started == t, fmt::format("critical path: launch {} started at {}, not {}", l, started, t));
     const int64_t bracket = launch_gpu_ns.empty() ? 0 : launch_gpu_ns[l];
     cp.event_ns += bracket;
     t -= bracket;
