@@ -26,10 +26,12 @@
 //    GPUs, by the estimate: 22.6 MiB 191 ms, 26.9 MiB 212 ms): the
 //    finer grid lets the estimate find the sizes that cut evenly.
 // Relays (Problem::AddRelays): where any box would reach several GPUs of one
-// NVLink domain over the network, the whole search runs again with relays
-// and its plan is kept only if predicted faster (simulated or estimated as
-// above; the estimate adds the relay rounds as a second phase); a large
-// plan's candidate whose schedule estimate already loses is not emitted.
+// NVLink domain over the network, the whole search runs with and without
+// relays and relays are kept only if predicted faster (simulated or
+// estimated as above; the estimate adds the relay rounds as a second phase).
+// Large plans search first the side whose first candidate estimates faster;
+// the other side's candidates whose schedule estimate already loses to it
+// are not emitted.
 // Memory pressure: once a policy does not fit, the next ones are emitted for
 // their memory answer only (planner/emitter.h's kMemoryOnly) before the full
 // plan, and one that only adds optimizer offload to a policy that did not
@@ -258,11 +260,11 @@ bool SameSegments(const std::vector<Segment>& a, const std::vector<Segment>& b) 
 // one closest to fitting.
 class Search {
  public:
-  // `beat_s`: large plans only keep candidates predicted faster than this
-  // (the plan another search found).
+  // `beat_s`: large plans only emit candidates that may be faster than this
+  // (the plan another search found); equal ones only if `wins_ties`.
   Search(const Problem& prob, std::vector<int64_t> sizes, std::vector<int64_t> directs,
-         std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small,
-         double beat_s = std::numeric_limits<double>::infinity())
+         std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small, double beat_s,
+         bool wins_ties)
       : prob_(prob),
         sizes_(std::move(sizes)),
         directs_(std::move(directs)),
@@ -270,6 +272,7 @@ class Search {
         policies_(std::move(policies)),
         small_(small),
         beat_s_(beat_s),
+        wins_ties_(wins_ties),
         tried_(sizes_.size()) {}
 
   // Plans (size index, threshold, segments per round) under the policies in
@@ -290,7 +293,7 @@ class Search {
     if (directs_.size() > 1) tried.emplace_back(per_round, sched->segments);
     // Large plans are timed by the estimate, at least the schedule's: one
     // that cannot beat the plan in hand is not emitted.
-    if (!small_ && sched->estimate_s >= beat_s_) return;
+    if (!small_ && Loses(sched->estimate_s)) return;
     // Per (destination per layer, source to host): the last policy that did not fit.
     struct Failed {
       double fraction;
@@ -315,7 +318,7 @@ class Search {
       // Its offloads alone make it slower than the plan in hand (and so
       // every later policy, which offloads as much or more).
       if (!small_ && optimizer_slots_ &&
-          OptimizerOffloadSeconds(prob_, *optimizer_slots_, policy.offload_fraction) >= beat_s_)
+          Loses(OptimizerOffloadSeconds(prob_, *optimizer_slots_, policy.offload_fraction)))
         break;
       auto fail = [&](EmittedPlan& e) {
         NoteInfeasible(sched, policy, e.missing_bytes, e.worst_gpu, std::move(e.planned_peak));
@@ -412,6 +415,8 @@ class Search {
   const std::vector<PlanPolicy> policies_;
   const bool small_;
   const double beat_s_;
+  const bool wins_ties_;
+  bool Loses(double time_s) const { return wins_ties_ ? time_s > beat_s_ : time_s >= beat_s_; }
   // Per size: (segments per round, segment list) already planned.
   std::vector<std::vector<std::pair<int32_t, std::vector<Segment>>>> tried_;
   std::optional<Candidate> best_;
@@ -461,27 +466,55 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   const bool small = options.simulate && prob.Fragments() <= options.simulate_max_fragments;
   const std::vector<int64_t> sizes = SegmentSizes(s, options, small || prob.Fragments() <= kFineSizesMinFragments);
   const std::vector<int32_t> per_rounds = PerRounds(options);
-  auto run = [&](const Problem& p, double beat_s) {
+  // `beat_s` / `wins_ties`: see Search.
+  auto run = [&](const Problem& p, double beat_s, bool wins_ties) {
     auto search = std::make_unique<Search>(p, sizes, DirectThresholds(s, options, small), per_rounds,
-                                           Policies(s, options), small, beat_s);
+                                           Policies(s, options), small, beat_s, wins_ties);
     search->Run(SizeOrder(p, sizes, per_rounds, options, small));
     return search;
   };
-  // Without relays, then (where some box goes to several GPUs of a domain
-  // over the network) with them: kept only if predicted faster.
-  std::unique_ptr<Search> search;
+  // The round estimate of the candidate a large plan's search tries first.
+  auto first_estimate = [&](const Problem& p) {
+    const auto order = SizeOrder(p, sizes, per_rounds, options, small);
+    return QuickEstimate(p, sizes[order.front().first], order.front().second);
+  };
   constexpr double kNone = std::numeric_limits<double>::infinity();
-  if (options.relays != std::optional<bool>{true}) search = run(prob, kNone);
+  auto time_of = [&](const std::unique_ptr<Search>& x) { return x && x->best() ? x->best()->time_s : kNone; };
+  // Without relays and (where some box goes to several GPUs of a domain over
+  // the network) with them: relays are kept only if predicted faster. Large
+  // plans search first the side whose first candidate estimates faster, so
+  // the other side's candidates that cannot beat it are not emitted.
+  std::unique_ptr<Search> plain, relayed;
   int64_t relayed_bytes = 0;
-  if (options.relays != std::optional<bool>{false} && (relayed_bytes = prob.AddRelays()) > 0) {
-    std::unique_ptr<Search> with = run(prob, search && search->best() ? search->best()->time_s : kNone);
-    if (!search || !search->best() || (with->best() && with->best()->time_s < search->best()->time_s))
-      search = std::move(with);
-    else
-      relayed_bytes = 0;
+  if (options.relays == std::optional<bool>{false}) {
+    plain = run(prob, kNone, true);
+  } else if (options.relays == std::optional<bool>{true}) {
+    relayed_bytes = prob.AddRelays();
+    (relayed_bytes > 0 ? relayed : plain) = run(prob, kNone, relayed_bytes == 0);
+  } else {
+    const double plain_first_s = small ? 0 : first_estimate(prob);
+    Problem::Routing without = prob.SaveRouting();
+    relayed_bytes = prob.AddRelays();
+    if (relayed_bytes == 0) {
+      plain = run(prob, kNone, true);
+    } else if (!small && first_estimate(prob) < plain_first_s) {
+      relayed = run(prob, kNone, false);
+      Problem::Routing with = prob.SaveRouting();
+      prob.RestoreRouting(std::move(without));
+      plain = run(prob, time_of(relayed), true);
+      if (!plain->best()) prob.RestoreRouting(std::move(with));  // the relayed search answers
+    } else {
+      Problem::Routing with = prob.SaveRouting();
+      prob.RestoreRouting(std::move(without));
+      plain = run(prob, kNone, true);
+      prob.RestoreRouting(std::move(with));
+      relayed = run(prob, time_of(plain), false);
+    }
   }
-  if (!search) search = run(prob, kNone);  // forced relays, but nothing to relay
-
+  // Where nothing fits the relayed search answers (prob holds its routing).
+  const bool use_relays = relayed && (relayed->best() ? time_of(relayed) < time_of(plain) : !(plain && plain->best()));
+  std::unique_ptr<Search> search = std::move(use_relays ? relayed : plain);
+  if (!use_relays) relayed_bytes = 0;
   PlanResult res;
   res.stats.fragments = prob.Fragments();
   res.stats.relayed_bytes = relayed_bytes;
