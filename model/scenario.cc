@@ -425,7 +425,7 @@ void ParseSource(const Reader& r, const YAML::Node& n, const Cluster& cluster, S
 
 void ParseDestination(const Reader& r, const YAML::Node& n, const Cluster& cluster, Scenario& s) {
   const std::string f = "destination";
-  r.CheckKeys(n, f, {"engine", "tp", "pp", "ep", "dp", "pp_layers", "gpus", "dtype", "placement"});
+  r.CheckKeys(n, f, {"engine", "tp", "pp", "ep", "dp", "pp_layers", "gpus", "dtype", "placement", "quantization"});
   Engine(r, n, f, "vllm");
   DestinationParallel& p = s.destination;
   for (auto [key, member] : {std::pair{"tp", &DestinationParallel::tp}, {"pp", &DestinationParallel::pp},
@@ -606,6 +606,10 @@ Scenario ParseScenarioAt(const std::string& text, const std::string& path, const
   ParseSource(r, root["source"], s.cluster, s);
   r.NeedMap(root["destination"], "destination");
   ParseDestination(r, root["destination"], s.cluster, s);
+  std::optional<QuantConfig> hf_quant;
+  if (root["model"].IsMap() && root["model"]["hf_config"])
+    hf_quant = ReadHfQuantization(r.Path(root["model"]["hf_config"], "model.hf_config"));
+  ParseQuantization(r, root["destination"], hf_quant, s);
   if (root["memory"]) ParseMemory(r, root["memory"], s.memory);
   if (root["plan"]) ParsePlan(r, root["plan"], s.plan);
 

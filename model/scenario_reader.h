@@ -22,6 +22,7 @@
 
 #include "model/cluster.h"
 #include "model/error.h"
+#include "model/quant.h"
 #include "model/scenario.h"
 
 namespace reshard::scenario_detail {
@@ -173,5 +174,10 @@ class Reader {
   std::string file_;
   fs::path dir_;
 };
+
+// destination.quantization (scenario_quant.cc): sets s.quantization when the
+// destination is fp8_e4m3, from the field, else from `hf` (the model's
+// quantization_config), else the default (128 x 128 blocks, fp32 scales).
+void ParseQuantization(const Reader& r, const YAML::Node& dest, const std::optional<QuantConfig>& hf, Scenario& s);
 
 }  // namespace reshard::scenario_detail

@@ -123,7 +123,7 @@ __device__ __forceinline__ void ForEachTileElement(const PieceMap& m, Visit visi
 
 __global__ void __launch_bounds__(kBlockThreads) FillKernel(unsigned char* base, const PieceMap m) {
   ForEachTileElement(m, [&](int64_t g, int64_t l) {
-    StoreElement(base + l * m.elem_bytes, m.elem_bytes, PatternValue(m.tensor, g, m.elem_bytes));
+    StoreElement(base + l * m.elem_bytes, m.elem_bytes, PieceValue(m, g));
   });
 }
 
@@ -148,7 +148,7 @@ template <typename Record>
 __global__ void __launch_bounds__(kBlockThreads) CheckKernel(const unsigned char* base, const PieceMap m,
                                                              const Record record) {
   ForEachTileElement(m, [&](int64_t g, int64_t l) {
-    const uint64_t want = PatternValue(m.tensor, g, m.elem_bytes);
+    const uint64_t want = PieceValue(m, g);
     const uint64_t got = LoadElement(base + l * m.elem_bytes, m.elem_bytes);
     if (got != want) record(g, want, got);
   });
