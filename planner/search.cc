@@ -371,7 +371,7 @@ void PredictWithSimulator(Plan& plan, PlanStats& stats) {
 }
 
 PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
-  if (s.quantization) return MakeQuantizedPlan(s, options);  // planner/quantize.h
+  if (s.quantization && s.destination_dtype != s.dtype) return MakeQuantizedPlan(s, options);  // planner/quantize.h
   if (s.destination_dtype != s.dtype)
     throw InputError(s.path, "destination.dtype",
                      fmt::format("the planner moves {} weights as they are; converting to {} during the refit is "
