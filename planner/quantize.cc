@@ -88,6 +88,20 @@ std::vector<int32_t> AddQuantTensors(const Scenario& s, Plan& p) {
   return values;
 }
 
+// vLLM loads a block-quantized weight only when each rank's share is whole
+// blocks; so does the planner.
+void CheckWholeBlocks(const Scenario& s, const QuantGrid& g, const Box& box, const std::string& name,
+                      const Shape& shape) {
+  if (CoversWholeBlocks(g, box, shape.ndim)) return;
+  const int r = shape.ndim - 2;
+  throw InputError(s.path, "destination.tp",
+                   fmt::format("a destination rank holds rows [{}, {}) and columns [{}, {}) of '{}' {}, which cut "
+                               "its {} x {} quantization blocks; each rank's share must be whole blocks (more "
+                               "expert parallelism, destination.ep, keeps experts whole)",
+                               box.lo[r], box.hi[r], box.lo[r + 1], box.hi[r + 1], name, ToString(shape),
+                               g.block_rows, g.block_cols));
+}
+
 // Ops to insert after an existing op; ids >= base are new ops (id - base
 // indexes `extra`), renumbered when they are spliced in.
 struct Splice {
@@ -178,14 +192,7 @@ void QuantizeAtDestination(const Scenario& s, Plan& p) {
       if (v < 0) continue;
       const PlanTensor& vt = p.tensors[v];
       const QuantGrid g = GridOf(vt.quant.block_rows, vt.quant.block_cols, vt.shape);
-      if (!CoversWholeBlocks(g, c.box, vt.shape.ndim)) {
-        const int r = vt.shape.ndim - 2;
-        throw InputError(s.path, "destination.tp",
-                         fmt::format("a destination rank holds rows [{}, {}) and columns [{}, {}) of '{}' {}, which "
-                                     "cut its {} x {} quantization blocks; each rank's share must be whole blocks",
-                                     c.box.lo[r], c.box.hi[r], c.box.lo[r + 1], c.box.hi[r + 1], vt.name,
-                                     ToString(vt.shape), g.block_rows, g.block_cols));
-      }
+      CheckWholeBlocks(s, g, c.box, vt.name, vt.shape);
       QuantizeTile t;
       t.tensor = v;
       t.box = c.box;
@@ -291,6 +298,26 @@ QuantizedBytes DestinationQuantizedBytes(const Plan& p) {
       case QuantRole::kScales: out.scale_bytes += n * DTypeBytes(t.dtype); break;
     }
   }
+  return out;
+}
+
+QuantizedBytes ScenarioQuantizedBytes(const Scenario& s) {
+  const Layout dst = MakeDestinationLayout(s.model, s.destination, s.dtype, s.path);
+  QuantizedBytes out;
+  for (int32_t r = 0; r < dst.Ranks(); ++r)
+    for (const Piece& pc : dst.ShardOf(r).pieces) {
+      const TensorSpec& t = s.model.tensors[pc.tensor];
+      const int64_t n = Volume(pc.box);
+      if (!s.quantization || !s.quantization->Quantizes(t.kind) || (t.shape.ndim != 2 && t.shape.ndim != 3)) {
+        out.plain_bytes += n * DTypeBytes(s.dtype);
+        continue;
+      }
+      const QuantGrid g = GridOf(*s.quantization, t.shape);
+      CheckWholeBlocks(s, g, pc.box, t.name, t.shape);
+      out.bf16_bytes += n * 2;
+      out.fp8_bytes += n;
+      out.scale_bytes += Volume(ScaleBox(g, pc.box, t.shape.ndim)) * DTypeBytes(ScaleDType(s.quantization->scale));
+    }
   return out;
 }
 

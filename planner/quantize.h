@@ -48,5 +48,10 @@ struct QuantizedBytes {
   int64_t AtSource() const { return plain_bytes + fp8_bytes + scale_bytes; }
 };
 QuantizedBytes DestinationQuantizedBytes(const Plan& quantized_plan);
+// The same from the scenario's destination layout alone (no plan): what all
+// destination ranks together receive, O(ranks x pieces per rank). With
+// s.quantization unset every byte is plain. Throws InputError(s.path,
+// "destination.tp", ...) where a rank's share cuts a block, as the planner.
+QuantizedBytes ScenarioQuantizedBytes(const Scenario& s);
 
 }  // namespace reshard
