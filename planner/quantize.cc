@@ -221,40 +221,32 @@ void QuantizeAtDestination(const Scenario& s, Plan& p) {
 
     const std::vector<int32_t>& w = writers[b];
     const int32_t last = *std::max_element(w.begin(), w.end());
-    Op alloc;
-    alloc.kind = OpKind::kAlloc;
-    alloc.gpu = old.gpu;
-    alloc.stream = kStreamCompute;
+    // On the compute stream of the buffer's GPU: alloc the new buffer, copy
+    // the bf16 pieces there, quantize the rest, free the assembly buffer.
+    auto op_on = [&](OpKind kind, std::vector<int32_t> deps, std::string label) {
+      Op op;
+      op.kind = kind;
+      op.gpu = old.gpu;
+      op.stream = kStreamCompute;
+      op.deps = std::move(deps);
+      op.label = std::move(label);
+      return op;
+    };
+    Op alloc = op_on(OpKind::kAlloc, {}, "fp8 " + old.name);
     alloc.buffer = nb;
-    alloc.label = "fp8 " + old.name;
-    const int32_t a = add(alloc);
-    std::vector<int32_t> done;
-    std::vector<int32_t> deps = w;
+    const int32_t a = add(std::move(alloc));
+    std::vector<int32_t> done, deps = w;
     deps.push_back(a);
     if (!copies.empty()) {
-      Op copy;
-      copy.kind = OpKind::kCopy;
-      copy.gpu = old.gpu;
-      copy.stream = kStreamCompute;
-      copy.deps = deps;
+      Op copy = op_on(OpKind::kCopy, deps, "bf16 pieces " + old.name);
       copy.copies = std::move(copies);
-      copy.label = "bf16 pieces " + old.name;
       done.push_back(add(std::move(copy)));
     }
-    Op quant;
-    quant.kind = OpKind::kQuantize;
-    quant.gpu = old.gpu;
-    quant.stream = kStreamCompute;
-    quant.deps = deps;
+    Op quant = op_on(OpKind::kQuantize, deps, "quantize " + old.name);
     quant.tiles = std::move(tiles);
-    quant.label = "quantize " + old.name;
     done.push_back(add(std::move(quant)));
-    Op free;
-    free.kind = OpKind::kFree;
-    free.gpu = old.gpu;
-    free.stream = kStreamCompute;
+    Op free = op_on(OpKind::kFree, done, "");
     free.buffer = static_cast<int32_t>(b);
-    free.deps = done;
     const int32_t f = add(std::move(free));
     for (int32_t k = a; k <= f; ++k) sp.after[last].push_back(k - n);
   }
