@@ -15,9 +15,6 @@ void ParseQuantization(const Reader& r, const YAML::Node& dest, const std::optio
     if (n) r.Fail(f, n, fmt::format("needs destination.dtype: fp8_e4m3 (it is {})", DTypeName(s.destination_dtype)));
     return;
   }
-  if (s.dtype != DType::kBF16)
-    r.Fail("destination.dtype", dest["dtype"],
-           fmt::format("quantizing to fp8_e4m3 during the refit needs bf16 training weights, not {}", DTypeName(s.dtype)));
   QuantConfig q = hf.value_or(QuantConfig{});
   if (n) {
     r.CheckKeys(n, f, {"scheme", "block", "scale", "classes"});

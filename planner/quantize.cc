@@ -259,6 +259,10 @@ void QuantizeAtDestination(const Scenario& s, Plan& p) {
 }
 
 PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& options) {
+  if (s.dtype != DType::kBF16)
+    throw InputError(s.path, "destination.dtype",
+                     fmt::format("quantizing to {} during the refit needs bf16 training weights, not {}",
+                                 DTypeName(s.destination_dtype), DTypeName(s.dtype)));
   Scenario view = s;
   view.destination_dtype = s.dtype;
   view.quantization.reset();
