@@ -9,6 +9,7 @@
 #include <iostream>
 #include <optional>
 #include <memory>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -55,6 +56,22 @@ std::string HostLine(const Prediction& pr) {
   return s;
 }
 
+// "critical path   wire 80.1 ms (75 %), ...": the terms on the chain of waits
+// that set the time (Prediction::critical_path), those that are not zero.
+std::string CriticalPathLine(const Prediction& pr) {
+  const CriticalPath& c = pr.critical_path;
+  const std::pair<const char*, int64_t> terms[] = {{"wire", c.wire_ns},           {"copies", c.copy_ns},
+                                                   {"offload", c.offload_ns},     {"host issue", c.host_issue_ns},
+                                                   {"event brackets", c.event_ns}, {"warm-up", c.warm_up_ns}};
+  std::string s;
+  for (const auto& [name, ns] : terms) {
+    if (ns == 0) continue;
+    s += fmt::format("{}{} {:.3f} ms ({:.0f} %)", s.empty() ? "" : ", ", name, static_cast<double>(ns) * 1e-6,
+                     pr.time_ns > 0 ? 100.0 * static_cast<double>(ns) / static_cast<double>(pr.time_ns) : 0.0);
+  }
+  return s.empty() ? "empty" : s;
+}
+
 constexpr size_t kMaxRows = 8;
 
 std::optional<TraceDetail> TraceDetailOf(const std::string& name) {
@@ -86,6 +103,7 @@ void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace
   if (pr.cold)
     std::cout << fmt::format("cold setup      {:.3f} ms pinning + mapping, {:.3f} ms NCCL connections (busiest process)\n",
                              static_cast<double>(pr.cold_setup_ns) * 1e-6, static_cast<double>(pr.connect_ns) * 1e-6);
+  std::cout << fmt::format("critical path   {} (what the time waited on)\n", CriticalPathLine(pr));
   std::cout << fmt::format("lower bound     {:.3f} ms (any plan; binding {})\n", pr.lower_bound_s * 1e3,
                            pr.lower_bound_port.empty() ? "none" : pr.lower_bound_port);
   std::cout << fmt::format("routing bound   {:.3f} ms (this plan's routing; binding port {})\n", pr.routing_bound_s * 1e3,

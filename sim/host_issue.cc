@@ -45,6 +45,8 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
   out.processes = o.one_process ? 1 : gpus;
   out.process_ns.assign(out.processes, 0);
   std::vector<int64_t>& clock = out.process_ns;
+  std::vector<int64_t> cold_spent(out.processes, 0);  // per process: warm-up time so far
+  if (o.cold) out.op_cold_ns.assign(nops, 0);
 
   if (o.cold) {
     // Pin the host buffers and map the device peak of each process's GPUs.
@@ -60,6 +62,7 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
       // to the plan's peak (buffers freed and reused map nothing new).
       if (c.map_bytes_per_s > 0) clock[p] += SecondsToNs(map_bytes[p] / c.map_bytes_per_s);
       out.cold_setup_ns = std::max(out.cold_setup_ns, clock[p]);
+      cold_spent[p] = clock[p];
     }
   }
 
@@ -74,9 +77,11 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
     return n * c.stream_wait_ns;
   };
   auto local_op = [&](const Op& op) {
-    int64_t& t = clock[IssuingProcess(op.gpu, o.one_process)];
+    const int32_t p = IssuingProcess(op.gpu, o.one_process);
+    int64_t& t = clock[p];
     t += waits(op) + event_ns + BodyNs(plan, op, c);
     out.op_issue_ns[op.id] = t;
+    if (o.cold) out.op_cold_ns[op.id] = cold_spent[p];
     t += event_ns;
   };
   std::unordered_set<int64_t> connected;  // (gpu, peer, side), lookup only
@@ -102,13 +107,15 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
         if (o.cold && c.nccl_connect_ns > 0 && connected.insert(key).second) {
           clock[p] += c.nccl_connect_ns;  // inside this ncclGroupEnd
           connect_total[p] += c.nccl_connect_ns;
+          cold_spent[p] += c.nccl_connect_ns;
         }
       }
       for (int32_t p : touched) clock[p] += c.nccl_group_ns + c.nccl_group_op_ns * group_ops[p];
       for (int32_t id : step.comm) {
         const Op& op = plan.ops[id];
-        int64_t& t = clock[IssuingProcess(op.gpu, o.one_process)];
-        out.op_issue_ns[id] = t;  // queued at ncclGroupEnd
+        const int32_t p = IssuingProcess(op.gpu, o.one_process);
+        out.op_issue_ns[id] = clock[p];  // queued at ncclGroupEnd
+        if (o.cold) out.op_cold_ns[id] = cold_spent[p];
       }
       for (int32_t id : step.comm) clock[IssuingProcess(plan.ops[id].gpu, o.one_process)] += event_ns;  // OpEnd
       for (int32_t p : touched) group_ops[p] = 0;

@@ -44,6 +44,9 @@ struct HostIssueOptions {
 
 struct HostIssue {
   std::vector<int64_t> op_issue_ns;  // per op: host time its work is queued (0 when costs are empty)
+  // Cold only (else empty): per op, the pinning, mapping and connection time
+  // its host thread had spent by op_issue_ns (the warm-up in that time).
+  std::vector<int64_t> op_cold_ns;
   std::vector<int64_t> process_ns;   // per process: when its host thread finished issuing
   int64_t cold_setup_ns = 0;         // largest per-process pinning + mapping before the first op
   int64_t connect_ns = 0;            // largest per-process time spent connecting peers

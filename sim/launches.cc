@@ -176,6 +176,8 @@ Launches BuildLaunches(const Plan& plan, const std::vector<OpInfo>& info, int32_
   for (auto [d, l] : edges) L.waiters[wfill[d]++] = l;
   L.running.assign(nl, 0);
   L.end_ns.assign(nl, -1);
+  L.ready_by.assign(nl, -1);
+  L.last_op.assign(nl, -1);
   return L;
 }
 
@@ -253,7 +255,7 @@ void Simulator::State::NextOnChannel(int32_t send, int64_t t) {
     ch.group = plan.ops[next].group;
     ch.run_bytes = info[next].bytes;
   }
-  ch.flow = NewFlow(next, info[next].match, TransferRoute(next), t, before);
+  ch.flow = NewFlow(next, info[next].match, TransferRoute(next), t, before, op_flow[send]);
   BothWays(info[next].gpu, info[next].peer);
 }
 
@@ -312,10 +314,12 @@ double Simulator::State::TransferCap(const Flow& f, bool both) const {
 
 // A flow for op (and its recv op2, for a transfer): it starts moving bytes
 // after the link's latency.
-int32_t Simulator::State::NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t, int64_t run_before) {
+int32_t Simulator::State::NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t, int64_t run_before,
+                                  int32_t after) {
   Flow f;
   f.op = op;
   f.op2 = op2;
+  f.after = after;
   f.route = r;
   f.bytes = info[op].bytes;
   f.created_ns = t;
@@ -338,6 +342,8 @@ int32_t Simulator::State::NewFlow(int32_t op, int32_t op2, const Route& r, int64
   a.bytes += f.bytes;
   a.Start(t);
   const int32_t id = net.Add(f);
+  op_flow[op] = id;
+  if (op2 >= 0) op_flow[op2] = id;
   const int64_t latency = info[op].copy_cap > 0 ? 0 : std::max<int64_t>(prof.latency_ns, 0);
   queue.Push(NetworkPost(op, op2, r, prof, t) + latency, sim_internal::Event::kFlowStart, id);
   return id;
@@ -386,7 +392,10 @@ void Simulator::State::EndOp(int32_t i, int64_t t) {
   a.Stop(t);
   if (obs) obs->OnOpEnd(t, plan.ops[i], op_start_ns[i]);
   const int32_t l = launches.of_op[i];
-  if (--launches.running[l] == 0) EndLaunch(l, t);
+  if (--launches.running[l] == 0) {
+    launches.last_op[l] = i;
+    EndLaunch(l, t);
+  }
 }
 
 void Simulator::State::EndLaunch(int32_t l, int64_t t) {
@@ -397,7 +406,10 @@ void Simulator::State::EndLaunch(int32_t l, int64_t t) {
     for (int32_t w = launches.waiter_begin[i]; w < launches.waiter_begin[i + 1]; ++w) {
       const int32_t next = launches.waiters[w];
       // Ready on the GPU, but not before its host thread issued it.
-      if (--launches.pending[next] == 0) queue.Push(IssueAt(next, t), sim_internal::Event::kIssue, next);
+      if (--launches.pending[next] == 0) {
+        launches.ready_by[next] = l;
+        queue.Push(IssueAt(next, t), sim_internal::Event::kIssue, next);
+      }
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/error.h"
 #include "sim/state.h"
 #include "sim/topology_bound.h"
 #include "sim/trace.h"
@@ -17,8 +18,10 @@ using sim_internal::kNsPerS;
 Prediction Simulator::State::Collect() const {
   Prediction pr;
   int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
+  int32_t last_op = -1;
   for (int32_t i = 0; i < nops; ++i) {
     first = std::min(first, op_start_ns[i]);
+    if (op_end_ns[i] > last || last_op < 0) last_op = i;
     last = std::max(last, op_end_ns[i]);
   }
   if (nops == 0) first = 0;
@@ -31,6 +34,8 @@ Prediction Simulator::State::Collect() const {
   for (int64_t t : host.process_ns) pr.host_issue_ns = std::max(pr.host_issue_ns, t);
   pr.cold_setup_ns = host.cold_setup_ns;
   pr.connect_ns = host.connect_ns;
+  pr.critical_path = CriticalPathOf(last_op);
+  RESHARD_CHECK(pr.critical_path.TotalNs() == pr.time_ns, "critical path terms do not sum to the refit time");
   pr.peak_bytes = memory.device_peak;
   pr.peak_parts.reserve(pr.peak_bytes.size());
   for (size_t g = 0; g < pr.peak_bytes.size(); ++g) pr.peak_parts.push_back(memory.PeakParts(static_cast<int32_t>(g)));
@@ -111,6 +116,13 @@ void to_json(nlohmann::json& j, const MemoryParts& m) {
                      {"nccl_bytes", m.nccl_bytes}};
 }
 
+void to_json(nlohmann::json& j, const CriticalPath& c) {
+  auto s = [](int64_t ns) { return static_cast<double>(ns) / kNsPerS; };
+  j = nlohmann::json{{"wire_s", s(c.wire_ns)},           {"copy_s", s(c.copy_ns)},   {"offload_s", s(c.offload_ns)},
+                     {"host_issue_s", s(c.host_issue_ns)}, {"event_s", s(c.event_ns)}, {"warm_up_s", s(c.warm_up_ns)},
+                     {"ops", c.ops}};
+}
+
 void to_json(nlohmann::json& j, const Prediction& p) {
   j = nlohmann::json{
       {"time_s", p.time_s},
@@ -122,6 +134,7 @@ void to_json(nlohmann::json& j, const Prediction& p) {
                 {"issue_s", static_cast<double>(p.host_issue_ns) / kNsPerS},
                 {"cold_setup_s", static_cast<double>(p.cold_setup_ns) / kNsPerS},
                 {"connect_s", static_cast<double>(p.connect_ns) / kNsPerS}}},
+      {"critical_path", p.critical_path},
       {"peak_bytes", p.peak_bytes},
       {"peak_parts", p.peak_parts},
       {"peak_host_bytes", p.peak_host_bytes},

@@ -121,6 +121,7 @@ Prediction Simulator::State::Run() {
   op_start_ns.assign(nops, -1);
   op_end_ns.assign(nops, -1);
   op_issued.assign(nops, 0);
+  op_flow.assign(nops, -1);
 
   if (obs) {
     obs->OnBegin(plan, ports);

@@ -62,7 +62,7 @@
 //
 // Source files: simulator.cc (event loop), launches.cc (how ops start and
 // end), flow_network.cc + max_min.cc (bandwidth), memory.cc, prediction.cc
-// (the result and its JSON); sim/state.h holds the run's state.
+// (the result and its JSON), critical_path.cc; sim/state.h holds the run's state.
 #pragma once
 
 #include <cstdint>
@@ -122,6 +122,29 @@ struct PhaseUse {
   int64_t sum_ns = 0;               // summed durations (issue -> end; flows: rendezvous -> end)
 };
 
+// Where the predicted time went: the chain of waits that set time_ns, walked
+// back from the op that ended last (sim/critical_path.cc). Each stretch of the
+// chain is charged to the one rule that set it, so the terms sum to time_ns:
+// an op's flow from its creation to its end (latency, NIC posts, bandwidth
+// under sharing) to its kind's term; a launch's event brackets to event_ns;
+// then the chain continues into what made the op start last: the transfer
+// before it on its GPU pair, the prerequisite launch that ended last, or,
+// when the host issued the launch after it was ready on the GPU, the host
+// thread from t = 0 (its warm-up part to warm_up_ns, the rest to
+// host_issue_ns). At a tie the GPU side is followed. A term's share is how
+// much of the refit waited on it, not how much removing it would save:
+// another chain may be nearly as long.
+struct CriticalPath {
+  int64_t wire_ns = 0;        // send/recv over NVLink, network or PCIe (latency, NIC posts, bandwidth)
+  int64_t copy_ns = 0;        // copy kernels and device copies (send to self)
+  int64_t offload_ns = 0;     // offload / reload between GPU and host memory
+  int64_t host_issue_ns = 0;  // a host thread issuing ops (its warm-up excluded)
+  int64_t event_ns = 0;       // the executor's event brackets on the stream
+  int64_t warm_up_ns = 0;     // cold: pinning, mapping and NCCL connections on the host thread
+  int64_t ops = 0;            // ops whose flows lie on the chain
+  int64_t TotalNs() const { return wire_ns + copy_ns + offload_ns + host_issue_ns + event_ns + warm_up_ns; }
+};
+
 struct Prediction {
   int64_t time_ns = 0;              // from the call (t = 0: the host starts issuing) to the last op end
   double time_s = 0;
@@ -133,6 +156,7 @@ struct Prediction {
   int64_t host_issue_ns = 0;        // when the busiest host thread issued its last op
   int64_t cold_setup_ns = 0;        // cold: pinning + mapping before the first op (busiest process)
   int64_t connect_ns = 0;           // cold: NCCL connections on the busiest process's host thread
+  CriticalPath critical_path;       // time_ns by term; TotalNs() == time_ns
   std::vector<int64_t> peak_bytes;  // per GPU, device memory, everything counted
   std::vector<MemoryParts> peak_parts;  // per GPU, at its (first) peak; Total() == peak_bytes
   std::vector<int64_t> peak_host_bytes;  // per node, plan host buffers
@@ -179,5 +203,6 @@ void to_json(nlohmann::json& j, const Prediction& p);
 void to_json(nlohmann::json& j, const PortUse& u);
 void to_json(nlohmann::json& j, const PhaseUse& u);
 void to_json(nlohmann::json& j, const MemoryParts& m);
+void to_json(nlohmann::json& j, const CriticalPath& c);
 
 }  // namespace reshard

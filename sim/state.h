@@ -68,6 +68,8 @@ struct Launches {
   std::vector<int32_t> running;                // ops of an issued launch not yet ended
   std::vector<int64_t> end_ns;                 // -1 until the launch ended
   std::vector<int32_t> waiter_begin, waiters;  // op -> launches waiting for it (CSR)
+  std::vector<int32_t> ready_by;               // the launch whose end made it ready (-1: ready at t = 0)
+  std::vector<int32_t> last_op;                // its op that ended last (-1 until it ended)
   int32_t ended = 0;
 
   int32_t Count() const { return static_cast<int32_t>(pending.size()); }
@@ -123,7 +125,8 @@ struct Flow {
   int32_t op = -1, op2 = -1;  // send (or copy/offload/reload), and recv
   Route route;
   int64_t bytes = 0;
-  int64_t created_ns = 0;     // rendezvous (both ops issued)
+  int64_t created_ns = 0;     // rendezvous (both ops issued), or the end of `after`
+  int32_t after = -1;         // the transfer before it on its channel, whose end created it (-1: none)
   int64_t run_before = 0;     // bytes of earlier ops of its group run on its channel (Channel)
   double cap = 0;             // bytes/ns ceiling: peak × efficiency
   int32_t slot = -1;          // its index among FlowNetwork's active flows while on its ports
@@ -368,15 +371,16 @@ struct Simulator::State {
   void BothWays(int32_t a, int32_t b);
   Route TransferRoute(int32_t send) const;
   double TransferCap(const Flow& f, bool both) const;
-  int32_t NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t, int64_t run_before = 0);
+  int32_t NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t, int64_t run_before = 0, int32_t after = -1);
   int64_t NetworkPost(int32_t op, int32_t op2, const Route& r, const LinkProfile& prof, int64_t t);
   void StartFlow(int32_t id, int64_t t);
   void FinishFlow(int32_t id, int64_t t);
   void EndOp(int32_t op, int64_t t);
   void EndLaunch(int32_t launch, int64_t t);
 
-  // The result (prediction.cc).
+  // The result (prediction.cc) and its critical path (critical_path.cc).
   Prediction Collect() const;
+  CriticalPath CriticalPathOf(int32_t last_op) const;
 
   const Plan& plan;
   SimOptions opt;
@@ -396,6 +400,7 @@ struct Simulator::State {
   HostIssue host;
   std::vector<int64_t> op_start_ns, op_end_ns;
   std::vector<uint8_t> op_issued;
+  std::vector<int32_t> op_flow;  // per op: its flow (-1: none, e.g. alloc / free)
   sim_internal::Launches launches;
   sim_internal::EventQueue queue;
   sim_internal::FlowNetwork net;

@@ -103,7 +103,9 @@ TEST(CliSimulate, TraceDetailLevels) {
       ++slices[detail];
       if (std::string(detail) == "segments") seg_ops += e["args"]["ops"].get<int64_t>();
     }
-    if (std::string(detail) == "segments") EXPECT_EQ(static_cast<size_t>(seg_ops), timed_ops);  // every timed op, once
+    if (std::string(detail) == "segments") {
+      EXPECT_EQ(static_cast<size_t>(seg_ops), timed_ops);  // every timed op, once
+    }
   }
   EXPECT_EQ(slices["ops"], p["ops"].size());
   EXPECT_LT(slices["segments"], timed_ops);

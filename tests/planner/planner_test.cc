@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -657,6 +658,43 @@ destination: {tp: 2, dp: 2, gpus: "8-11"}
             direct.plan.summary.bytes_moved.network);
   EXPECT_LT(chosen.plan.summary.predicted_time_s, direct.plan.summary.predicted_time_s);
   EXPECT_TRUE(Verify(chosen.plan).ok());
+}
+
+// Plans timed by the estimate search first the side (with or without relays)
+// whose first candidate estimates faster and skip the other side's
+// candidates that cannot beat it: the answer is still the faster of the two
+// forced searches (ties: no relays), whichever side went first.
+TEST(Relays, EstimatedPlansKeepTheFasterSide) {
+  int relayed = 0, direct = 0;
+  for (const char* destination : {"{tp: 2, dp: 2, gpus: \"8-11\"}", "{tp: 1, dp: 4, gpus: \"8-11\"}",
+                                  "{tp: 2, dp: 1, gpus: \"8-9\"}"}) {
+    const Scenario s = ParseScenario(fmt::format(R"(
+name: relay
+model: llama3-8b
+cluster: {{preset: dgx-h200, nodes: 2}}
+source: {{tp: 2, gpus: "0-1"}}
+destination: {}
+)",
+                                                 destination),
+                                     "<test>");
+    PlannerOptions o;
+    o.simulate = false;
+    PlannerOptions never = o, always = o;
+    never.relays = false;
+    always.relays = true;
+    const PlanResult without = MakePlan(s, never), with = MakePlan(s, always), chosen = MakePlan(s, o);
+    ASSERT_TRUE(without.ok() && with.ok() && chosen.ok()) << destination;
+    const bool relays_win = with.stats.relayed_bytes > 0 &&
+                            with.plan.summary.predicted_time_s < without.plan.summary.predicted_time_s;
+    const PlanResult& expected = relays_win ? with : without;
+    EXPECT_EQ(chosen.stats.relayed_bytes, relays_win ? with.stats.relayed_bytes : 0) << destination;
+    EXPECT_EQ(chosen.plan.summary.predicted_time_s, expected.plan.summary.predicted_time_s) << destination;
+    EXPECT_EQ(chosen.plan.ops.size(), expected.plan.ops.size()) << destination;
+    EXPECT_EQ(chosen.plan.summary.bytes_moved.network, expected.plan.summary.bytes_moved.network) << destination;
+    (relays_win ? relayed : direct)++;
+  }
+  EXPECT_GT(relayed, 0);  // both outcomes are checked
+  EXPECT_GT(direct, 0);
 }
 
 // Under memory pressure the search skips emissions: a policy's memory answer

@@ -8,7 +8,8 @@
 // the end t + CeilNs(bytes left, rate). Random starts, stops and cap changes
 // on real clusters, including ones whose NICs form one component of
 // thousands of flows that is split and joined again (the component
-// FlowNetwork keeps between calls, re-shared in parts).
+// FlowNetwork keeps between calls, re-shared in parts). And two cases solved
+// by hand: the re-share grid, and a change re-shared only where it reaches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -272,6 +273,33 @@ TEST(FlowNetwork, ResharesOnlyThePartAChangeReaches) {
 namespace reshard::sim_internal {
 namespace {
 
+// Two dgx-h100 nodes whose network runs 60 bytes/ns one way (no duplex
+// limit), for flows of 10^6 bytes between GPUs' NICs (one NIC per GPU).
+struct TwoNodes {
+  Cluster cluster;
+  PortModel model;
+  FlowNetwork net;
+  explicit TwoNodes(int64_t share_grid_ns) : cluster(Network60()), model(cluster) {
+    net.Init(model, nullptr, 1024, share_grid_ns);
+  }
+  static Cluster Network60() {
+    Cluster c = ClusterPreset("dgx-h100");
+    c.nodes = 2;
+    c.network.bytes_per_s = 60e9;
+    c.network.duplex_bytes_per_s = 0;
+    return c;
+  }
+  int32_t Start(int32_t a, int32_t b, double cap, int64_t t) {
+    Flow f;
+    f.route = model.Transfer(a, b);
+    f.bytes = 1'000'000;
+    f.cap = cap;
+    const int32_t id = net.Add(f);
+    net.Start(id, t);
+    return id;
+  }
+};
+
 // The re-share grid (SimOptions::share_grid_ns = 1000 ns). 600 flows of
 // 10^6 bytes from NIC 0 to the NIC of GPU 8 at 60 bytes/ns: one component
 // of >= 512 flows, both NIC ports saturated at 0.1 bytes/ns a flow. A 601st
@@ -285,24 +313,10 @@ namespace {
 // Without the grid it would end at 1,500 + 10,016,667 = 10,018,167 ns: the
 // grid delays it by the 500 ns it waited, no more.
 TEST(FlowNetwork, BigComponentReachedEverywhereIsResharedOnTheGrid) {
-  Cluster cluster = ClusterPreset("dgx-h100");
-  cluster.nodes = 2;
-  cluster.network.bytes_per_s = 60e9;
-  cluster.network.duplex_bytes_per_s = 0;
-  const PortModel model(cluster);
-  FlowNetwork net;
-  net.Init(model, nullptr, 1024, /*share_grid_ns=*/1000);
-  const Route r = model.Transfer(0, 8);
-  ASSERT_EQ(r.link_class, LinkClass::kNetwork);
-  auto start = [&](int64_t t) {
-    Flow f;
-    f.route = r;
-    f.bytes = 1'000'000;
-    f.cap = 1e300;
-    const int32_t id = net.Add(f);
-    net.Start(id, t);
-    return id;
-  };
+  TwoNodes two(/*share_grid_ns=*/1000);
+  FlowNetwork& net = two.net;
+  ASSERT_EQ(two.model.Transfer(0, 8).link_class, LinkClass::kNetwork);
+  auto start = [&](int64_t t) { return two.Start(0, 8, 1e300, t); };
   for (int i = 0; i < 600; ++i) start(0);
   net.Recompute(0);
   EXPECT_DOUBLE_EQ(net.Rate(0), 0.1);
@@ -318,6 +332,49 @@ TEST(FlowNetwork, BigComponentReachedEverywhereIsResharedOnTheGrid) {
   EXPECT_EQ(net.FinishNs(0), 10'016'664);
   EXPECT_EQ(net.FinishNs(late), 10'018'667);
   EXPECT_EQ(net.ends.TopKey(), 10'016'664);
+}
+
+// Local re-sharing, by hand. Network 60 B/ns (one way), one NIC per GPU:
+//   A: 200 flows NIC 0 -> NIC 8, uncapped;
+//   B: 400 flows NIC 1 -> NIC 9, each capped at 0.1 B/ns (NIC 1 and NIC 9
+//      carry 40 of 60: not saturated);
+//   L: one flow NIC 0 -> NIC 9, uncapped, which links A and B into one
+//      component of 601 flows (>= 512: kept between calls).
+// Rates at 0: NIC 0 binds its 201 flows at 60/201 B/ns (NIC 8 then carries
+// 200 x 60/201 = 59.7 < 60; NIC 9 40.3); B at its cap 0.1.
+// At 1,000 ns one more A flow starts. Only NIC 0 is saturated among the
+// ports it touches, so the change reaches the 202 flows on NIC 0 and NIC 8
+// and stops at NIC 9 (not saturated): A and L are re-shared at 60/202, B is
+// not touched (its ends stay at 10^6 / 0.1 = 10^7 ns). An old A flow had
+// 10^6 - 1,000 x 60/201 = 999,701.49 B left: x 202/60 = 3,365,661.7 ns, so it
+// ends at 1,000 + 3,365,662 = 3,366,662; the new one at 1,000 + 10^6 x 202/60
+// = 1,000 + 3,366,667 = 3,367,667.
+TEST(FlowNetwork, ChangeIsResharedOnlyWhereSaturatedPortsReach) {
+  TwoNodes two(/*share_grid_ns=*/0);
+  FlowNetwork& net = two.net;
+  auto start = [&](int32_t a, int32_t b, double cap, int64_t t) { return two.Start(a, b, cap, t); };
+  const int32_t a0 = start(0, 8, 1e300, 0);
+  for (int i = 1; i < 200; ++i) start(0, 8, 1e300, 0);
+  const int32_t b0 = start(1, 9, 0.1, 0);
+  for (int i = 1; i < 400; ++i) start(1, 9, 0.1, 0);
+  const int32_t link = start(0, 9, 1e300, 0);
+  ASSERT_EQ(two.model.Transfer(0, 8).link_class, LinkClass::kNetwork);
+  net.Recompute(0);
+  EXPECT_DOUBLE_EQ(net.Rate(a0), 60.0 / 201);
+  EXPECT_DOUBLE_EQ(net.Rate(link), 60.0 / 201);
+  EXPECT_DOUBLE_EQ(net.Rate(b0), 0.1);
+  EXPECT_EQ(net.FinishNs(b0), 10'000'000);
+  const int64_t local_before = net.local_updates;
+  const int32_t late = start(0, 8, 1e300, 1000);
+  net.Recompute(1000);
+  EXPECT_EQ(net.local_updates, local_before + 1);  // a part, not the component
+  EXPECT_DOUBLE_EQ(net.Rate(a0), 60.0 / 202);
+  EXPECT_DOUBLE_EQ(net.Rate(late), 60.0 / 202);
+  EXPECT_DOUBLE_EQ(net.Rate(link), 60.0 / 202);
+  EXPECT_DOUBLE_EQ(net.Rate(b0), 0.1);
+  EXPECT_EQ(net.FinishNs(a0), 3'366'662);
+  EXPECT_EQ(net.FinishNs(late), 3'367'667);
+  EXPECT_EQ(net.FinishNs(b0), 10'000'000);
 }
 
 }  // namespace
