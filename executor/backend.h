@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "executor/pattern.h"
+#include "executor/quantize_math.h"
 #include "plan/plan.h"
 
 namespace reshard {
@@ -136,6 +137,13 @@ class Backend {
   // `sm_share` (0, 1]: the share of the GPU's copy grid the plan gives this
   // op (Op::sm_share); backends without SMs ignore it.
   virtual void Copy(int32_t gpu, int32_t stream, std::span<const CopyPair> pairs, double sm_share) = 0;
+  // One quantize op on (gpu, stream): each job's blocks read bf16, write
+  // fp8 E4M3 and one scale each (executor/quantize_math.h, QuantizeBlock).
+  virtual void Quantize(int32_t gpu, int32_t stream, std::span<const QuantizeJob> jobs) {
+    (void)stream;
+    (void)jobs;
+    throw RunError("the " + Name() + " backend cannot quantize", -1, gpu);
+  }
   virtual void GroupStart() = 0;
   virtual void Send(int32_t gpu, int32_t stream, const Region& r, int32_t peer) = 0;
   virtual void Recv(int32_t gpu, int32_t stream, const Region& r, int32_t peer) = 0;

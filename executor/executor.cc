@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "executor/mpi_session.h"
+#include "executor/quantize_content.h"
 #include "model/union_find.h"
 
 namespace reshard {
@@ -25,10 +26,6 @@ bool ValidBuffer(const Plan& p, int32_t id) { return id >= 0 && id < static_cast
 
 int32_t ElemBytes(const Plan& p, int32_t tensor) { return static_cast<int32_t>(DTypeBytes(p.tensors[tensor].dtype)); }
 
-PieceMap MapOf(const Plan& p, const ContentPiece& c) {
-  const PlanTensor& t = p.tensors[c.tensor];
-  return MakePieceMap(c.tensor, t.shape, ElemBytes(p, c.tensor), c.box, c.offset_elems, c.stride_elems);
-}
 
 // The link class an op's bytes travel over (Verify keeps kCopy on device).
 LinkClass ClassOf(const Plan& p, const Op& op) {
@@ -220,6 +217,13 @@ std::vector<std::string> ExecutorProblems(const Plan& p) {
                                     OpKindName(op.kind)));
         if (op.peer < 0 || op.peer >= gpus) out.push_back(fmt::format("op {}: peer GPU {} does not exist", op.id, op.peer));
         break;
+      case OpKind::kQuantize:
+        for (const QuantizeTile& t : op.tiles) {
+          on_gpu(op, t.input.buffer, "quantize input");
+          on_gpu(op, t.output.buffer, "quantize output");
+          on_gpu(op, t.scales.buffer, "quantize scales");
+        }
+        break;
       case OpKind::kCopy:
       case OpKind::kOffload:
       case OpKind::kReload:
@@ -345,8 +349,9 @@ Measurement Execute(const Plan& plan, Backend& backend, const ExecOptions& optio
     for (int32_t g : backend.LocalGpus()) local.at(g) = true;
     for (const PlanBuffer& b : plan.buffers)
       if (b.preexisting && local[b.gpu]) backend.Allocate(b, -1);
+    const std::vector<int8_t> quantized = QuantizedSources(plan);
     for (const ContentPiece& c : plan.sources)
-      if (local[plan.buffers[c.buffer].gpu]) backend.Fill(plan.buffers[c.buffer], MapOf(plan, c));
+      if (local[plan.buffers[c.buffer].gpu]) backend.Fill(plan.buffers[c.buffer], ContentMapOf(plan, c, quantized));
     if (options.warmup) {
       std::set<std::pair<int32_t, int32_t>> pairs;
       for (const Op& op : plan.ops)
@@ -370,6 +375,7 @@ Measurement Execute(const Plan& plan, Backend& backend, const ExecOptions& optio
         case OpKind::kCopy:
         case OpKind::kOffload:
         case OpKind::kReload: backend.Copy(op.gpu, op.stream, op.copies, op.sm_share); break;
+        case OpKind::kQuantize: backend.Quantize(op.gpu, op.stream, QuantizeJobsOf(plan, op)); break;
         default: RESHARD_CHECK(false, "communication op outside a group call");
       }
     };
@@ -420,7 +426,7 @@ Measurement Execute(const Plan& plan, Backend& backend, const ExecOptions& optio
     for (size_t i = 0; i < plan.destinations.size(); ++i) {
       const ContentPiece& c = plan.destinations[i];
       if (local[plan.buffers[c.buffer].gpu])
-        backend.Check(plan.buffers[c.buffer], MapOf(plan, c), static_cast<int32_t>(i));
+        backend.Check(plan.buffers[c.buffer], ContentMapOf(plan, c, quantized), static_cast<int32_t>(i));
     }
     for (const PieceCheck& r : backend.CheckResults(options.max_mismatches)) {
       const ContentPiece& c = plan.destinations[r.piece];

@@ -1,5 +1,6 @@
 // HostBackend: worker threads, memcpy, in-process channels and MPI.
 #include "executor/host_backend.h"
+#include "executor/quantize_content.h"
 
 #include <algorithm>
 #include <atomic>
@@ -192,6 +193,17 @@ class HostBackend final : public Backend {
     });
   }
 
+  void Quantize(int32_t gpu, int32_t, std::span<const QuantizeJob> jobs) override {
+    Push(gpu, [this, jobs = std::vector<QuantizeJob>(jobs.begin(), jobs.end())] {
+      for (const QuantizeJob& j : jobs) {
+        const unsigned char* in = Data(j.in_buffer);
+        unsigned char* out = Data(j.out_buffer);
+        unsigned char* sc = Data(j.sc_buffer);
+        for (int64_t b = 0; b < j.Blocks(); ++b) QuantizeBlock(j, b, in, out, sc);
+      }
+    });
+  }
+
   void GroupStart() override {
     RESHARD_CHECK(!in_group_, "nested group");
     in_group_ = true;
@@ -273,7 +285,7 @@ class HostBackend final : public Backend {
   void Fill(const PlanBuffer& b, const PieceMap& m) override {
     unsigned char* base = Data(b.id);
     ForEachElement(m, [&](int64_t g, int64_t l) {
-      StoreElement(base + l * m.elem_bytes, m.elem_bytes, PatternValue(m.tensor, g, m.elem_bytes));
+      StoreElement(base + l * m.elem_bytes, m.elem_bytes, PieceValue(m, g));
     });
   }
   void Check(const PlanBuffer& b, const PieceMap& m, int32_t piece) override {
@@ -286,8 +298,9 @@ class HostBackend final : public Backend {
       r.piece = c.piece;
       r.elements = c.map.Elements();
       const unsigned char* base = Data(c.buffer);
+      QuantExpectation quant(c.map);
       ForEachElement(c.map, [&](int64_t g, int64_t l) {
-        const uint64_t want = PatternValue(c.map.tensor, g, c.map.elem_bytes);
+        const uint64_t want = c.map.quant.role != 0 ? quant.Value(g) : PieceValue(c.map, g);
         const uint64_t got = LoadElement(base + l * c.map.elem_bytes, c.map.elem_bytes);
         if (got == want) return;
         if (static_cast<int64_t>(r.first.size()) < max_recorded) r.first.push_back({g, want, got});

@@ -48,6 +48,26 @@ RESHARD_HD inline uint64_t PatternValue(int32_t tensor, int64_t index, int32_t e
   return elem_bytes >= 8 ? v : (v & ((uint64_t{1} << (8 * elem_bytes)) - 1));
 }
 
+// A finite bf16 for element (tensor, index): random sign and 7 mantissa bits,
+// an exponent in [2^-15, 2^16] so blocks mix values near their amax with
+// ones that become E4M3 subnormals or zero.
+RESHARD_HD inline uint16_t FiniteBf16Pattern(int32_t tensor, int64_t index) {
+  const uint64_t v = PatternBits64(tensor, index);
+  const uint32_t sign = static_cast<uint32_t>(v >> 63) << 15;
+  const uint32_t exponent = 112u + static_cast<uint32_t>((v >> 7) & 31u);
+  return static_cast<uint16_t>(sign | (exponent << 7) | static_cast<uint32_t>(v & 0x7Fu));
+}
+
+// A quantized destination piece (executor/quantize_math.h): role 1 = fp8
+// values, 2 = their scales, of bf16 tensor `source` quantized as a [planes,
+// rows, cols] matrix in block_rows x block_cols blocks; 0 = plain content.
+struct QuantMap {
+  int32_t role = 0;
+  int32_t source = -1;
+  int32_t scale_format = 0;  // 0 fp32, 1 UE8M0 (fp32), 2 E8M0 (one byte)
+  int64_t planes = 1, rows = 1, cols = 1, block_rows = 1, block_cols = 1;
+};
+
 // Where the elements of one content piece live, flattened to plain numbers
 // so host loops and device kernels enumerate them the same way.
 //
@@ -66,10 +86,17 @@ struct PieceMap {
   int64_t local_stride[3] = {0, 0, 0};
   int64_t base_global = 0;
   int64_t offset_elems = 0;
+  int32_t finite_bf16 = 0;  // 1: a tensor the plan quantizes, filled with FiniteBf16Pattern
+  QuantMap quant;           // role != 0: expected values come from quantize_math.h
 
   RESHARD_HD int64_t Elements() const { return extent[0] * extent[1] * extent[2]; }
   RESHARD_HD int64_t Rows() const { return extent[0] * extent[1]; }  // runs along dimension 2
 };
+
+// The pattern value of a plain piece's element with global index g.
+RESHARD_HD inline uint64_t PieceValue(const PieceMap& m, int64_t g) {
+  return m.finite_bf16 ? FiniteBf16Pattern(m.tensor, g) : PatternValue(m.tensor, g, m.elem_bytes);
+}
 
 // Global index and local element of the `row`-th row (dims 0,1 flattened)
 // and column i2 of a piece.

@@ -13,12 +13,13 @@ struct DTypeInfo {
   std::string_view name;
 };
 // Canonical names, in enum order.
-constexpr std::array<DTypeInfo, 5> kDTypes{{
+constexpr std::array<DTypeInfo, 6> kDTypes{{
     {DType::kBF16, 2, "bf16"},
     {DType::kFP16, 2, "fp16"},
     {DType::kFP32, 4, "fp32"},
     {DType::kFP8E4M3, 1, "fp8_e4m3"},
     {DType::kFP8E5M2, 1, "fp8_e5m2"},
+    {DType::kE8M0, 1, "e8m0"},
 }};
 // Aliases users write (PyTorch / HF spellings).
 struct Alias {

@@ -23,37 +23,15 @@
 #include "model/builtin_scenarios.h"
 #include "model/error.h"
 #include "model/input_file.h"
+#include "model/scenario_reader.h"
 
 namespace reshard {
+
+using namespace scenario_detail;  // NOLINT: the shared field readers
 
 namespace {
 
 __extension__ typedef __int128 Int128;  // GCC/Clang extension; exact size arithmetic
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-bool LooksNonFinite(std::string_view s) {
-  std::string l = Lower(Trim(s));
-  if (!l.empty() && (l[0] == '+' || l[0] == '-')) l.erase(0, 1);
-  if (!l.empty() && l[0] == '.') l.erase(0, 1);
-  return l == "nan" || l == "inf" || l == "infinity";
-}
-
-std::string WithSuggestion(std::string problem, std::string_view name, const std::vector<std::string>& candidates) {
-  std::string s = Suggest(name, candidates);
-  if (!s.empty()) problem += fmt::format(" (did you mean '{}'?)", s);
-  return problem;
-}
 
 }  // namespace
 
@@ -155,10 +133,7 @@ int64_t ParseBytes(const std::string& text, const std::string& file, const std::
 
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string Dot(const std::string& a, std::string_view b) { return a.empty() ? std::string(b) : a + "." + std::string(b); }
 
 // Converts parsed JSON into a YAML tree (JSON scenarios share the YAML reader).
 YAML::Node JsonToYaml(const json& j) {
@@ -179,123 +154,6 @@ YAML::Node JsonToYaml(const json& j) {
   }
 }
 
-class Reader {
- public:
-  Reader(std::string file, fs::path dir) : file_(std::move(file)), dir_(std::move(dir)) {}
-
-  const std::string& file() const { return file_; }
-
-  [[noreturn]] void Fail(const std::string& field, const YAML::Node& n, const std::string& problem) const {
-    std::string p = problem;
-    if (n.IsDefined() && !n.Mark().is_null()) p += fmt::format(" (line {})", n.Mark().line + 1);
-    throw InputError(file_, field, p);
-  }
-
-  static std::string Describe(const YAML::Node& n) {
-    if (!n.IsDefined() || n.IsNull()) return "nothing";
-    if (n.IsMap()) return "a mapping";
-    if (n.IsSequence()) return "a list";
-    return fmt::format("'{}'", n.Scalar());
-  }
-
-  void NeedMap(const YAML::Node& n, const std::string& field) const {
-    if (!n.IsMap()) Fail(field, n, fmt::format("expected a mapping, got {}", Describe(n)));
-  }
-
-  // Every key must be one of `allowed` and appear once.
-  void CheckKeys(const YAML::Node& n, const std::string& field, const std::vector<std::string>& allowed) const {
-    NeedMap(n, field);
-    std::set<std::string> seen;
-    for (auto it = n.begin(); it != n.end(); ++it) {
-      if (!it->first.IsScalar()) Fail(field, it->first, "keys must be plain names");
-      const std::string key = it->first.Scalar();
-      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-        std::string problem = WithSuggestion(fmt::format("unknown field '{}'", key), key, allowed);
-        problem += fmt::format("; allowed: {}", fmt::join(allowed, ", "));
-        Fail(Dot(field, key), it->first, problem);
-      }
-      if (!seen.insert(key).second) Fail(Dot(field, key), it->first, fmt::format("field '{}' appears twice", key));
-    }
-  }
-
-  std::string Scalar(const YAML::Node& n, const std::string& field, std::string_view what) const {
-    if (!n.IsScalar()) Fail(field, n, fmt::format("expected {}, got {}", what, Describe(n)));
-    return n.Scalar();
-  }
-
-  std::string String(const YAML::Node& n, const std::string& field) const {
-    std::string s = Scalar(n, field, "a string");
-    if (Trim(s).empty()) Fail(field, n, "must not be empty");
-    return s;
-  }
-
-  int64_t Int(const YAML::Node& n, const std::string& field, int64_t min, int64_t max) const {
-    std::string s(Trim(Scalar(n, field, "a whole number")));
-    int64_t v = 0;
-    const char* b = s.data();
-    const char* e = s.data() + s.size();
-    if (!s.empty() && *b == '+') ++b;
-    auto [ptr, ec] = std::from_chars(b, e, v);
-    if (ec == std::errc::result_out_of_range) Fail(field, n, fmt::format("'{}' is out of range", s));
-    if (ec != std::errc() || ptr != e || b == e) {
-      if (LooksNonFinite(s)) Fail(field, n, fmt::format("expected a whole number, got '{}' (not finite)", s));
-      Fail(field, n, fmt::format("expected a whole number, got '{}'", s));
-    }
-    if (v < min) Fail(field, n, fmt::format("must be >= {}, got {}", min, v));
-    if (v > max) Fail(field, n, fmt::format("must be <= {}, got {}", max, v));
-    return v;
-  }
-
-  int32_t Positive(const YAML::Node& n, const std::string& field) const {
-    return static_cast<int32_t>(Int(n, field, 1, std::numeric_limits<int32_t>::max()));
-  }
-
-  double Number(const YAML::Node& n, const std::string& field, double min, double max) const {
-    std::string s(Trim(Scalar(n, field, "a number")));
-    if (LooksNonFinite(s)) Fail(field, n, fmt::format("must be a finite number, got '{}'", s));
-    char* end = nullptr;
-    double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size()) Fail(field, n, fmt::format("expected a number, got '{}'", s));
-    if (!std::isfinite(v)) Fail(field, n, fmt::format("must be a finite number, got '{}'", s));
-    if (v < min) Fail(field, n, fmt::format("must be >= {}, got {}", min, s));
-    if (v > max) Fail(field, n, fmt::format("must be <= {}, got {}", max, s));
-    return v;
-  }
-
-  bool Bool(const YAML::Node& n, const std::string& field) const {
-    std::string s = Lower(Trim(Scalar(n, field, "true or false")));
-    if (s == "true" || s == "yes" || s == "on") return true;
-    if (s == "false" || s == "no" || s == "off") return false;
-    Fail(field, n, fmt::format("expected true or false, got '{}'", n.Scalar()));
-  }
-
-  int64_t Bytes(const YAML::Node& n, const std::string& field) const {
-    std::string s = Scalar(n, field, "a size (e.g. 256MiB, 4 GiB, 1.5GB or a number of bytes)");
-    try {
-      return ParseBytes(s, file_, field);
-    } catch (const InputError& e) {
-      Fail(field, n, e.problem());
-    }
-  }
-
-  // Size in GiB given as a number (kv_cache_gib: 10).
-  int64_t Gib(const YAML::Node& n, const std::string& field) const {
-    // At most 1 PiB (2^20 GiB) per GPU, so that memory totals cannot overflow.
-    double v = Number(n, field, 0, static_cast<double>(kMaxMemoryBytes >> 30));
-    return static_cast<int64_t>(std::llround(v * static_cast<double>(int64_t{1} << 30)));
-  }
-
-  // Paths in a scenario are relative to the scenario file.
-  std::string Path(const YAML::Node& n, const std::string& field) const {
-    fs::path p = String(n, field);
-    if (p.is_relative()) p = dir_ / p;
-    return p.lexically_normal().string();
-  }
-
- private:
-  std::string file_;
-  fs::path dir_;
-};
 
 // Set of GPUs: "all", a number, "0-3", "0-3,8-11", or a list of numbers and ranges.
 // List order is rank order.
@@ -567,7 +425,7 @@ void ParseSource(const Reader& r, const YAML::Node& n, const Cluster& cluster, S
 
 void ParseDestination(const Reader& r, const YAML::Node& n, const Cluster& cluster, Scenario& s) {
   const std::string f = "destination";
-  r.CheckKeys(n, f, {"engine", "tp", "pp", "ep", "dp", "pp_layers", "gpus", "dtype", "placement"});
+  r.CheckKeys(n, f, {"engine", "tp", "pp", "ep", "dp", "pp_layers", "gpus", "dtype", "placement", "quantization"});
   Engine(r, n, f, "vllm");
   DestinationParallel& p = s.destination;
   for (auto [key, member] : {std::pair{"tp", &DestinationParallel::tp}, {"pp", &DestinationParallel::pp},
@@ -748,6 +606,10 @@ Scenario ParseScenarioAt(const std::string& text, const std::string& path, const
   ParseSource(r, root["source"], s.cluster, s);
   r.NeedMap(root["destination"], "destination");
   ParseDestination(r, root["destination"], s.cluster, s);
+  std::optional<QuantConfig> hf_quant;
+  if (root["model"].IsMap() && root["model"]["hf_config"])
+    hf_quant = ReadHfQuantization(r.Path(root["model"]["hf_config"], "model.hf_config"));
+  ParseQuantization(r, root["destination"], hf_quant, s);
   if (root["memory"]) ParseMemory(r, root["memory"], s.memory);
   if (root["plan"]) ParsePlan(r, root["plan"], s.plan);
 

@@ -12,6 +12,7 @@
 #include "model/dtype.h"
 #include "model/layout.h"
 #include "model/model.h"
+#include "model/quant.h"
 
 namespace reshard {
 
@@ -51,6 +52,8 @@ struct Scenario {
   ModelSpec model;
   DType dtype = DType::kBF16;    // training weights
   DType destination_dtype = DType::kBF16;
+  // Set when destination_dtype is fp8_e4m3: how the refit quantizes.
+  std::optional<QuantConfig> quantization;
   Cluster cluster;
   SourceParallel source;
   DestinationParallel destination;

@@ -29,6 +29,7 @@ std::string ScenarioFingerprint(const Scenario& s) {
   std::string text = "reshard-scenario-v1\n";
   text += fmt::format("cluster={}\ndtype={}\ndestination_dtype={}\n", s.cluster.Fingerprint(), DTypeName(s.dtype),
                       DTypeName(s.destination_dtype));
+  if (s.quantization) text += fmt::format("quantization={}\n", QuantConfigText(*s.quantization));
   text += fmt::format("tensors={}\n", s.model.tensors.size());
   for (const TensorSpec& t : s.model.tensors) {
     text += t.name;

@@ -116,9 +116,15 @@ std::vector<std::string> DestinationPieceProblems(const Plan& p, const Scenario&
   std::vector<std::string> out;
   const Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
   const int32_t gpus = std::max(s.cluster.Gpus(), p.Gpus());
+  // A quantized plan lays its destination out anew (fp8 values and scales
+  // beside bf16 pieces): its pieces are compared by tensor and box, values
+  // standing for the tensor they quantize; scales follow from the values.
+  const bool quantized = std::any_of(p.tensors.begin(), p.tensors.end(),
+                                     [](const PlanTensor& t) { return t.quant.role != QuantRole::kNone; });
+  auto stride_key = [&](const Extents& e) { return quantized ? Extents{0, 0, 0} : e; };
   std::vector<std::vector<PieceKey>> shard_keys(dst.shards.size());
   for (size_t k = 0; k < dst.shards.size(); ++k) {
-    for (const Piece& pc : dst.shards[k].pieces) shard_keys[k].push_back({pc.tensor, pc.box, pc.stride});
+    for (const Piece& pc : dst.shards[k].pieces) shard_keys[k].push_back({pc.tensor, pc.box, stride_key(pc.stride)});
     std::sort(shard_keys[k].begin(), shard_keys[k].end());
   }
   std::vector<std::vector<int32_t>> ranks_on(gpus);
@@ -134,6 +140,8 @@ std::vector<std::string> DestinationPieceProblems(const Plan& p, const Scenario&
   for (size_t i = 0; i < p.destinations.size(); ++i) {
     const int32_t b = p.destinations[i].buffer;
     if (b < 0 || b >= static_cast<int32_t>(p.buffers.size())) continue;  // Verify names it
+    const int32_t t = p.destinations[i].tensor;
+    if (t >= 0 && t < static_cast<int32_t>(p.tensors.size()) && p.tensors[t].quant.role == QuantRole::kScales) continue;
     const int32_t g = p.buffers[b].gpu;
     if (g >= 0 && g < gpus) pieces_on[g].push_back(static_cast<int32_t>(i));
   }
@@ -142,7 +150,8 @@ std::vector<std::string> DestinationPieceProblems(const Plan& p, const Scenario&
     keys.reserve(pieces_on[g].size());
     for (int32_t i : pieces_on[g]) {
       const ContentPiece& c = p.destinations[i];
-      keys.push_back({c.tensor, c.box, c.stride_elems});
+      const TensorQuant& q = p.tensors[c.tensor].quant;
+      keys.push_back({q.role == QuantRole::kValues ? q.of : c.tensor, c.box, stride_key(c.stride_elems)});
     }
     std::sort(keys.begin(), keys.end());
     return keys;
@@ -218,12 +227,16 @@ std::vector<std::string> PlanScenarioProblems(const Plan& p, const Scenario& s) 
     out.push_back(std::move(what));
   }
   // 2. The tensors, from the plan itself (what a hand edit changes).
-  if (p.tensors.size() != s.model.tensors.size()) {
+  // A quantized destination adds values and scales tensors after the model's.
+  size_t quant_tensors = 0;
+  for (size_t i = s.model.tensors.size(); i < p.tensors.size(); ++i)
+    quant_tensors += s.quantization && p.tensors[i].quant.role != QuantRole::kNone;
+  if (p.tensors.size() - quant_tensors != s.model.tensors.size() || p.tensors.size() < s.model.tensors.size()) {
     out.push_back(fmt::format("the plan has {} tensors but the scenario's model '{}' has {}", p.tensors.size(),
                               s.model.config.name, s.model.tensors.size()));
   } else {
     size_t differing = 0;
-    for (size_t i = 0; i < p.tensors.size(); ++i) {
+    for (size_t i = 0; i < s.model.tensors.size(); ++i) {
       const PlanTensor& a = p.tensors[i];
       const TensorSpec& b = s.model.tensors[i];
       std::string why;

@@ -31,179 +31,17 @@
 #include "model/error.h"
 #include "model/input_file.h"
 #include "model/output_file.h"
+#include "plan/json_reader.h"
 #include "plan/plan.h"
 
 namespace reshard {
 namespace {
 
-using json = nlohmann::json;
-using ojson = nlohmann::ordered_json;
-
+using namespace plan_json;  // NOLINT: the shared field readers
 constexpr int64_t kFormatVersion = 1;
-constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
-constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
-
-// ---------------------------------------------------------------- paths
-
-// A JSON path built on the stack and turned into text only on error, so
-// reading 10^6 ops allocates no path strings.
-struct Path {
-  const Path* parent = nullptr;
-  const char* key = nullptr;  // member name, or
-  int64_t index = -1;         // array index (when key is null)
-
-  Path operator/(const char* k) const { return Path{this, k, -1}; }
-  Path operator[](int64_t i) const { return Path{this, nullptr, i}; }
-  std::string Str() const {
-    std::vector<const Path*> chain;
-    for (const Path* q = this; q != nullptr; q = q->parent) chain.push_back(q);
-    std::string s;
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      const Path* q = *it;
-      if (q->key != nullptr) {
-        if (!s.empty()) s += '.';
-        s += q->key;
-      } else if (q->index >= 0) {
-        s += fmt::format("[{}]", q->index);
-      }
-    }
-    return s;
-  }
-};
-
-std::string Preview(const json& v) {
-  if (v.is_object()) return "an object";
-  if (v.is_array()) return "an array";
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return fmt::format("{} {}", v.type_name(), s);
-}
-
-// ---------------------------------------------------------------- reading helpers
-
-class Reader {
- public:
-  explicit Reader(const std::string& file) : file_(file) {}
-  const std::string& file() const { return file_; }
-
-  [[noreturn]] void Fail(const Path& p, const std::string& problem) const {
-    throw InputError(file_, p.Str(), problem);
-  }
-
-  // `j` must be an object whose keys are all in `allowed`.
-  void Object(const json& j, const Path& p, std::initializer_list<std::string_view> allowed) const {
-    if (!j.is_object()) Fail(p, "expected an object, got " + Preview(j));
-    for (const auto& [key, value] : j.items()) {
-      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
-      std::vector<std::string> names(allowed.begin(), allowed.end());
-      std::string hint = Suggest(key, names);
-      std::string field = p.Str();
-      field += field.empty() ? key : "." + key;
-      throw InputError(file_, field,
-                       hint.empty() ? "unknown field" : fmt::format("unknown field (did you mean '{}'?)", hint));
-    }
-  }
-
-  static const json* Find(const json& obj, const char* key) {
-    auto it = obj.find(key);
-    return it == obj.end() ? nullptr : &*it;
-  }
-  const json& Required(const json& obj, const Path& p, const char* key) const {
-    const json* v = Find(obj, key);
-    if (v == nullptr) Fail(p / key, "required field is missing");
-    return *v;
-  }
-
-  int64_t Int(const json& v, const Path& p, int64_t lo, int64_t hi) const {
-    int64_t x = 0;
-    if (v.is_number_unsigned()) {
-      uint64_t u = v.get<uint64_t>();
-      if (u > static_cast<uint64_t>(kI64Max)) Fail(p, fmt::format("{} is out of range", u));
-      x = static_cast<int64_t>(u);
-    } else if (v.is_number_integer()) {
-      x = v.get<int64_t>();
-    } else if (v.is_number_float()) {
-      // Accept integral floats (1e9 from Python) that are exact in a double.
-      double d = v.get<double>();
-      if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9007199254740992.0)
-        Fail(p, "expected an integer, got " + Preview(v));
-      x = static_cast<int64_t>(d);
-    } else {
-      Fail(p, "expected an integer, got " + Preview(v));
-    }
-    if (x < lo || x > hi) {
-      if (hi == kI64Max || hi == kI32Max)
-        Fail(p, fmt::format("must be >= {}, got {}", lo, x) + (x > hi ? " (too large)" : ""));
-      Fail(p, fmt::format("must be in [{}, {}], got {}", lo, hi, x));
-    }
-    return x;
-  }
-  int64_t Int(const json& obj, const Path& p, const char* key, int64_t def, int64_t lo, int64_t hi) const {
-    const json* v = Find(obj, key);
-    return v == nullptr ? def : Int(*v, p / key, lo, hi);
-  }
-  int64_t RequiredInt(const json& obj, const Path& p, const char* key, int64_t lo, int64_t hi) const {
-    return Int(Required(obj, p, key), p / key, lo, hi);
-  }
-  int32_t Int32(const json& obj, const Path& p, const char* key, int32_t def, int64_t lo) const {
-    return static_cast<int32_t>(Int(obj, p, key, def, lo, kI32Max));
-  }
-  int32_t RequiredInt32(const json& obj, const Path& p, const char* key, int64_t lo) const {
-    return static_cast<int32_t>(RequiredInt(obj, p, key, lo, kI32Max));
-  }
-
-  double Double(const json& obj, const Path& p, const char* key, double def, double lo, double hi) const {
-    const json* v = Find(obj, key);
-    if (v == nullptr) return def;
-    if (!v->is_number()) Fail(p / key, "expected a number, got " + Preview(*v));
-    double d = v->get<double>();
-    if (!std::isfinite(d) || d < lo || d > hi) {
-      if (std::isinf(hi)) Fail(p / key, fmt::format("must be a finite number >= {}, got {}", lo, d));
-      Fail(p / key, fmt::format("must be in [{}, {}], got {}", lo, hi, d));
-    }
-    return d;
-  }
-
-  std::string String(const json& v, const Path& p) const {
-    if (!v.is_string()) Fail(p, "expected a string, got " + Preview(v));
-    return v.get<std::string>();
-  }
-  std::string String(const json& obj, const Path& p, const char* key, const std::string& def) const {
-    const json* v = Find(obj, key);
-    return v == nullptr ? def : String(*v, p / key);
-  }
-
-  bool Bool(const json& obj, const Path& p, const char* key, bool def) const {
-    const json* v = Find(obj, key);
-    if (v == nullptr) return def;
-    if (!v->is_boolean()) Fail(p / key, "expected true or false, got " + Preview(*v));
-    return v->get<bool>();
-  }
-
-  const json& Array(const json& v, const Path& p) const {
-    if (!v.is_array()) Fail(p, "expected an array, got " + Preview(v));
-    return v;
-  }
-
-  template <class E, size_t N>
-  E Enum(const json& v, const Path& p, const std::array<E, N>& values, std::string_view (*name)(E)) const {
-    if (!v.is_string()) Fail(p, "expected a string, got " + Preview(v));
-    const auto& s = v.get_ref<const std::string&>();
-    for (E e : values)
-      if (name(e) == s) return e;
-    std::vector<std::string> names;
-    for (E e : values) names.emplace_back(name(e));
-    std::string hint = Suggest(s, names);
-    Fail(p, fmt::format("unknown value '{}'{} (one of: {})", s,
-                        hint.empty() ? "" : fmt::format(", did you mean '{}'?", hint), fmt::join(names, ", ")));
-  }
-
- private:
-  const std::string& file_;
-};
 
 constexpr std::array kOpKinds{OpKind::kAlloc,   OpKind::kFree,    OpKind::kCopy,  OpKind::kSend,
-                              OpKind::kRecv,    OpKind::kOffload, OpKind::kReload};
+                              OpKind::kRecv,    OpKind::kOffload, OpKind::kReload, OpKind::kQuantize};
 constexpr std::array kSpaces{MemorySpace::kDevice, MemorySpace::kHost};
 constexpr std::array kRoles{BufferRole::kSourceWeights, BufferRole::kDestinationWeights, BufferRole::kOptimizer,
                             BufferRole::kGradients,     BufferRole::kKvCache,            BufferRole::kStaging,
@@ -211,7 +49,9 @@ constexpr std::array kRoles{BufferRole::kSourceWeights, BufferRole::kDestination
 
 // ---------------------------------------------------------------- elements: read
 
-Region ReadRegion(const json& j, const Path& p, const Reader& r) {
+}  // namespace
+
+Region plan_json::ReadRegion(const json& j, const Path& p, const Reader& r) {
   r.Object(j, p, {"buffer", "offset_bytes", "row_bytes", "rows", "row_stride_bytes", "planes", "plane_stride_bytes"});
   Region g;
   g.buffer = r.RequiredInt32(j, p, "buffer", -1);
@@ -224,10 +64,13 @@ Region ReadRegion(const json& j, const Path& p, const Reader& r) {
   return g;
 }
 
+namespace {
+
+
 Op ReadOp(const json& j, const Path& p, const Reader& r) {
   r.Object(j, p,
            {"id", "kind", "gpu", "stream", "group", "deps", "buffer", "copies", "region", "peer", "match", "segment",
-            "label", "sm_share"});
+            "label", "sm_share", "tiles"});
   Op op;
   op.id = r.RequiredInt32(j, p, "id", 0);
   op.kind = r.Enum(r.Required(j, p, "kind"), p / "kind", kOpKinds, OpKindName);
@@ -255,6 +98,7 @@ Op ReadOp(const json& j, const Path& p, const Reader& r) {
     }
   }
   if (const json* g = Reader::Find(j, "region")) op.region = ReadRegion(*g, p / "region", r);
+  if (const json* t = Reader::Find(j, "tiles")) op.tiles = ReadTiles(*t, p / "tiles", r);
   op.peer = r.Int32(j, p, "peer", -1, -1);
   op.match = r.Int32(j, p, "match", -1, -1);
   op.segment = r.Int32(j, p, "segment", -1, -1);
@@ -278,7 +122,7 @@ PlanBuffer ReadBuffer(const json& j, const Path& p, const Reader& r) {
 }
 
 PlanTensor ReadTensor(const json& j, const Path& p, const Reader& r) {
-  r.Object(j, p, {"name", "shape", "dtype"});
+  r.Object(j, p, {"name", "shape", "dtype", "quant"});
   PlanTensor t;
   t.name = r.String(r.Required(j, p, "name"), p / "name");
   Path sp = p / "shape";
@@ -288,6 +132,7 @@ PlanTensor ReadTensor(const json& j, const Path& p, const Reader& r) {
   t.shape.ndim = static_cast<int>(s.size());
   for (size_t d = 0; d < s.size(); ++d) t.shape.dim[d] = r.Int(s[d], sp[static_cast<int64_t>(d)], 1, kI64Max);
   if (const json* d = Reader::Find(j, "dtype")) t.dtype = ParseDType(r.String(*d, p / "dtype"), r.file(), (p / "dtype").Str());
+  if (const json* q = Reader::Find(j, "quant")) t.quant = ReadTensorQuant(*q, p / "quant", r);
   return t;
 }
 
@@ -296,19 +141,7 @@ ContentPiece ReadPiece(const json& j, const Path& p, const Reader& r) {
   ContentPiece c;
   c.buffer = r.RequiredInt32(j, p, "buffer", 0);
   c.tensor = r.RequiredInt32(j, p, "tensor", 0);
-  Path bp = p / "box";
-  const json& box = r.Array(r.Required(j, p, "box"), bp);
-  if (box.size() > static_cast<size_t>(kMaxDims))
-    r.Fail(bp, fmt::format("has {} dimensions; at most {} are supported", box.size(), kMaxDims));
-  c.box.ndim = static_cast<int>(box.size());
-  for (size_t d = 0; d < box.size(); ++d) {
-    Path dp = bp[static_cast<int64_t>(d)];
-    const json& pair = r.Array(box[d], dp);
-    if (pair.size() != 2) r.Fail(dp, fmt::format("expected [lo, hi], got {} numbers", pair.size()));
-    c.box.lo[d] = r.Int(pair[0], dp[0], 0, kI64Max);
-    c.box.hi[d] = r.Int(pair[1], dp[1], 0, kI64Max);
-    if (c.box.hi[d] < c.box.lo[d]) r.Fail(dp, fmt::format("hi {} is below lo {}", c.box.hi[d], c.box.lo[d]));
-  }
+  c.box = ReadBox(r.Required(j, p, "box"), p / "box", r);
   c.offset_elems = r.Int(j, p, "offset_elems", 0, 0, kI64Max);
   if (const json* s = Reader::Find(j, "stride_elems")) {
     Path sp = p / "stride_elems";
@@ -571,18 +404,6 @@ std::pair<int64_t, int64_t> LineColumn(const std::string& text, size_t byte) {
 // Writers are templates so WritePlan can use ordered_json (readable key
 // order in files) and PlanToJson plain json. Default-valued fields are
 // omitted where the reader restores them exactly.
-template <class J>
-J RegionToJson(const Region& g) {
-  J j;
-  j["buffer"] = g.buffer;
-  j["offset_bytes"] = g.offset_bytes;
-  j["row_bytes"] = g.row_bytes;
-  if (g.rows != 1) j["rows"] = g.rows;
-  if (g.row_stride_bytes != 0) j["row_stride_bytes"] = g.row_stride_bytes;
-  if (g.planes != 1) j["planes"] = g.planes;
-  if (g.plane_stride_bytes != 0) j["plane_stride_bytes"] = g.plane_stride_bytes;
-  return j;
-}
 
 template <class J>
 J OpToJson(const Op& op) {
@@ -605,6 +426,7 @@ J OpToJson(const Op& op) {
     j["copies"] = std::move(a);
   }
   if (op.region != Region{}) j["region"] = RegionToJson<J>(op.region);
+  if (!op.tiles.empty()) j["tiles"] = TilesToJson<J>(op.tiles);
   if (op.peer != -1) j["peer"] = op.peer;
   if (op.match != -1) j["match"] = op.match;
   if (op.segment != -1) j["segment"] = op.segment;
@@ -635,6 +457,7 @@ J TensorToJson(const PlanTensor& t) {
   for (int d = 0; d < std::clamp(t.shape.ndim, 0, kMaxDims); ++d) shape.push_back(t.shape.dim[d]);
   j["shape"] = std::move(shape);
   j["dtype"] = DTypeName(t.dtype);
+  if (t.quant.role != QuantRole::kNone) j["quant"] = TensorQuantToJson<J>(t.quant);
   return j;
 }
 
@@ -643,9 +466,7 @@ J PieceToJson(const ContentPiece& c) {
   J j;
   j["buffer"] = c.buffer;
   j["tensor"] = c.tensor;
-  J box = J::array();
-  for (int d = 0; d < std::clamp(c.box.ndim, 0, kMaxDims); ++d) box.push_back(J::array({c.box.lo[d], c.box.hi[d]}));
-  j["box"] = std::move(box);
+  j["box"] = BoxToJson<J>(c.box);
   if (c.offset_elems != 0) j["offset_elems"] = c.offset_elems;
   if (c.stride_elems != Extents{0, 0, 1}) {
     // The shortest prefix whose remainder is zero (the reader fills zeros),

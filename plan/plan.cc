@@ -17,6 +17,7 @@ std::string_view OpKindName(OpKind k) {
     case OpKind::kRecv: return "recv";
     case OpKind::kOffload: return "offload";
     case OpKind::kReload: return "reload";
+    case OpKind::kQuantize: return "quantize";
   }
   return "?";
 }
@@ -96,6 +97,11 @@ int64_t Op::Bytes() const {
     case OpKind::kReload: {
       int64_t total = 0;
       for (const auto& c : copies) total += c.src.Bytes();
+      return total;
+    }
+    case OpKind::kQuantize: {
+      int64_t total = 0;
+      for (const auto& t : tiles) total += t.input.Bytes();
       return total;
     }
   }

@@ -27,12 +27,13 @@
 #include "model/box.h"
 #include "model/cluster.h"
 #include "model/dtype.h"
+#include "model/quant.h"
 
 namespace reshard {
 
 struct Scenario;  // model/scenario.h
 
-enum class OpKind : uint8_t { kAlloc, kFree, kCopy, kSend, kRecv, kOffload, kReload };
+enum class OpKind : uint8_t { kAlloc, kFree, kCopy, kSend, kRecv, kOffload, kReload, kQuantize };
 enum class MemorySpace : uint8_t { kDevice, kHost };
 enum class BufferRole : uint8_t {
   kSourceWeights,       // training weights (preexisting)
@@ -93,6 +94,20 @@ struct CopyPair {
 // splits it (executor/nccl/copy_desc.h). What sets its throughput.
 int64_t CopyRunBytes(const CopyPair& c);
 
+// One tile a kQuantize op quantizes: box `box` of FP8 tensor `tensor` (a
+// PlanTensor with quant.role kValues, whose blocks it covers whole), read as
+// bf16 from `input`, written as fp8 to `output` and its blocks' scales to
+// `scales`. The box is [rows, cols] or [planes, rows, cols]; `input` and
+// `output` hold its elements in (plane, row, col) order, so they have the
+// box's planes and rows and row_bytes = cols x 2 and cols x 1; `scales` holds
+// the scale box (ScaleBox) the same way with the scale dtype's bytes.
+struct QuantizeTile {
+  int32_t tensor = -1;
+  Box box;
+  Region input, output, scales;
+  friend bool operator==(const QuantizeTile&, const QuantizeTile&) = default;
+};
+
 struct Op {
   int32_t id = -1;           // == index in Plan::ops
   OpKind kind = OpKind::kCopy;
@@ -102,6 +117,7 @@ struct Op {
   std::vector<int32_t> deps; // op ids that must finish first
   int32_t buffer = -1;       // kAlloc / kFree
   std::vector<CopyPair> copies;  // kCopy: a batch run as one launch; kOffload / kReload: device<->host pairs
+  std::vector<QuantizeTile> tiles;  // kQuantize: tiles quantized by one launch (one pass per block)
   Region region;             // kSend: bytes sent; kRecv: bytes received (contiguous)
   int32_t peer = -1;         // kSend / kRecv: the other GPU
   int32_t match = -1;        // kSend / kRecv: id of the matching op on the peer
@@ -126,10 +142,25 @@ struct ContentPiece {
   friend bool operator==(const ContentPiece&, const ContentPiece&) = default;
 };
 
+// A quantized tensor of the destination: the values (fp8_e4m3) of tensor
+// `of` (bf16, the one sources hold) in blocks of block_rows x block_cols
+// (model/quant.h), whose scales are tensor `scales`; or those scales
+// (role kScales, `of` = the values tensor), one per block.
+enum class QuantRole : uint8_t { kNone, kValues, kScales };
+struct TensorQuant {
+  QuantRole role = QuantRole::kNone;
+  int32_t of = -1;
+  int32_t scales = -1;                     // kValues
+  int64_t block_rows = 0, block_cols = 0;  // kValues
+  ScaleFormat scale_format = ScaleFormat::kFP32;  // kValues
+  friend bool operator==(const TensorQuant&, const TensorQuant&) = default;
+};
+
 struct PlanTensor {
   std::string name;
   Shape shape;
   DType dtype = DType::kBF16;
+  TensorQuant quant;  // role kNone: plain bytes, moved as they are
   friend bool operator==(const PlanTensor&, const PlanTensor&) = default;
 };
 

@@ -63,6 +63,16 @@ std::string Action(const Plan& p, const Op& op) {
       break;
     case OpKind::kSend: s += fmt::format(" {} → g{}", Bytes(op.Bytes()), op.peer); break;
     case OpKind::kRecv: s += fmt::format(" {} ← g{}", Bytes(op.Bytes()), op.peer); break;
+    case OpKind::kQuantize:
+      s += fmt::format(" {} bf16", Bytes(op.Bytes()));
+      if (!op.tiles.empty()) {
+        const QuantizeTile& t = op.tiles[0];
+        s += fmt::format(" b{}→b{}+scales b{}", t.input.buffer, t.output.buffer, t.scales.buffer);
+        if (t.tensor >= 0 && t.tensor < static_cast<int32_t>(p.tensors.size()))
+          s += fmt::format(" '{}'", p.tensors[t.tensor].name);
+      }
+      if (op.tiles.size() > 1) s += fmt::format(" ({} tiles)", op.tiles.size());
+      break;
   }
   return s;
 }

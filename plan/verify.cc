@@ -50,6 +50,7 @@
 #include "model/error.h"
 #include "model/union_find.h"
 #include "plan/plan.h"
+#include "plan/verify_quantize.h"
 
 namespace reshard {
 namespace {
@@ -125,6 +126,7 @@ class Verifier {
   VerifyResult Run() {
     CheckPlanLevel();
     CheckTensors();
+    CheckQuantTensors();
     CheckBuffers();
     CheckOps();
     CheckPairOrder();
@@ -180,6 +182,10 @@ class Verifier {
         pr_.Add("tensor {} '{}': invalid shape (ndim {}, dims {}, {}, {})", t, p_.tensors[t].name, s.ndim, s.dim[0],
                 s.dim[1], s.dim[2]);
     }
+  }
+
+  void CheckQuantTensors() {
+    for (const std::string& problem : QuantTensorProblems(p_)) pr_.Add("{}", problem);
   }
 
   void CheckBuffers() {
@@ -271,6 +277,7 @@ class Verifier {
         case OpKind::kReload: CheckCopies(i, MemorySpace::kHost, MemorySpace::kDevice); break;
         case OpKind::kSend:
         case OpKind::kRecv: CheckSendRecv(i); break;
+        case OpKind::kQuantize: CheckQuantize(i); break;
       }
     }
   }
@@ -297,6 +304,23 @@ class Verifier {
       if (src && dst && *src != *dst)
         pr_.Add("{}: copies[{}] reads {} bytes but writes {} bytes (both sides must be equal)", OpName(i), k, *src,
                 *dst);
+    }
+  }
+
+  // Regions in bounds and on the op's GPU (accesses recorded for the
+  // lifetime check), then shapes, block alignment and overlap
+  // (verify_quantize.cc).
+  void CheckQuantize(int64_t i) {
+    const Op& op = p_.ops[i];
+    if (op.tiles.empty()) pr_.Add("{}: has no tiles", OpName(i));
+    for (size_t k = 0; k < op.tiles.size(); ++k) {
+      const QuantizeTile& t = op.tiles[k];
+      bool ok = CheckRegion(i, t.input, fmt::format("tiles[{}].input", k), MemorySpace::kDevice).has_value();
+      ok &= CheckRegion(i, t.output, fmt::format("tiles[{}].output", k), MemorySpace::kDevice).has_value();
+      ok &= CheckRegion(i, t.scales, fmt::format("tiles[{}].scales", k), MemorySpace::kDevice).has_value();
+      if (ok)
+        for (const std::string& problem : QuantizeTileProblems(p_, t))
+          pr_.Add("{}: tiles[{}]: {}", OpName(i), k, problem);
     }
   }
 

@@ -105,6 +105,11 @@ std::vector<std::string> DestinationCoverageProblems(const Plan& p) {
     if (op.kind == OpKind::kRecv) write(op.id, op.region);
     if (op.kind == OpKind::kCopy || op.kind == OpKind::kReload || op.kind == OpKind::kOffload)
       for (const CopyPair& c : op.copies) write(op.id, c.dst);
+    if (op.kind == OpKind::kQuantize)
+      for (const QuantizeTile& t : op.tiles) {
+        write(op.id, t.output);
+        write(op.id, t.scales);
+      }
   }
   std::vector<Run> w, d;
   for (size_t b = 0; b < B; ++b) {

@@ -86,7 +86,7 @@ void StartPlan(Plan& p, const Scenario& s, std::vector<std::string> stream_names
   p.cluster = s.cluster;
   p.cluster_fingerprint = s.cluster.Fingerprint();
   p.stream_names = std::move(stream_names);
-  for (const auto& t : s.model.tensors) p.tensors.push_back(PlanTensor{t.name, t.shape, s.dtype});
+  for (const auto& t : s.model.tensors) p.tensors.push_back(PlanTensor{t.name, t.shape, s.dtype, {}});
 }
 
 int32_t AddPlanBuffer(Plan& p, int32_t gpu, MemorySpace space, BufferRole role, int64_t bytes, int32_t layer,

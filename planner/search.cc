@@ -63,6 +63,7 @@
 #include "plan/issue_order.h"
 #include "planner/emitter.h"
 #include "planner/problem.h"
+#include "planner/quantize.h"
 #include "planner/segments.h"
 #include "sim/ports.h"
 #include "sim/topology_bound.h"
@@ -447,6 +448,7 @@ void PredictWithSimulator(Plan& plan, PlanStats& stats) {
 }
 
 PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
+  if (s.quantization && s.destination_dtype != s.dtype) return MakeQuantizedPlan(s, options);  // planner/quantize.h
   if (s.destination_dtype != s.dtype)
     throw InputError(s.path, "destination.dtype",
                      fmt::format("the planner moves {} weights as they are; converting to {} during the refit is "

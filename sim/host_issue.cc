@@ -19,6 +19,7 @@ int64_t BodyNs(const Plan& plan, const Op& op, const HostCosts& c) {
     case OpKind::kAlloc: return plan.buffers[op.buffer].space == MemorySpace::kDevice ? c.alloc_ns : 0;
     case OpKind::kFree: return plan.buffers[op.buffer].space == MemorySpace::kDevice ? c.free_ns : 0;
     case OpKind::kCopy: return c.kernel_launch_ns;
+    case OpKind::kQuantize: return static_cast<int64_t>(op.tiles.size()) * c.kernel_launch_ns;  // a launch per tile
     case OpKind::kOffload:
     case OpKind::kReload: {
       // The executor issues one cudaMemcpyAsync per contiguous pair and one

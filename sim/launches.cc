@@ -124,6 +124,12 @@ double CopyKernelCap(const Op& op, const CopyKernelProfile& profile) {
   return ns > 0 ? bytes / ns : 0;
 }
 
+int64_t QuantizeCopyBytes(const Op& op) {
+  int64_t traffic = 0;
+  for (const QuantizeTile& t : op.tiles) traffic += t.input.Bytes() + t.output.Bytes() + t.scales.Bytes();
+  return traffic / 2;
+}
+
 Launches BuildLaunches(const Plan& plan, const std::vector<OpInfo>& info, int32_t gpus) {
   const int32_t nops = static_cast<int32_t>(plan.ops.size());
   Launches L;
@@ -197,7 +203,8 @@ void Simulator::State::Issue(int32_t l, int64_t t) {
         memory.BufferChange(op.buffer, -1, t);
         EndOp(i, t);
         break;
-      case OpKind::kCopy: NewFlow(i, -1, ports.DeviceCopy(op.gpu), t); break;
+      case OpKind::kCopy:
+      case OpKind::kQuantize: NewFlow(i, -1, ports.DeviceCopy(op.gpu), t); break;
       // Every plan host buffer is pinned (PlanBuffer has no pageable kind).
       case OpKind::kOffload: NewFlow(i, -1, ports.Offload(op.gpu), t); break;
       case OpKind::kReload: NewFlow(i, -1, ports.Reload(op.gpu), t); break;

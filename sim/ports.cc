@@ -178,7 +178,8 @@ Route PortModel::OfOp(const Plan& /*p*/, const Op& op) const {
   switch (op.kind) {
     case OpKind::kSend: return Transfer(op.gpu, op.peer);
     case OpKind::kRecv: return Transfer(op.peer, op.gpu);
-    case OpKind::kCopy: return DeviceCopy(op.gpu);
+    case OpKind::kCopy:
+    case OpKind::kQuantize: return DeviceCopy(op.gpu);
     // Every plan host buffer is pinned (PlanBuffer has no pageable kind).
     case OpKind::kOffload: return Offload(op.gpu, /*pinned=*/true);
     case OpKind::kReload: return Reload(op.gpu, /*pinned=*/true);

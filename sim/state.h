@@ -34,7 +34,7 @@ class SimObserver;
 
 namespace sim_internal {
 
-inline constexpr int kOpKinds = 7;      // OpKind values
+inline constexpr int kOpKinds = 8;      // OpKind values
 inline constexpr int kLinkClasses = 4;  // LinkClass values
 inline constexpr double kNsPerS = 1e9;
 
@@ -51,6 +51,12 @@ struct OpInfo {
 // its run length and the op's share of the copy grid, so the op takes the sum
 // of its pairs' times. 0 when the profile has no rates.
 double CopyKernelCap(const Op& op, const CopyKernelProfile& profile);
+// The bytes a quantize op costs on the device-copy port: an estimate until
+// its kernel is measured. Like the copy kernel it is bound by HBM, and it
+// reads its bf16 input and writes fp8 values and scales once each, where a
+// copy of B bytes reads and writes B each: so it takes as long as a copy of
+// half its traffic, (input + output + scales) / 2.
+int64_t QuantizeCopyBytes(const Op& op);
 
 // Launches: one group on one GPU, or one ungrouped op (an ungrouped send/recv
 // to self is one launch with both ops), numbered by their first op. Lists are

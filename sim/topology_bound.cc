@@ -65,8 +65,21 @@ class Classifier {
     const size_t nt = p_.tensors.size();
     std::vector<std::vector<int32_t>> src(nt), dst(nt);
     for (size_t i = 0; i < p_.sources.size(); ++i) src[Tensor(p_.sources[i])].push_back(static_cast<int32_t>(i));
-    for (size_t i = 0; i < p_.destinations.size(); ++i)
-      dst[Tensor(p_.destinations[i])].push_back(static_cast<int32_t>(i));
+    // Quantized values need the bf16 tensor they quantize, at their own (fp8)
+    // size: the fewest bytes any plan can move for them. Scales are left out
+    // (a bound that ignores bytes stays a bound).
+    elem_.assign(nt, 0);
+    for (size_t t = 0; t < nt; ++t) elem_[t] = DTypeBytes(p_.tensors[t].dtype);
+    for (size_t i = 0; i < p_.destinations.size(); ++i) {
+      const TensorQuant& q = p_.tensors[Tensor(p_.destinations[i])].quant;
+      if (q.role == QuantRole::kScales) continue;
+      size_t t = Tensor(p_.destinations[i]);
+      if (q.role == QuantRole::kValues) {
+        t = static_cast<size_t>(q.of);
+        elem_[t] = DTypeBytes(p_.tensors[p_.destinations[i].tensor].dtype);
+      }
+      dst[t].push_back(static_cast<int32_t>(i));
+    }
     for (size_t t = 0; t < nt; ++t) {
       if (!dst[t].empty()) OneTensor(t, src[t], dst[t]);
     }
@@ -136,7 +149,7 @@ class Classifier {
     if (ncell_ == 0) return;
     Bucket(src, p_.sources, true, src_start_, src_codes_);
     Bucket(dst, p_.destinations, false, dst_start_, dst_codes_);
-    const int64_t elem = DTypeBytes(p_.tensors[t].dtype);
+    const int64_t elem = elem_[t];
     for (int64_t a = 0; a < n_[0]; ++a)
       for (int64_t b = 0; b < n_[1]; ++b)
         for (int64_t e = 0; e < n_[2]; ++e) {
@@ -205,6 +218,7 @@ class Classifier {
   std::array<std::vector<int64_t>, 3> cuts_;
   std::array<int64_t, 3> n_{0, 0, 0};
   int64_t ncell_ = 0;
+  std::vector<int64_t> elem_;  // per tensor: bytes an element of its destination pieces needs
   std::vector<int64_t> src_start_, dst_start_;
   std::vector<int32_t> src_codes_, dst_codes_, doms_;
   std::map<std::vector<int32_t>, int32_t> q_ids_;

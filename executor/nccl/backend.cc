@@ -364,6 +364,17 @@ class NcclBackend final : public Backend {
     RESHARD_GPU(gpu::LaunchCopy(dev, count, chunks, true, s, max_blocks));
   }
 
+  // One launch per tile; 8 CTAs per SM (256 threads each) keep HBM busy.
+  void Quantize(int32_t gpu, int32_t stream, std::span<const QuantizeJob> jobs) override {
+    if (gpu == failed_gpu_) return;  // injected fault
+    GpuState& g = State(gpu);
+    RESHARD_GPU(cudaSetDevice(g.device));
+    for (const QuantizeJob& j : jobs)
+      RESHARD_GPU(gpu::LaunchQuantize(j, static_cast<const unsigned char*>(Ptr(j.in_buffer)),
+                                      static_cast<unsigned char*>(Ptr(j.out_buffer)),
+                                      static_cast<unsigned char*>(Ptr(j.sc_buffer)), g.streams[stream], g.sms * 8));
+  }
+
   void GroupStart() override { RESHARD_NCCL(ncclGroupStart()); }
   void Send(int32_t gpu, int32_t stream, const Region& r, int32_t peer) override {
     if (gpu == failed_gpu_) return;  // injected fault: this GPU issues nothing more

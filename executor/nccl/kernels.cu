@@ -1,6 +1,8 @@
-// Kernels of the NCCL backend: batched strided copy, pattern fill and check
-// (see kernels.h).
+// Kernels of the NCCL backend: batched strided copy, pattern fill and check,
+// fp8 quantization (see kernels.h).
 #include "executor/nccl/kernels.h"
+
+#include "executor/quantize_math.h"
 
 #include "executor/nccl/warp_copy.cuh"
 
@@ -123,7 +125,7 @@ __device__ __forceinline__ void ForEachTileElement(const PieceMap& m, Visit visi
 
 __global__ void __launch_bounds__(kBlockThreads) FillKernel(unsigned char* base, const PieceMap m) {
   ForEachTileElement(m, [&](int64_t g, int64_t l) {
-    StoreElement(base + l * m.elem_bytes, m.elem_bytes, PatternValue(m.tensor, g, m.elem_bytes));
+    StoreElement(base + l * m.elem_bytes, m.elem_bytes, PieceValue(m, g));
   });
 }
 
@@ -148,10 +150,109 @@ template <typename Record>
 __global__ void __launch_bounds__(kBlockThreads) CheckKernel(const unsigned char* base, const PieceMap m,
                                                              const Record record) {
   ForEachTileElement(m, [&](int64_t g, int64_t l) {
-    const uint64_t want = PatternValue(m.tensor, g, m.elem_bytes);
+    const uint64_t want = PieceValue(m, g);
     const uint64_t got = LoadElement(base + l * m.elem_bytes, m.elem_bytes);
     if (got != want) record(g, want, got);
   });
+}
+
+// The largest |bf16| of a block's elements [r0, r1) x [c0, c1) of plane p,
+// reduced over the CTA (max is exact, so any order gives the host's value).
+template <typename Load>
+__device__ float BlockAmax(int64_t r0, int64_t r1, int64_t c0, int64_t c1, Load load) {
+  __shared__ float warp_max[kBlockWarps];
+  const int64_t cols = c1 - c0, n = (r1 - r0) * cols;
+  float m = 0.0f;
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m = fmaxf(m, fabsf(load(r0 + k / cols, c0 + k % cols)));
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+  __syncthreads();
+  float all = 0.0f;
+  for (int w = 0; w < kBlockWarps; ++w) all = fmaxf(all, warp_max[w]);
+  __syncthreads();  // warp_max is reused by the next block
+  return all;
+}
+
+// One CTA per quantization block (grid-stride): amax, scale, then every
+// element x / scale to E4M3 (executor/quantize_math.h, as QuantizeBlock).
+__global__ void __launch_bounds__(kBlockThreads) QuantizeKernel(const QuantizeJob j, const unsigned char* in,
+                                                                unsigned char* out, unsigned char* sc) {
+  const int64_t bcols = j.BlockCols(), brows = j.BlockRows();
+  for (int64_t b = blockIdx.x; b < j.Blocks(); b += gridDim.x) {
+    const int64_t bc = b % bcols, br = (b / bcols) % brows, p = b / (bcols * brows);
+    const int64_t r0 = br * j.block_rows, c0 = bc * j.block_cols;
+    const int64_t r1 = min(r0 + j.block_rows, j.rows), c1 = min(c0 + j.block_cols, j.cols);
+    const unsigned char* base = in + j.in_offset + p * j.in_plane;
+    auto load = [&](int64_t r, int64_t c) {
+      return Bf16ToFloat(*reinterpret_cast<const uint16_t*>(base + r * j.in_row + 2 * c));
+    };
+    const float s = QuantScale(BlockAmax(r0, r1, c0, c1, load), j.scale_format);
+    if (threadIdx.x == 0)
+      StoreElement(sc + j.sc_offset + p * j.sc_plane + br * j.sc_row + bc * j.scale_bytes, j.scale_bytes,
+                   ScaleStoredBits(s, j.scale_format));
+    unsigned char* obase = out + j.out_offset + p * j.out_plane;
+    const int64_t cols = c1 - c0, n = (r1 - r0) * cols;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
+      const int64_t r = r0 + k / cols, c = c0 + k % cols;
+      obase[r * j.out_row + c] = QuantizeElement(load(r, c), s);
+    }
+  }
+}
+
+// Checks a piece of quantized values or scales (PieceMap::quant): one CTA per
+// quantization block the piece touches; its scale from the fill pattern (the
+// same reduction as QuantizeKernel), then each element of the block inside
+// the piece (values) or the block's one scale (scales) compared.
+template <typename Record>
+__global__ void __launch_bounds__(kBlockThreads) QuantCheckKernel(const unsigned char* base, const PieceMap m,
+                                                                  const Record record) {
+  const QuantMap& q = m.quant;
+  // The piece's box in (plane, row, col) of the tensor (values) or of its scales.
+  const int64_t rows = q.role == 1 ? q.rows : (q.rows + q.block_rows - 1) / q.block_rows;
+  const int64_t cols = q.role == 1 ? q.cols : (q.cols + q.block_cols - 1) / q.block_cols;
+  const int64_t p0 = m.base_global / (rows * cols), r0 = m.base_global / cols % rows, c0 = m.base_global % cols;
+  const int64_t np = m.extent[0], nr = m.extent[1], nc = m.extent[2];
+  // Blocks: values span [r0/br, ceil((r0+nr)/br)); scales are one block per element.
+  const int64_t bi0 = q.role == 1 ? r0 / q.block_rows : r0, bj0 = q.role == 1 ? c0 / q.block_cols : c0;
+  const int64_t bi1 = q.role == 1 ? (r0 + nr + q.block_rows - 1) / q.block_rows : r0 + nr;
+  const int64_t bj1 = q.role == 1 ? (c0 + nc + q.block_cols - 1) / q.block_cols : c0 + nc;
+  const int64_t nbi = bi1 - bi0, nbj = bj1 - bj0;
+  for (int64_t b = blockIdx.x; b < np * nbi * nbj; b += gridDim.x) {
+    const int64_t pp = b / (nbi * nbj), bi = bi0 + b / nbj % nbi, bj = bj0 + b % nbj, plane = p0 + pp;
+    const int64_t br0 = bi * q.block_rows, bc0 = bj * q.block_cols;
+    const int64_t br1 = min(br0 + q.block_rows, q.rows), bc1 = min(bc0 + q.block_cols, q.cols);
+    auto pattern = [&](int64_t r, int64_t c) {
+      return Bf16ToFloat(FiniteBf16Pattern(q.source, (plane * q.rows + r) * q.cols + c));
+    };
+    const float s = QuantScale(BlockAmax(br0, br1, bc0, bc1, pattern), q.scale_format);
+    if (q.role == 2) {
+      if (threadIdx.x != 0) continue;
+      const int64_t l = m.offset_elems + pp * m.local_stride[0] + (bi - r0) * m.local_stride[1] + (bj - c0) * m.local_stride[2];
+      const uint64_t want = ScaleStoredBits(s, q.scale_format);
+      const uint64_t got = LoadElement(base + l * m.elem_bytes, m.elem_bytes);
+      if (got != want) record((plane * rows + bi) * cols + bj, want, got);
+      continue;
+    }
+    // Values: the block's elements inside the piece.
+    const int64_t ir0 = max(br0, r0), ir1 = min(br1, r0 + nr), ic0 = max(bc0, c0), ic1 = min(bc1, c0 + nc);
+    const int64_t w = ic1 - ic0, n = (ir1 - ir0) * w;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
+      const int64_t r = ir0 + k / w, c = ic0 + k % w;
+      const int64_t l = m.offset_elems + pp * m.local_stride[0] + (r - r0) * m.local_stride[1] + (c - c0) * m.local_stride[2];
+      const uint64_t want = QuantizeElement(pattern(r, c), s);
+      const uint64_t got = base[l];
+      if (got != want) record((plane * rows + r) * cols + c, want, got);
+    }
+  }
+}
+
+int64_t QuantCheckBlocks(const PieceMap& m) {
+  const QuantMap& q = m.quant;
+  if (q.role == 2) return m.Elements();
+  const int64_t r0 = m.base_global / q.cols % q.rows, c0 = m.base_global % q.cols;
+  const int64_t nbi = (r0 + m.extent[1] + q.block_rows - 1) / q.block_rows - r0 / q.block_rows;
+  const int64_t nbj = (c0 + m.extent[2] + q.block_cols - 1) / q.block_cols - c0 / q.block_cols;
+  return m.extent[0] * nbi * nbj;
 }
 
 __global__ void __launch_bounds__(kBlockThreads) UploadKernel(unsigned long long* dst, const unsigned long long* src,
@@ -216,6 +317,8 @@ cudaError_t WarmKernels(cudaStream_t s) {
   empty.extent[0] = 0;
   FillKernel<<<1, kBlockThreads, 0, s>>>(nullptr, empty);
   CheckKernel<<<1, kBlockThreads, 0, s>>>(nullptr, empty, RecordFirst{nullptr});
+  QuantizeJob none;
+  QuantizeKernel<<<1, kBlockThreads, 0, s>>>(none, nullptr, nullptr, nullptr);
   return cudaGetLastError();
 }
 
@@ -225,9 +328,20 @@ cudaError_t LaunchFill(unsigned char* base, const PieceMap& m, cudaStream_t s, i
   return cudaGetLastError();
 }
 
+cudaError_t LaunchQuantize(const QuantizeJob& j, const unsigned char* in, unsigned char* out, unsigned char* sc,
+                           cudaStream_t s, int32_t max_blocks) {
+  if (j.Blocks() == 0) return cudaSuccess;
+  QuantizeKernel<<<LaunchBlocks(j.Blocks(), max_blocks), kBlockThreads, 0, s>>>(j, in, out, sc);
+  return cudaGetLastError();
+}
+
 cudaError_t LaunchCheck(const unsigned char* base, const PieceMap& m, CheckSlot* slot, cudaStream_t s,
                         int32_t max_blocks) {
   if (m.Elements() == 0) return cudaSuccess;
+  if (m.quant.role != 0) {
+    QuantCheckKernel<<<LaunchBlocks(QuantCheckBlocks(m), max_blocks), kBlockThreads, 0, s>>>(base, m, RecordFirst{slot});
+    return cudaGetLastError();
+  }
   CheckKernel<<<LaunchBlocks(Tiles(m), max_blocks), kBlockThreads, 0, s>>>(base, m, RecordFirst{slot});
   return cudaGetLastError();
 }
@@ -235,6 +349,11 @@ cudaError_t LaunchCheck(const unsigned char* base, const PieceMap& m, CheckSlot*
 cudaError_t LaunchCheck(const unsigned char* base, const PieceMap& m, MismatchCount* out, cudaStream_t s,
                         int32_t max_blocks) {
   if (m.Elements() == 0) return cudaSuccess;
+  if (m.quant.role != 0) {
+    QuantCheckKernel<<<LaunchBlocks(QuantCheckBlocks(m), max_blocks), kBlockThreads, 0, s>>>(base, m,
+                                                                                              RecordSmallest{out});
+    return cudaGetLastError();
+  }
   CheckKernel<<<LaunchBlocks(Tiles(m), max_blocks), kBlockThreads, 0, s>>>(base, m, RecordSmallest{out});
   return cudaGetLastError();
 }

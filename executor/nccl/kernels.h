@@ -18,7 +18,12 @@
 //    along the innermost dimension, one block per tile (grid-stride).
 //    Checks count every mismatch and record either the first kMaxRecorded
 //    that threads report (which ones, beyond the count, depends on timing) or
-//    the smallest mismatching index.
+//    the smallest mismatching index. Pieces of quantized values or scales
+//    (PieceMap::quant) are checked one quantization block per CTA: its scale
+//    recomputed from the pattern, then its elements (or its scale) compared.
+//  * Quantize: one CTA per 2-D quantization block (grid-stride), one pass:
+//    the block's amax by a CTA reduction, its scale, then every element
+//    converted to E4M3 (executor/quantize_math.h, bit for bit the host's).
 #pragma once
 
 #include <algorithm>
@@ -27,6 +32,7 @@
 #include <cuda_runtime_api.h>
 
 #include "executor/pattern.h"
+#include "executor/quantize_math.h"
 
 namespace reshard::gpu {
 
@@ -101,6 +107,10 @@ struct MismatchCount {
   unsigned long long mismatches;
   unsigned long long first_index;
 };
+
+// Quantizes job `j` (byte offsets into in / out / sc, the buffers' bases).
+cudaError_t LaunchQuantize(const QuantizeJob& j, const unsigned char* in, unsigned char* out, unsigned char* sc,
+                           cudaStream_t s, int32_t max_blocks);
 
 cudaError_t LaunchFill(unsigned char* base, const PieceMap& m, cudaStream_t s, int32_t max_blocks);
 cudaError_t LaunchCheck(const unsigned char* base, const PieceMap& m, CheckSlot* slot, cudaStream_t s,

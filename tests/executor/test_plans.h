@@ -39,7 +39,7 @@ class PlanBuilder {
   }
 
   int32_t Tensor(std::string name, Shape shape, DType dtype = DType::kBF16) {
-    p_.tensors.push_back({std::move(name), shape, dtype});
+    p_.tensors.push_back({std::move(name), shape, dtype, {}});
     return static_cast<int32_t>(p_.tensors.size()) - 1;
   }
   int32_t Buffer(int32_t gpu, int64_t bytes, BufferRole role, bool preexisting, std::string name,

@@ -23,7 +23,7 @@ TEST(DTypeTest, SizesAndNamesRoundTrip) {
   EXPECT_EQ(DTypeBytes(DType::kFP32), 4);
   EXPECT_EQ(DTypeBytes(DType::kFP8E4M3), 1);
   EXPECT_EQ(DTypeBytes(DType::kFP8E5M2), 1);
-  EXPECT_EQ(DTypeNames(), (std::vector<std::string>{"bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"}));
+  EXPECT_EQ(DTypeNames(), (std::vector<std::string>{"bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2", "e8m0"}));
   for (const std::string& n : DTypeNames()) EXPECT_EQ(DTypeName(ParseDType(n, "f", "dtype")), n);
 }
 

@@ -230,7 +230,9 @@ TEST(Scenario, BuiltinsLoadAndMatchTheirYamlFiles) {
     // The embedded text is the file's text (generated at build time).
     const Scenario again = ParseScenario(ReadFile(path), "<builtin:" + name + ">");
     EXPECT_EQ(b.cluster, again.cluster);
-    EXPECT_EQ(b.cluster, f.cluster);
+    Cluster bc = b.cluster, fc = f.cluster;
+    bc.profile_source = fc.profile_source = "";  // overrides of a measured preset name the file they are in
+    EXPECT_EQ(bc, fc);
     EXPECT_EQ(b.source, f.source);
     EXPECT_EQ(b.destination, f.destination);
     EXPECT_EQ(b.source_gpus, f.source_gpus);

@@ -45,7 +45,7 @@ Plan PlanFor(const Scenario& s) {
   p.name = s.name;
   p.cluster = s.cluster;
   p.cluster_fingerprint = s.cluster.Fingerprint();
-  for (const TensorSpec& t : s.model.tensors) p.tensors.push_back({t.name, t.shape, s.dtype});
+  for (const TensorSpec& t : s.model.tensors) p.tensors.push_back({t.name, t.shape, s.dtype, {}});
   p.scenario_fingerprint = ScenarioFingerprint(s);
   return p;
 }

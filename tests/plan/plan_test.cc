@@ -89,7 +89,7 @@ Plan GoodPlan() {
   p.name = "two-gpu-exchange";
   p.cluster = ClusterPreset("h200-x2");
   p.cluster_fingerprint = p.cluster.Fingerprint();
-  p.tensors.push_back(PlanTensor{"layers.0.w", MakeShape({4, 1024}), DType::kBF16});
+  p.tensors.push_back(PlanTensor{"layers.0.w", MakeShape({4, 1024}), DType::kBF16, {}});
   p.buffers = {
       Buf(0, BufferRole::kSourceWeights, 4096, true, "src.g0"),
       Buf(1, BufferRole::kSourceWeights, 4096, true, "src.g1"),

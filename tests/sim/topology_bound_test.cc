@@ -28,7 +28,7 @@ Plan Contents(const Cluster& c, const std::vector<int32_t>& holders, const std::
   Plan p;
   p.name = "bound";
   p.cluster = c;
-  p.tensors.push_back({"w", MakeShape({kX}), DType::kFP8E4M3});
+  p.tensors.push_back({"w", MakeShape({kX}), DType::kFP8E4M3, {}});
   auto buffer = [&](int32_t gpu, MemorySpace space, BufferRole role) {
     PlanBuffer b;
     b.id = static_cast<int32_t>(p.buffers.size());

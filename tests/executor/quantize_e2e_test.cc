@@ -1,0 +1,106 @@
+// FP8 refits end to end on the host backend: tiny presets planned with a
+// quantized destination (quantized at the destination after assembly) and
+// run by the executor, every fp8 byte and every scale compared with the
+// host's own quantization of the fill pattern.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "executor/executor.h"
+#include "executor/host_backend.h"
+#include "model/error.h"
+#include "model/scenario.h"
+#include "plan/issue_order.h"
+#include "planner/planner.h"
+#include "planner/quantize.h"
+#include "tests/executor/e2e_cases.h"
+
+namespace reshard {
+namespace {
+
+struct Fp8Case {
+  const char* name;
+  const char* yaml;
+};
+
+class Fp8EndToEnd : public ::testing::TestWithParam<Fp8Case> {};
+
+TEST_P(Fp8EndToEnd, EveryFp8ByteAndScaleVerified) {
+  const Scenario s = ParseScenario(GetParam().yaml, "<fp8-e2e>");
+  ASSERT_TRUE(s.quantization.has_value());
+  PlannerOptions po;
+  po.simulate = true;
+  const PlanResult r = MakePlan(s, po);
+  ASSERT_TRUE(r.ok()) << r.message;
+  const VerifyResult v = Verify(r.plan);
+  ASSERT_TRUE(v.ok()) << v.problems[0];
+  int64_t quantize_ops = 0;
+  for (const Op& op : r.plan.ops) quantize_ops += op.kind == OpKind::kQuantize;
+  EXPECT_GT(quantize_ops, 0);
+  EXPECT_GT(r.plan.summary.predicted_time_s, 0);
+  testing::ExpectHostRunVerifies(r.plan, GetParam().name);
+  // The destination holds fp8 values and scales: fewer bytes than bf16.
+  const QuantizedBytes qb = DestinationQuantizedBytes(r.plan);
+  EXPECT_GT(qb.fp8_bytes, 0);
+  EXPECT_GT(qb.scale_bytes, 0);
+  EXPECT_LT(qb.AtSource(), qb.AtDestination());
+  // JSON round trip of a whole planned fp8 plan.
+  EXPECT_EQ(PlanFromJson(PlanToJson(r.plan), "<fp8>"), r.plan);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, Fp8EndToEnd,
+    ::testing::Values(
+        Fp8Case{"llama_tp2_to_tp1x2_block32", R"(
+name: fp8-llama
+model: tiny-llama
+cluster: h200-x2
+source: {tp: 2}
+destination: {tp: 1, dp: 2, dtype: fp8_e4m3, quantization: {block: [32, 32]}}
+plan: {segment_bytes: 256KiB}
+)"},
+        Fp8Case{"moe_ep2_to_tp2_mxfp8", R"(
+name: fp8-moe
+model: tiny-moe
+cluster: h200-x2
+source: {tp: 1, ep: 2, dp: 2}
+destination: {tp: 2, dtype: fp8_e4m3, quantization: {scheme: mxfp8}}
+plan: {segment_bytes: 256KiB}
+)"},
+        Fp8Case{"mla_tp1_ue8m0_experts_and_lm_head", R"(
+name: fp8-mla
+model: tiny-mla
+cluster: {preset: h200-x2, nodes: 1, gpus_per_node: 1}
+source: {tp: 1}
+destination: {tp: 1, dtype: fp8_e4m3, quantization: {scale: ue8m0, classes: [experts, lm_head, attention]}}
+)"},
+        Fp8Case{"llama_tp1_per_tensor", R"(
+name: fp8-tensor
+model: tiny-llama
+cluster: {preset: h200-x2, nodes: 1, gpus_per_node: 1}
+source: {tp: 1}
+destination: {tp: 1, dtype: fp8_e4m3, quantization: {scheme: tensor}}
+)"}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+TEST(Fp8Planner, ASplitThatCutsABlockNamesTheField) {
+  // tiny-llama's k_proj has 2 KV heads x 32 = 64 rows: TP2 gives each rank 32
+  // rows, half a 64-row block.
+  const Scenario s = ParseScenario(R"(
+model: tiny-llama
+cluster: h200-x2
+source: {tp: 2}
+destination: {tp: 2, dtype: fp8_e4m3, quantization: {block: [64, 64]}}
+)",
+                                   "cut.yaml");
+  try {
+    MakePlan(s);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "cut.yaml");
+    EXPECT_EQ(e.field(), "destination.tp");
+    EXPECT_NE(e.problem().find("cut its 64 x 64 quantization blocks"), std::string::npos) << e.problem();
+  }
+}
+
+}  // namespace
+}  // namespace reshard

@@ -1,0 +1,101 @@
+// FP8 destinations in the planner: the quantize-at-destination rewrite on a
+// planned refit, and the bytes-by-link arithmetic of the at-scale FP8 refits
+// (what quantizing at the source would move: half the bf16 bytes plus scales).
+#include <gtest/gtest.h>
+
+#include "model/error.h"
+#include "model/scenario.h"
+#include "planner/planner.h"
+#include "planner/quantize.h"
+
+namespace reshard {
+namespace {
+
+// What every destination rank of an at-scale FP8 refit receives, in bf16
+// (quantized at the destination) and in fp8 plus scales (at the source).
+// Quantized weights travel at 1 byte per element plus 4 bytes per 128 x 128
+// block (4 / 16384 = 0.024 % more; a bit more where a block is short:
+// kv_a_proj_with_mqa has 576 = 4.5 x 128 rows). The bf16 rest does not
+// shrink: embedding and lm_head (2 x 163840 x 7168 for Kimi-K2, vocab-split
+// over TP8 and held by each of the 16 DP replicas), the routers (384 x 7168
+// on every one of the 128 EP ranks, 60 layers) and the norms; they are
+// ~4.4 % of the bf16 bytes, so the at-source bytes are 0.5 + 0.044 / 2 =
+// ~52 % of the at-destination ones.
+void ExpectHalvedPlusScales(const QuantizedBytes& q) {
+  EXPECT_EQ(q.bf16_bytes, 2 * q.fp8_bytes);
+  EXPECT_GE(q.scale_bytes * 4096, q.fp8_bytes);              // at least one fp32 scale per 16384 elements
+  EXPECT_LE(q.scale_bytes * 4096, q.fp8_bytes * 101 / 100);  // short blocks add < 1 %
+  const double total = static_cast<double>(q.AtDestination());
+  const double ratio = static_cast<double>(q.AtSource()) / total;
+  const double plain_share = static_cast<double>(q.plain_bytes) / total;
+  EXPECT_NEAR(ratio, 0.5 + plain_share / 2 + static_cast<double>(q.scale_bytes) / total, 1e-12);
+  EXPECT_LT(plain_share, 0.05);
+  EXPECT_GT(ratio, 0.50);
+  EXPECT_LT(ratio, 0.53);
+}
+
+TEST(Fp8AtScale, KimiK2DestinationBytesHalveWithScales) {
+  const Scenario s = BuiltinScenario("kimi-k2-256-to-128");
+  ASSERT_EQ(s.destination_dtype, DType::kFP8E4M3);
+  ASSERT_TRUE(s.quantization.has_value());
+  ExpectHalvedPlusScales(ScenarioQuantizedBytes(s));
+}
+
+// deepseek-v3-pp16ep16-to-tp32dp8 with the checkpoint's own quantization
+// (tests/data/hf/deepseek-v3/config.json: fp8, e4m3, weight_block_size
+// [128, 128]). Its TP32 destination gives each rank 576 = 4.5 x 128 rows of
+// the dense MLP (18432 / 32), which cuts blocks: refused, naming
+// destination.tp, as vLLM refuses it. TP16 x DP16 with expert parallelism
+// over the 256 ranks (1152 = 9 x 128 dense rows; whole experts per rank)
+// keeps every share whole blocks, and the bytes halve as for Kimi-K2.
+TEST(Fp8AtScale, DeepSeekV3DestinationBytesHalveWithScales) {
+  Scenario s = BuiltinScenario("deepseek-v3-pp16ep16-to-tp32dp8");
+  s.destination_dtype = DType::kFP8E4M3;
+  s.quantization = ReadHfQuantization(std::string(RESHARD_TEST_DATA_DIR) + "/hf/deepseek-v3/config.json");
+  ASSERT_TRUE(s.quantization.has_value());
+  EXPECT_EQ(s.quantization->scheme, QuantScheme::kBlock);
+  EXPECT_EQ(s.quantization->block_rows, 128);
+  EXPECT_THROW(ScenarioQuantizedBytes(s), InputError);
+  s.destination.tp = 16;
+  s.destination.dp = 16;
+  s.destination.ep = 256;
+  ExpectHalvedPlusScales(ScenarioQuantizedBytes(s));
+}
+
+// A planned FP8 refit on two GPUs: quantized at the destination, so the wire
+// carries exactly the bf16 plan's bytes; the destination holds what the
+// layout arithmetic says; the lower bound counts quantized values at fp8 size.
+TEST(Fp8Planner, QuantizeAtDestinationMovesTheBf16BytesAndHoldsFp8) {
+  const char* yaml = R"(
+name: fp8-moe
+model: tiny-moe
+cluster: h200-x2
+source: {tp: 1, ep: 2, dp: 2}
+destination: {tp: 2, dtype: fp8_e4m3, quantization: {block: [64, 64]}}
+plan: {segment_bytes: 256KiB}
+)";
+  const Scenario s = ParseScenario(yaml, "<fp8>");
+  Scenario bf16 = s;
+  bf16.destination_dtype = DType::kBF16;
+  bf16.quantization.reset();
+  PlannerOptions po;
+  po.simulate = false;
+  const PlanResult a = MakePlan(s, po), b = MakePlan(bf16, po);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // The wire is the bf16 plan's; copies into the bf16 assembly buffers are
+  // staging copies, so fewer bytes count as local placement.
+  EXPECT_EQ(a.plan.summary.bytes_moved.nvlink, b.plan.summary.bytes_moved.nvlink);
+  EXPECT_EQ(a.plan.summary.bytes_moved.network, b.plan.summary.bytes_moved.network);
+  EXPECT_LE(a.plan.summary.bytes_moved.local, b.plan.summary.bytes_moved.local);
+  EXPECT_NE(a.plan.summary.memory_policy.find("quantize-at-destination"), std::string::npos);
+  const QuantizedBytes planned = DestinationQuantizedBytes(a.plan), layout = ScenarioQuantizedBytes(s);
+  EXPECT_EQ(planned.plain_bytes, layout.plain_bytes);
+  EXPECT_EQ(planned.fp8_bytes, layout.fp8_bytes);
+  EXPECT_EQ(planned.scale_bytes, layout.scale_bytes);
+  EXPECT_LT(a.plan.summary.lower_bound_s, b.plan.summary.lower_bound_s);
+  EXPECT_TRUE(PlanScenarioProblems(a.plan, s).empty() || a.plan.scenario_fingerprint.empty());
+  EXPECT_TRUE(Verify(a.plan).ok());
+}
+
+}  // namespace
+}  // namespace reshard
