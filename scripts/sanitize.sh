@@ -14,14 +14,15 @@
 # sweep_test and baseline_e2e_test), the Python module and its pytest suites, the
 # notebooks, the benchmarks and the NCCL backend (RESHARD_BUILD_CLI=OFF,
 # RESHARD_BUILD_BENCH=OFF, RESHARD_WITH_NCCL=OFF). Those drive the same library
-# code through a process per case (each an ASan start-up), so they cost most of
-# the sanitizer time while adding little it does not already reach; the bad-input
-# corpora they feed the command are fuzzed under ASan too (docs/fuzzing.md).
+# code through a process per case, each an ASan start-up of the whole command,
+# so under ASan they cost more than the unit tests while reaching little library
+# code that these do not; cli/ itself is argument handling and output. The parsers
+# the bad-input corpora feed the command are fuzzed under ASan (docs/fuzzing.md).
 # Tests labelled `slow` (whole-scenario runs whose code the smaller tests
 # already reach) run in the Release pass only as well.
 #   scripts/sanitize.sh                 # build-sanitize/, the tests above
 #   BUILD_DIR=build-asan JOBS=1 scripts/sanitize.sh -R model_   # extra args go to ctest
-#   SANITIZE_CLI=1 scripts/sanitize.sh  # the command and its tests under ASan too (~2x the time)
+#   SANITIZE_CLI=1 scripts/sanitize.sh  # the command and the tests that run it under ASan too
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build-sanitize}
