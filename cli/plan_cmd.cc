@@ -88,6 +88,10 @@ void Run(const PlanCmdOptions& o) {
                            FormatBytes(sum.bytes_moved.local), FormatBytes(sum.bytes_moved.nvlink),
                            FormatBytes(sum.bytes_moved.network), FormatBytes(sum.bytes_moved.pcie));
   std::cout << fmt::format("                ({})\n", kLocalBytesDefinition);
+  if (r.stats.relayed_bytes > 0)
+    std::cout << fmt::format("relayed         {} received over NVLink from a GPU of the same domain that got them over "
+                             "the network (NVLink above includes them)\n",
+                             FormatBytes(r.stats.relayed_bytes));
   std::cout << fmt::format("segments        {} of at most {} ({} direct), {} rounds of up to {} per GPU and direction, "
                            "{} NCCL groups, {} ops\n",
                            r.stats.segments, FormatBytes(sum.segment_bytes), r.stats.direct, r.stats.rounds,
@@ -120,6 +124,7 @@ nlohmann::json PlanJson(const Scenario& s, const PlanResult& r, const std::strin
   j["nccl_groups"] = r.stats.groups;
   j["rounds"] = r.stats.rounds;
   j["segments_per_round"] = r.stats.per_round;
+  j["relayed_bytes"] = r.stats.relayed_bytes;
   j["ops"] = r.stats.ops;
   AddPeakMemoryJson(j, r.stats.peak_parts, s.cluster, s.memory.reserve_bytes);
   if (!baseline.empty()) j["baseline"] = baseline;

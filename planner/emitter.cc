@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <utility>
 
@@ -30,8 +31,8 @@ constexpr int32_t kLocalLeadRounds = 2;  // local copies emitted this many round
 
 class Emitter {
  public:
-  Emitter(const Problem& prob, const Schedule& sc, const PlanPolicy& policy)
-      : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster) {}
+  Emitter(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode)
+      : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster), full_(mode == EmitMode::kFull) {}
 
   EmittedPlan Run() {
     const Scenario& s = prob_.scenario;
@@ -65,8 +66,12 @@ class Emitter {
     Epilogue();
     // Result.
     out_.planned_peak.assign(gpus, 0);
+    out_.start_missing.assign(gpus, 0);
+    out_.shortfall.assign(gpus, 0);
     for (int32_t g = 0; g < gpus; ++g) {
       out_.planned_peak[g] = memory_->PlannedPeak(g);
+      out_.start_missing[g] = memory_->StartMissingBytes(g);
+      out_.shortfall[g] = memory_->ShortfallBytes(g);
       if (memory_->MissingBytes(g) > out_.missing_bytes) {
         out_.fits = false;
         out_.missing_bytes = memory_->MissingBytes(g);
@@ -153,6 +158,7 @@ class Emitter {
   Home PartCopies(int64_t part, int32_t stage_buf, int64_t* stage_off, bool pack, std::vector<CopyPair>& out) const {
     const Part& pt = sc_.parts[part];
     const Home& h = homes_[part];
+    if (!full_) return h;  // memory only: the buffers it touches, no copies
     auto emit = [&](const Region& sr, const Region& dr) {
       if (stage_buf < 0) {
         out.push_back(CopyPair{sr, dr});
@@ -240,13 +246,10 @@ class Emitter {
       for (int32_t r = 0; r < prob_.src.Ranks(); ++r) {
         const int32_t g = s.source_gpus[r];
         if (refit_.opt_slots[r] == 0) continue;
-        const double goal = policy_.offload_fraction * static_cast<double>(prob_.memory_at_start[g].optimizer);
-        int64_t done = 0;
-        for (int32_t k = 0; k < refit_.opt_slots[r] && done < goal - 0.5; ++k) {
-          const int32_t buf = refit_.opt_first[r] + k;
-          done += out_.plan.buffers[buf].bytes;
-          memory_->MoveToHost(buf, kStreamHost, {}, true);
-        }
+        std::vector<int64_t> slots(refit_.opt_slots[r]);
+        for (int32_t k = 0; k < refit_.opt_slots[r]; ++k) slots[k] = out_.plan.buffers[refit_.opt_first[r] + k].bytes;
+        const size_t n = OffloadedOptimizerSlots(slots, prob_.memory_at_start[g].optimizer, policy_.offload_fraction);
+        for (size_t k = 0; k < n; ++k) memory_->MoveToHost(refit_.opt_first[r] + static_cast<int32_t>(k), kStreamHost, {}, true);
       }
     }
     // Source buffers nobody reads.
@@ -358,7 +361,7 @@ class Emitter {
     std::sort(bufs.begin(), bufs.end());
     bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
     if (sg.relay) WaitForWrites(bufs, op.deps);
-    op.label = fmt::format("pack s{}", seg);
+    if (full_) op.label = fmt::format("pack s{}", seg);
     segment_ops_[seg].pack = Emit(std::move(op));
     if (!sg.relay) ReadDone(bufs, segment_ops_[seg].pack);
   }
@@ -389,7 +392,7 @@ class Emitter {
       EnsureDest(h.dst_buffer, op.deps);
       bufs.push_back(h.src_buffer);
     }
-    op.label = fmt::format("local copy gpu{} r{} slot {}", lb.gpu, lb.src_rank, lb.src_slot);
+    if (full_) op.label = fmt::format("local copy gpu{} r{} slot {}", lb.gpu, lb.src_rank, lb.src_slot);
     std::vector<int32_t> written;
     for (const CopyPair& cp : op.copies) written.push_back(cp.dst.buffer);
     const int32_t id = Emit(std::move(op));
@@ -430,8 +433,10 @@ class Emitter {
     int32_t sbuf = -1, ops = 0;
     auto flush = [&] {
       if (send.region.buffer < 0) return;
-      send.label = fmt::format("send s{}.{}", i, ops);
-      recv.label = fmt::format("recv s{}.{}", i, ops);
+      if (full_) {
+        send.label = fmt::format("send s{}.{}", i, ops);
+        recv.label = fmt::format("recv s{}.{}", i, ops);
+      }
       ++ops;
       EmitPair(i, std::move(send), std::move(recv));
       if (sg.send_direct) reads.emplace_back(sbuf, segment_ops_[i].sends.back());
@@ -504,8 +509,10 @@ class Emitter {
     send.region = ContiguousRegion(sender.slot_buffer[segment_ops_[i].send_use % sender.slots], 0, sg.bytes);
     send.deps.push_back(segment_ops_[i].pack);
     recv.region = ContiguousRegion(RecvSlot(i, recv.deps), 0, sg.bytes);
-    send.label = fmt::format("send s{}", i);
-    recv.label = fmt::format("recv s{}", i);
+    if (full_) {
+      send.label = fmt::format("send s{}", i);
+      recv.label = fmt::format("recv s{}", i);
+    }
     EmitPair(i, std::move(send), std::move(recv));
   }
 
@@ -524,7 +531,7 @@ class Emitter {
     }
     const auto& recvs = segment_ops_[i].recvs;
     op.deps.insert(op.deps.end(), recvs.begin(), recvs.end());
-    op.label = fmt::format("unpack s{}", i);
+    if (full_) op.label = fmt::format("unpack s{}", i);
     segment_ops_[i].unpack = Emit(std::move(op));
     for (int32_t b : written) Wrote(b, kStreamCompute, segment_ops_[i].unpack);
   }
@@ -650,6 +657,7 @@ class Emitter {
   const Schedule& sc_;
   const PlanPolicy& policy_;
   const Cluster& c_;
+  const bool full_;                     // EmitMode::kFull: copies and labels too
   EmittedPlan out_;
   RefitBuffers refit_;                  // the buffers the refit starts from
   std::optional<MemoryLedger> memory_;  // accounts out_.plan's device memory
@@ -664,10 +672,60 @@ class Emitter {
 
 }  // namespace
 
-EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& policy) {
-  EmittedPlan e = Emitter(prob, sc, policy).Run();
-  ShareCopiesWithTransfers(e.plan);
+EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode) {
+  EmittedPlan e = Emitter(prob, sc, policy, mode).Run();
+  if (mode == EmitMode::kFull) ShareCopiesWithTransfers(e.plan);
   return e;
+}
+
+size_t OffloadedOptimizerSlots(const std::vector<int64_t>& slot_bytes, int64_t optimizer_bytes, double fraction) {
+  const double goal = fraction * static_cast<double>(optimizer_bytes);
+  int64_t done = 0;
+  size_t k = 0;
+  for (; k < slot_bytes.size() && done < goal - 0.5; ++k) done += slot_bytes[k];
+  return k;
+}
+
+namespace {
+int64_t OffloadedOptimizerBytes(const std::vector<int64_t>& slot_bytes, int64_t optimizer_bytes, double fraction) {
+  const size_t n = OffloadedOptimizerSlots(slot_bytes, optimizer_bytes, fraction);
+  return std::accumulate(slot_bytes.begin(), slot_bytes.begin() + static_cast<std::ptrdiff_t>(n), int64_t{0});
+}
+}  // namespace
+
+double OptimizerOffloadSeconds(const Problem& prob, const std::vector<std::vector<int64_t>>& optimizer_slots,
+                               double fraction) {
+  double longest_s = 0;
+  for (size_t g = 0; g < optimizer_slots.size(); ++g) {
+    const std::vector<int64_t>& slots = optimizer_slots[g];
+    const size_t n = OffloadedOptimizerSlots(slots, prob.memory_at_start[g].optimizer, fraction);
+    double s = 0;
+    for (size_t k = 0; k < n; ++k) s += HostMoveSeconds(prob.scenario.cluster, slots[k]);
+    longest_s = std::max(longest_s, s);
+  }
+  return longest_s;
+}
+
+std::vector<std::vector<int64_t>> OptimizerSlotBytes(const Plan& p) {
+  std::vector<std::vector<int64_t>> out(p.cluster.Gpus());
+  for (const PlanBuffer& b : p.buffers)
+    if (b.role == BufferRole::kOptimizer && b.preexisting) out[b.gpu].push_back(b.bytes);
+  return out;
+}
+
+std::vector<int64_t> PredictMissingBytes(const Problem& prob, const std::vector<int64_t>& start_missing,
+                                         const std::vector<int64_t>& shortfall, double from_fraction,
+                                         double to_fraction, const std::vector<std::vector<int64_t>>& optimizer_slots) {
+  RESHARD_CHECK(to_fraction >= from_fraction, "a prediction only for more optimizer offload");
+  const size_t gpus = shortfall.size();
+  std::vector<int64_t> out(gpus, 0);
+  for (size_t g = 0; g < gpus; ++g) {
+    const int64_t opt = prob.memory_at_start[g].optimizer;
+    const int64_t extra = OffloadedOptimizerBytes(optimizer_slots[g], opt, to_fraction) -
+                          OffloadedOptimizerBytes(optimizer_slots[g], opt, from_fraction);
+    out[g] = std::max(start_missing[g], std::max<int64_t>(0, shortfall[g] - extra));
+  }
+  return out;
 }
 
 }  // namespace reshard

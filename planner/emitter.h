@@ -55,11 +55,46 @@ struct EmittedPlan {
   int32_t worst_gpu = -1;              // the GPU missing the most bytes (fits == false)
   int64_t missing_bytes = 0;
   std::vector<int64_t> planned_peak;   // per GPU, device memory the plan can reach (with overheads)
+  // Per GPU: bytes missing at the start (no policy helps) and the most an
+  // allocation of the plan was short after every release it could take
+  // (PredictMissingBytes uses them).
+  std::vector<int64_t> start_missing, shortfall;
   int64_t groups = 0;
   int64_t local_ops = 0;
   double pcie_estimate_s = 0;          // the longest host-stream queue (offloads)
 };
 
-EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& policy);
+// kMemoryOnly: the same allocations and releases in the same order, so the
+// same fits / missing / planned_peak, but ops carry no copies and no labels
+// and copies are not merged into transfers: the plan is for the answer only
+// (about a third of the full emission's time).
+enum class EmitMode { kFull, kMemoryOnly };
+
+EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& policy,
+                     EmitMode mode = EmitMode::kFull);
+
+// How many of one GPU's optimizer slots (bytes in layer order) move to host
+// at the start under offload `fraction`: whole slots until it is reached.
+size_t OffloadedOptimizerSlots(const std::vector<int64_t>& slot_bytes, int64_t optimizer_bytes, double fraction);
+
+// Per GPU, the bytes a plan (its EmittedPlan::start_missing and shortfall,
+// emitted under offload fraction `from_fraction`) would miss under `to_fraction` >= from_fraction with the same schedule and
+// other policy choices. Exact: the optimizer offload is queued before every
+// allocation and is taken after every other release, so an allocation that
+// was short by x after all releases is short by x - (extra offloaded bytes);
+// nothing else in the emission depends on the fraction.
+// `optimizer_slots`: OptimizerSlotBytes of any plan of the problem.
+std::vector<int64_t> PredictMissingBytes(const Problem& prob, const std::vector<int64_t>& start_missing,
+                                         const std::vector<int64_t>& shortfall, double from_fraction,
+                                         double to_fraction, const std::vector<std::vector<int64_t>>& optimizer_slots);
+
+// The longest per-GPU queue of optimizer offloads under `fraction`: a lower
+// bound of EmittedPlan::pcie_estimate_s (which adds training weights moved
+// to host).
+double OptimizerOffloadSeconds(const Problem& prob, const std::vector<std::vector<int64_t>>& optimizer_slots,
+                               double fraction);
+
+// Per GPU: the bytes of its optimizer slots (planner/buffer_layout.h) in layer order.
+std::vector<std::vector<int64_t>> OptimizerSlotBytes(const Plan& p);
 
 }  // namespace reshard

@@ -7,6 +7,11 @@
 
 namespace reshard {
 
+double HostMoveSeconds(const Cluster& c, int64_t bytes) {
+  const LinkProfile& l = c.pcie;
+  return l.bytes_per_s > 0 ? l.latency_ns * 1e-9 + bytes / (l.bytes_per_s * l.Efficiency(bytes)) : 0;
+}
+
 MemoryLedger::MemoryLedger(Plan& plan, const Cluster& c, const std::vector<GpuMemoryAtStart>& mem,
                            const std::vector<int32_t>& peers)
     : plan_(plan), c_(c), gpus_(c.Gpus()) {
@@ -21,7 +26,7 @@ MemoryLedger::MemoryLedger(Plan& plan, const Cluster& c, const std::vector<GpuMe
   // The state at the start must fit already (releases cannot help before it).
   for (GpuLedger& st : gpus_) {
     st.peak = st.live;
-    if (st.live > st.budget) st.missing = std::max(st.missing, st.live - st.budget);
+    if (st.live > st.budget) st.start_missing = st.live - st.budget;
   }
 }
 
@@ -69,7 +74,7 @@ void MemoryLedger::Account(int32_t gpu, int64_t bytes, std::vector<int32_t>& dep
   }
   if (last_opt >= 0) deps.push_back(last_opt);
   st.live += bytes;
-  if (st.live > st.budget) st.missing = std::max(st.missing, st.live - st.budget);
+  if (st.live > st.budget) st.shortfall = std::max(st.shortfall, st.live - st.budget);
   st.peak = std::max(st.peak, st.live);
 }
 
@@ -89,8 +94,7 @@ void MemoryLedger::MoveToHost(int32_t buffer, int32_t stream, std::vector<int32_
   const int32_t offload = AppendMoveToHost(plan_, buffer, stream, std::move(deps));
   auto& v = optimizer ? gpus_[gpu].opt_frees : gpus_[gpu].frees;
   v.push_back(Release{-1, bytes, stream, buffer, offload});
-  const LinkProfile& l = c_.pcie;
-  if (l.bytes_per_s > 0) gpus_[gpu].host_s += l.latency_ns * 1e-9 + bytes / (l.bytes_per_s * l.Efficiency(bytes));
+  gpus_[gpu].host_s += HostMoveSeconds(c_, bytes);
 }
 
 void MemoryLedger::EmitPendingReleases() {

@@ -18,6 +18,7 @@
 // when an allocation takes releases.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -26,6 +27,10 @@
 #include "plan/plan.h"
 
 namespace reshard {
+
+// Seconds of one device -> host move of `bytes` over `c`'s PCIe link (0 if
+// the cluster has no PCIe rate).
+double HostMoveSeconds(const Cluster& c, int64_t bytes);
 
 class MemoryLedger {
  public:
@@ -52,7 +57,11 @@ class MemoryLedger {
   // Per GPU: the most device memory the plan can reach, overheads included
   // (0 for a GPU the plan does not use).
   int64_t PlannedPeak(int32_t gpu) const;
-  int64_t MissingBytes(int32_t gpu) const { return gpus_[gpu].missing; }
+  int64_t MissingBytes(int32_t gpu) const { return std::max(gpus_[gpu].start_missing, gpus_[gpu].shortfall); }
+  // Bytes missing before any allocation (no release can help), and the most
+  // an allocation was short after taking every release recorded before it.
+  int64_t StartMissingBytes(int32_t gpu) const { return gpus_[gpu].start_missing; }
+  int64_t ShortfallBytes(int32_t gpu) const { return gpus_[gpu].shortfall; }
   // Seconds of host-stream (PCIe) work queued on the GPU.
   double HostSeconds(int32_t gpu) const { return gpus_[gpu].host_s; }
 
@@ -64,7 +73,7 @@ class MemoryLedger {
     int32_t buffer = -1, after = -1;  // pending: the buffer and the op it is freed after
   };
   struct GpuLedger {
-    int64_t live = 0, peak = 0, budget = 0, overhead = 0, missing = 0;
+    int64_t live = 0, peak = 0, budget = 0, overhead = 0, start_missing = 0, shortfall = 0;
     std::vector<Release> opt_frees, frees;  // optimizer releases (prologue), others in emission order
     size_t opt_used = 0, frees_used = 0;    // releases already taken by allocations
     double host_s = 0;

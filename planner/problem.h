@@ -80,6 +80,20 @@ struct Problem {
   int64_t AddRelays();
   int64_t relayed_bytes = 0;
 
+  // What AddRelays changes: saved and restored to plan with and without
+  // relays from one Problem (copies of O(N) entries).
+  struct Routing {
+    ScratchVector<SourcedFragment> sourced;
+    std::vector<PairBytes> pairs;
+    int64_t relayed_bytes = 0;
+  };
+  Routing SaveRouting() const { return Routing{sourced, pairs, relayed_bytes}; }
+  void RestoreRouting(Routing r) {
+    sourced = std::move(r.sourced);
+    pairs = std::move(r.pairs);
+    relayed_bytes = r.relayed_bytes;
+  }
+
   // The side a (possibly relayed) entry is sent from.
   const Layout& SendLayout(bool relay) const { return relay ? dst : src; }
   const SideBuffers& SendBuffers(bool relay) const { return relay ? dst_buffers : src_buffers; }

@@ -26,9 +26,17 @@
 //    GPUs, by the estimate: 22.6 MiB 191 ms, 26.9 MiB 212 ms): the
 //    finer grid lets the estimate find the sizes that cut evenly.
 // Relays (Problem::AddRelays): where any box would reach several GPUs of one
-// NVLink domain over the network, the whole search runs again with relays
-// and its plan is kept only if predicted faster (simulated or estimated as
-// above; the estimate adds the relay rounds as a second phase).
+// NVLink domain over the network, the whole search runs with and without
+// relays and relays are kept only if predicted faster (simulated or
+// estimated as above; the estimate adds the relay rounds as a second phase).
+// Large plans search first the side whose first candidate estimates faster;
+// the other side's candidates whose schedule estimate already loses to it
+// are not emitted.
+// Memory pressure: once a policy does not fit, the next ones are emitted for
+// their memory answer only (planner/emitter.h's kMemoryOnly) before the full
+// plan, and one that only adds optimizer offload to a policy that did not
+// fit is skipped when the exact prediction (PredictMissingBytes) says it
+// misses bytes too.
 // Nothing fits: the result names the GPU and the bytes missing under the
 // policy that came closest. A plan that fits but cannot be issued (its
 // groups would wait on each other: plan/issue_order.h) is never chosen;
@@ -42,6 +50,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -251,17 +260,27 @@ bool SameSegments(const std::vector<Segment>& a, const std::vector<Segment>& b) 
 // one closest to fitting.
 class Search {
  public:
+  // `beat_s`: large plans only emit candidates that may be faster than this
+  // (the plan another search found); equal ones only if `wins_ties`.
   Search(const Problem& prob, std::vector<int64_t> sizes, std::vector<int64_t> directs,
-         std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small)
+         std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small, double beat_s,
+         bool wins_ties)
       : prob_(prob),
         sizes_(std::move(sizes)),
         directs_(std::move(directs)),
         per_rounds_(std::move(per_rounds)),
         policies_(std::move(policies)),
         small_(small),
+        beat_s_(beat_s),
+        wins_ties_(wins_ties),
         tried_(sizes_.size()) {}
 
-  // Plans (size index, threshold, segments per round) under the policies in order.
+  // Plans (size index, threshold, segments per round) under the policies in
+  // order. Once one policy did not fit, the others are first emitted for
+  // their memory only (EmitMode::kMemoryOnly) and fully only if they fit; a
+  // policy that differs from one that did not fit only by more optimizer
+  // offload is not emitted at all when PredictMissingBytes (exact) says it
+  // cannot fit either.
   void Consider(size_t size_index, int64_t direct_min_bytes, int32_t per_round) {
     auto sched = std::make_shared<Schedule>(MakeSchedule(prob_, sizes_[size_index], direct_min_bytes, per_round));
     // Thresholds that leave every piece in the same class give the same plan:
@@ -272,12 +291,51 @@ class Search {
         }))
       return;
     if (directs_.size() > 1) tried.emplace_back(per_round, sched->segments);
+    // Large plans are timed by the estimate, at least the schedule's: one
+    // that cannot beat the plan in hand is not emitted.
+    if (!small_ && Loses(sched->estimate_s)) return;
+    // Per (destination per layer, source to host): the last policy that did not fit.
+    struct Failed {
+      double fraction;
+      std::vector<int64_t> start_missing, shortfall;
+    };
+    std::map<std::pair<bool, bool>, Failed> failed;
     for (size_t pi = 0; pi < policies_.size(); ++pi) {
       const PlanPolicy& policy = policies_[pi];
+      const auto key = std::make_pair(policy.destination_per_layer, policy.source_to_host);
+      bool predicted_fit = false;
+      if (auto it = failed.find(key); it != failed.end() && it->second.fraction <= policy.offload_fraction) {
+        const std::vector<int64_t> missing = PredictMissingBytes(prob_, it->second.start_missing, it->second.shortfall,
+                                                                 it->second.fraction, policy.offload_fraction,
+                                                                 *optimizer_slots_);
+        const auto worst = std::max_element(missing.begin(), missing.end());  // first of the largest
+        if (*worst > 0) {
+          NoteInfeasible(sched, policy, *worst, static_cast<int32_t>(worst - missing.begin()), {});
+          continue;
+        }
+        predicted_fit = true;
+      }
+      // Its offloads alone make it slower than the plan in hand (and so
+      // every later policy, which offloads as much or more).
+      if (!small_ && optimizer_slots_ &&
+          Loses(OptimizerOffloadSeconds(prob_, *optimizer_slots_, policy.offload_fraction)))
+        break;
+      auto fail = [&](EmittedPlan& e) {
+        NoteInfeasible(sched, policy, e.missing_bytes, e.worst_gpu, std::move(e.planned_peak));
+        failed[key] = Failed{policy.offload_fraction, std::move(e.start_missing), std::move(e.shortfall)};
+      };
+      if (!failed.empty() && !predicted_fit) {
+        EmittedPlan m = EmitPlan(prob_, *sched, policy, EmitMode::kMemoryOnly);
+        if (!optimizer_slots_) optimizer_slots_ = OptimizerSlotBytes(m.plan);
+        if (!m.fits) {
+          fail(m);
+          continue;
+        }
+      }
       EmittedPlan e = EmitPlan(prob_, *sched, policy);
+      if (!optimizer_slots_) optimizer_slots_ = OptimizerSlotBytes(e.plan);
       if (!e.fits) {
-        if (!closest_infeasible_ || e.missing_bytes < closest_infeasible_->missing_bytes)
-          closest_infeasible_ = std::move(e);
+        fail(e);
         continue;
       }
       // An emitter bug must not reach the user as a plan that cannot run.
@@ -337,7 +395,16 @@ class Search {
   size_t BestSize() const {
     return static_cast<size_t>(std::find(sizes_.begin(), sizes_.end(), best_->schedule->segment_bytes) - sizes_.begin());
   }
-  const std::optional<EmittedPlan>& closest_infeasible() const { return closest_infeasible_; }
+  // The plan that did not fit closest to fitting (least missing bytes, the
+  // first of equals). planned_peak is empty where its answer was predicted.
+  struct Infeasible {
+    std::shared_ptr<Schedule> schedule;
+    PlanPolicy policy;
+    int64_t missing_bytes = 0;
+    int32_t worst_gpu = -1;
+    std::vector<int64_t> planned_peak;
+  };
+  const std::optional<Infeasible>& closest_infeasible() const { return closest_infeasible_; }
   // The first candidate that fit but could not be issued ("" if none).
   const std::string& unissuable() const { return unissuable_; }
 
@@ -347,10 +414,20 @@ class Search {
   const std::vector<int32_t> per_rounds_;
   const std::vector<PlanPolicy> policies_;
   const bool small_;
+  const double beat_s_;
+  const bool wins_ties_;
+  bool Loses(double time_s) const { return wins_ties_ ? time_s > beat_s_ : time_s >= beat_s_; }
   // Per size: (segments per round, segment list) already planned.
   std::vector<std::vector<std::pair<int32_t, std::vector<Segment>>>> tried_;
   std::optional<Candidate> best_;
-  std::optional<EmittedPlan> closest_infeasible_;  // the infeasible plan with the least missing bytes
+  std::optional<Infeasible> closest_infeasible_;
+  std::optional<std::vector<std::vector<int64_t>>> optimizer_slots_;  // OptimizerSlotBytes, from the first plan
+
+  void NoteInfeasible(const std::shared_ptr<Schedule>& sched, const PlanPolicy& policy, int64_t missing_bytes,
+                      int32_t worst_gpu, std::vector<int64_t> planned_peak) {
+    if (!closest_infeasible_ || missing_bytes < closest_infeasible_->missing_bytes)
+      closest_infeasible_ = Infeasible{sched, policy, missing_bytes, worst_gpu, std::move(planned_peak)};
+  }
   std::string unissuable_;
 };
 
@@ -389,26 +466,55 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   const bool small = options.simulate && prob.Fragments() <= options.simulate_max_fragments;
   const std::vector<int64_t> sizes = SegmentSizes(s, options, small || prob.Fragments() <= kFineSizesMinFragments);
   const std::vector<int32_t> per_rounds = PerRounds(options);
-  auto run = [&](const Problem& p) {
+  // `beat_s` / `wins_ties`: see Search.
+  auto run = [&](const Problem& p, double beat_s, bool wins_ties) {
     auto search = std::make_unique<Search>(p, sizes, DirectThresholds(s, options, small), per_rounds,
-                                           Policies(s, options), small);
+                                           Policies(s, options), small, beat_s, wins_ties);
     search->Run(SizeOrder(p, sizes, per_rounds, options, small));
     return search;
   };
-  // Without relays, then (where some box goes to several GPUs of a domain
-  // over the network) with them: kept only if predicted faster.
-  std::unique_ptr<Search> search;
-  if (options.relays != std::optional<bool>{true}) search = run(prob);
+  // The round estimate of the candidate a large plan's search tries first.
+  auto first_estimate = [&](const Problem& p) {
+    const auto order = SizeOrder(p, sizes, per_rounds, options, small);
+    return QuickEstimate(p, sizes[order.front().first], order.front().second);
+  };
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  auto time_of = [&](const std::unique_ptr<Search>& x) { return x && x->best() ? x->best()->time_s : kNone; };
+  // Without relays and (where some box goes to several GPUs of a domain over
+  // the network) with them: relays are kept only if predicted faster. Large
+  // plans search first the side whose first candidate estimates faster, so
+  // the other side's candidates that cannot beat it are not emitted.
+  std::unique_ptr<Search> plain, relayed;
   int64_t relayed_bytes = 0;
-  if (options.relays != std::optional<bool>{false} && (relayed_bytes = prob.AddRelays()) > 0) {
-    std::unique_ptr<Search> with = run(prob);
-    if (!search || !search->best() || (with->best() && with->best()->time_s < search->best()->time_s))
-      search = std::move(with);
-    else
-      relayed_bytes = 0;
+  if (options.relays == std::optional<bool>{false}) {
+    plain = run(prob, kNone, true);
+  } else if (options.relays == std::optional<bool>{true}) {
+    relayed_bytes = prob.AddRelays();
+    (relayed_bytes > 0 ? relayed : plain) = run(prob, kNone, relayed_bytes == 0);
+  } else {
+    const double plain_first_s = small ? 0 : first_estimate(prob);
+    Problem::Routing without = prob.SaveRouting();
+    relayed_bytes = prob.AddRelays();
+    if (relayed_bytes == 0) {
+      plain = run(prob, kNone, true);
+    } else if (!small && first_estimate(prob) < plain_first_s) {
+      relayed = run(prob, kNone, false);
+      Problem::Routing with = prob.SaveRouting();
+      prob.RestoreRouting(std::move(without));
+      plain = run(prob, time_of(relayed), true);
+      if (!plain->best()) prob.RestoreRouting(std::move(with));  // the relayed search answers
+    } else {
+      Problem::Routing with = prob.SaveRouting();
+      prob.RestoreRouting(std::move(without));
+      plain = run(prob, kNone, true);
+      prob.RestoreRouting(std::move(with));
+      relayed = run(prob, time_of(plain), false);
+    }
   }
-  if (!search) search = run(prob);  // forced relays, but nothing to relay
-
+  // Where nothing fits the relayed search answers (prob holds its routing).
+  const bool use_relays = relayed && (relayed->best() ? time_of(relayed) < time_of(plain) : !(plain && plain->best()));
+  std::unique_ptr<Search> search = std::move(use_relays ? relayed : plain);
+  if (!use_relays) relayed_bytes = 0;
   PlanResult res;
   res.stats.fragments = prob.Fragments();
   res.stats.relayed_bytes = relayed_bytes;
@@ -418,8 +524,14 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
                                     "issued: {}",
                                     s.name, s.path, search->unissuable()));
   if (!best) {
-    const EmittedPlan none;
-    const EmittedPlan& closest = search->closest_infeasible() ? *search->closest_infeasible() : none;
+    Search::Infeasible closest;
+    if (search->closest_infeasible()) closest = *search->closest_infeasible();
+    if (closest.schedule && closest.planned_peak.empty()) {  // predicted, not emitted: emit it for its peaks
+      const EmittedPlan e = EmitPlan(prob, *closest.schedule, closest.policy, EmitMode::kMemoryOnly);
+      RESHARD_CHECK(e.missing_bytes == closest.missing_bytes && e.worst_gpu == closest.worst_gpu,
+                    "the predicted answer of a larger optimizer offload is the emitted one");
+      closest.planned_peak = e.planned_peak;
+    }
     res.status = PlanStatus::kInfeasible;
     res.gpu = closest.worst_gpu;
     res.missing_bytes = closest.missing_bytes;

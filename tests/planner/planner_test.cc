@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,9 @@
 #include "model/scenario.h"
 #include "planner/assign.h"
 #include "planner/baseline_plan.h"
+#include "planner/emitter.h"
+#include "planner/problem.h"
+#include "planner/segments.h"
 #include "plan/issue_order.h"
 #include "plan/plan.h"
 #include "planner/planner.h"
@@ -653,6 +657,89 @@ destination: {tp: 2, dp: 2, gpus: "8-11"}
             direct.plan.summary.bytes_moved.network);
   EXPECT_LT(chosen.plan.summary.predicted_time_s, direct.plan.summary.predicted_time_s);
   EXPECT_TRUE(Verify(chosen.plan).ok());
+}
+
+// Plans timed by the estimate search first the side (with or without relays)
+// whose first candidate estimates faster and skip the other side's
+// candidates that cannot beat it: the answer is still the faster of the two
+// forced searches (ties: no relays), whichever side went first.
+TEST(Relays, EstimatedPlansKeepTheFasterSide) {
+  int relayed = 0, direct = 0;
+  for (const char* destination : {"{tp: 2, dp: 2, gpus: \"8-11\"}", "{tp: 1, dp: 4, gpus: \"8-11\"}",
+                                  "{tp: 2, dp: 1, gpus: \"8-9\"}"}) {
+    const Scenario s = ParseScenario(fmt::format(R"(
+name: relay
+model: llama3-8b
+cluster: {{preset: dgx-h200, nodes: 2}}
+source: {{tp: 2, gpus: "0-1"}}
+destination: {}
+)",
+                                                 destination),
+                                     "<test>");
+    PlannerOptions o;
+    o.simulate = false;
+    PlannerOptions never = o, always = o;
+    never.relays = false;
+    always.relays = true;
+    const PlanResult without = MakePlan(s, never), with = MakePlan(s, always), chosen = MakePlan(s, o);
+    ASSERT_TRUE(without.ok() && with.ok() && chosen.ok()) << destination;
+    const bool relays_win = with.stats.relayed_bytes > 0 &&
+                            with.plan.summary.predicted_time_s < without.plan.summary.predicted_time_s;
+    const PlanResult& expected = relays_win ? with : without;
+    EXPECT_EQ(chosen.stats.relayed_bytes, relays_win ? with.stats.relayed_bytes : 0) << destination;
+    EXPECT_EQ(chosen.plan.summary.predicted_time_s, expected.plan.summary.predicted_time_s) << destination;
+    EXPECT_EQ(chosen.plan.ops.size(), expected.plan.ops.size()) << destination;
+    EXPECT_EQ(chosen.plan.summary.bytes_moved.network, expected.plan.summary.bytes_moved.network) << destination;
+    (relays_win ? relayed : direct)++;
+  }
+  EXPECT_GT(relayed, 0);  // both outcomes are checked
+  EXPECT_GT(direct, 0);
+}
+
+// Under memory pressure the search skips emissions: a policy's memory answer
+// comes from a memory-only emission, and a policy that only adds optimizer
+// offload is predicted from one that did not fit. Both must be exact: the
+// same missing bytes per GPU and the same peaks as the full emission.
+TEST(Planner, MemoryOnlyEmissionAndOffloadPredictionAreExact) {
+  const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: dgx-h100, nodes: 2}", "{engine: megatron, tp: 8, pp: 2}",
+                                   "{engine: vllm, tp: 8, dp: 2}",
+                                   "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 70, "
+                                   "reserve_gib: 2}\n",
+                                   "llama3-8b-2-nodes-pressure"));
+  const Problem prob(s);
+  const Schedule sc = MakeSchedule(prob, int64_t{64} << 20, int64_t{64} << 20, 1);
+  auto missing_per_gpu = [](const EmittedPlan& e) {
+    std::vector<int64_t> m(e.shortfall.size());
+    for (size_t g = 0; g < m.size(); ++g) m[g] = std::max(e.start_missing[g], e.shortfall[g]);
+    return m;
+  };
+  int predicted_short = 0, predicted_fit = 0;
+  for (bool to_host : {false, true}) {
+    for (bool per_layer : {false, true}) {
+      const PlanPolicy base{0.0, per_layer, to_host};
+      const EmittedPlan from = EmitPlan(prob, sc, base);
+      ASSERT_FALSE(from.fits) << base.Name() << ": the scenario must be short of memory without offload";
+      const auto slots = OptimizerSlotBytes(from.plan);
+      for (double f : {0.0, 0.25, 0.5, 0.75, 1.0}) {
+        const PlanPolicy policy{f, per_layer, to_host};
+        const EmittedPlan full = EmitPlan(prob, sc, policy);
+        const EmittedPlan memory = EmitPlan(prob, sc, policy, EmitMode::kMemoryOnly);
+        EXPECT_EQ(memory.fits, full.fits) << policy.Name();
+        EXPECT_EQ(memory.missing_bytes, full.missing_bytes) << policy.Name();
+        EXPECT_EQ(memory.worst_gpu, full.worst_gpu) << policy.Name();
+        EXPECT_EQ(memory.planned_peak, full.planned_peak) << policy.Name();
+        EXPECT_EQ(memory.pcie_estimate_s, full.pcie_estimate_s) << policy.Name();
+        for (const Op& op : memory.plan.ops) EXPECT_TRUE(op.copies.empty() || op.kind != OpKind::kCopy);
+        const std::vector<int64_t> predicted = PredictMissingBytes(prob, from.start_missing, from.shortfall, 0.0, f, slots);
+        EXPECT_EQ(predicted, missing_per_gpu(full)) << policy.Name();
+        (full.fits ? predicted_fit : predicted_short)++;
+        // The offloads alone bound the PCIe estimate from below.
+        EXPECT_LE(OptimizerOffloadSeconds(prob, slots, f), full.pcie_estimate_s * (1 + 1e-12)) << policy.Name();
+      }
+    }
+  }
+  EXPECT_GT(predicted_fit, 0);    // some offload fractions fit ...
+  EXPECT_GT(predicted_short, 4);  // ... and some, beyond no offload, do not
 }
 
 }  // namespace
