@@ -11,6 +11,8 @@
 set(RESHARD_HAVE_PYTHON OFF)
 if(RESHARD_BUILD_PYTHON AND (RESHARD_SANITIZE OR RESHARD_BUILD_FUZZERS))
   message(STATUS "reshard: Python module skipped in sanitizer / fuzzer builds (an instrumented module needs an instrumented interpreter)")
+elseif(RESHARD_BUILD_PYTHON AND NOT RESHARD_BUILD_CLI)
+  message(STATUS "reshard: Python module skipped: it is built over cli/ (RESHARD_BUILD_CLI=OFF)")
 elseif(RESHARD_BUILD_PYTHON)
   if(NOT DEFINED Python_EXECUTABLE AND EXISTS /usr/bin/python3)
     set(Python_EXECUTABLE /usr/bin/python3)

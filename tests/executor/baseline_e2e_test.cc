@@ -33,6 +33,9 @@ TEST_P(BaselineEndToEnd, HostRunVerifiesEveryElement) {
 INSTANTIATE_TEST_SUITE_P(TinyPresets, BaselineEndToEnd, ::testing::ValuesIn(testing::kE2eCases),
                          testing::E2eCaseName);
 
+// Through the built `reshard`; the libraries-only build (RESHARD_BUILD_CLI=OFF, the
+// sanitizer pass) has none.
+#ifdef RESHARD_BINARY
 testing::RunResult Reshard(const std::vector<std::string>& args) { return testing::RunBinary(RESHARD_BINARY, args); }
 
 TEST(BaselineCli, RunVerifiesAndPlanAndSimulateReportTheBaseline) {
@@ -82,6 +85,8 @@ TEST(BaselineCli, BadCombinationsAreInputErrors) {
   EXPECT_EQ(seg.code, 2);
   EXPECT_NE(seg.err.find("--segment-bytes"), std::string::npos) << seg.err;
 }
+
+#endif  // RESHARD_BINARY
 
 }  // namespace
 }  // namespace reshard
