@@ -6,6 +6,7 @@
 // take minutes; the at-scale table in the report compares those).
 #include <cctype>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -52,7 +53,19 @@ TEST_P(BuiltinScenarios, NoPlanBeatsTheBoundAndRoutingBoundsAreAboveIt) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, BuiltinScenarios, ::testing::ValuesIn(BuiltinScenarioNames()),
+// This file builds two programs: the quick built-ins, and (RESHARD_AT_SCALE,
+// CTest label `slow`: minutes under the sanitizers) the at-scale ones.
+#ifndef RESHARD_AT_SCALE
+#define RESHARD_AT_SCALE 0
+#endif
+std::vector<std::string> ScenarioNames(bool at_scale) {
+  std::vector<std::string> out;
+  for (const std::string& name : BuiltinScenarioNames())
+    if ((BuiltinScenario(name).cluster.Gpus() > kQuickGpus) == at_scale) out.push_back(name);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, BuiltinScenarios, ::testing::ValuesIn(ScenarioNames(RESHARD_AT_SCALE)),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string n = i.param;
                            for (char& ch : n)
