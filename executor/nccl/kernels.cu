@@ -158,12 +158,9 @@ __global__ void __launch_bounds__(kBlockThreads) CheckKernel(const unsigned char
 
 // The largest |bf16| of a block's elements [r0, r1) x [c0, c1) of plane p,
 // reduced over the CTA (max is exact, so any order gives the host's value).
-template <typename Load>
-__device__ float BlockAmax(int64_t r0, int64_t r1, int64_t c0, int64_t c1, Load load) {
+// The max of every thread's `m` over the CTA, returned to all threads.
+__device__ float CtaMax(float m) {
   __shared__ float warp_max[kBlockWarps];
-  const int64_t cols = c1 - c0, n = (r1 - r0) * cols;
-  float m = 0.0f;
-  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m = fmaxf(m, fabsf(load(r0 + k / cols, c0 + k % cols)));
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
   __syncthreads();
@@ -171,6 +168,14 @@ __device__ float BlockAmax(int64_t r0, int64_t r1, int64_t c0, int64_t c1, Load 
   for (int w = 0; w < kBlockWarps; ++w) all = fmaxf(all, warp_max[w]);
   __syncthreads();  // warp_max is reused by the next block
   return all;
+}
+
+template <typename Load>
+__device__ float BlockAmax(int64_t r0, int64_t r1, int64_t c0, int64_t c1, Load load) {
+  const int64_t cols = c1 - c0, n = (r1 - r0) * cols;
+  float m = 0.0f;
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m = fmaxf(m, fabsf(load(r0 + k / cols, c0 + k % cols)));
+  return CtaMax(m);
 }
 
 // Fast path of QuantizeKernel for blocks whose rows are whole 16-byte chunks
@@ -182,7 +187,6 @@ __device__ float BlockAmax(int64_t r0, int64_t r1, int64_t c0, int64_t c1, Load 
 inline constexpr int kFastChunks = 8;  // 128 x 128 blocks: 2048 chunks / 256 threads
 __global__ void __launch_bounds__(kBlockThreads) QuantizeKernelVec(const QuantizeJob j, const unsigned char* in,
                                                                    unsigned char* out, unsigned char* sc) {
-  __shared__ float warp_max[kBlockWarps];
   const int64_t bcols = j.BlockCols(), brows = j.BlockRows();
   for (int64_t b = blockIdx.x; b < j.Blocks(); b += gridDim.x) {
     const int64_t bc = b % bcols, br = (b / bcols) % brows, p = b / (bcols * brows);
@@ -208,13 +212,7 @@ __global__ void __launch_bounds__(kBlockThreads) QuantizeKernelVec(const Quantiz
         }
       }
     }
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
-    __syncthreads();
-    float amax = 0.0f;
-    for (int w = 0; w < kBlockWarps; ++w) amax = fmaxf(amax, warp_max[w]);
-    __syncthreads();  // warp_max is reused by the next block
-    const float s = QuantScale(amax, j.scale_format);
+    const float s = QuantScale(CtaMax(m), j.scale_format);
     if (threadIdx.x == 0)
       StoreElement(sc + j.sc_offset + p * j.sc_plane + br * j.sc_row + bc * j.scale_bytes, j.scale_bytes,
                    ScaleStoredBits(s, j.scale_format));
