@@ -469,15 +469,16 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   const std::vector<int64_t> sizes = SegmentSizes(s, options, small || prob.Fragments() <= kFineSizesMinFragments);
   const std::vector<int32_t> per_rounds = PerRounds(options);
   // `beat_s` / `wins_ties`: see Search.
-  auto run = [&](const Problem& p, double beat_s, bool wins_ties) {
+  using Order = std::vector<std::pair<size_t, int32_t>>;
+  auto order_of = [&](const Problem& p) { return SizeOrder(p, sizes, per_rounds, options, small); };
+  auto run = [&](const Problem& p, const Order& order, double beat_s, bool wins_ties) {
     auto search = std::make_unique<Search>(p, sizes, DirectThresholds(s, options, small), per_rounds,
                                            Policies(s, options), small, beat_s, wins_ties);
-    search->Run(SizeOrder(p, sizes, per_rounds, options, small));
+    search->Run(order);
     return search;
   };
   // The round estimate of the candidate a large plan's search tries first.
-  auto first_estimate = [&](const Problem& p) {
-    const auto order = SizeOrder(p, sizes, per_rounds, options, small);
+  auto first_estimate = [&](const Problem& p, const Order& order) {
     return QuickEstimate(p, sizes[order.front().first], order.front().second);
   };
   constexpr double kNone = std::numeric_limits<double>::infinity();
@@ -489,28 +490,32 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   std::unique_ptr<Search> plain, relayed;
   int64_t relayed_bytes = 0;
   if (options.relays == std::optional<bool>{false}) {
-    plain = run(prob, kNone, true);
+    plain = run(prob, order_of(prob), kNone, true);
   } else if (options.relays == std::optional<bool>{true}) {
     relayed_bytes = prob.AddRelays();
-    (relayed_bytes > 0 ? relayed : plain) = run(prob, kNone, relayed_bytes == 0);
+    (relayed_bytes > 0 ? relayed : plain) = run(prob, order_of(prob), kNone, relayed_bytes == 0);
   } else {
-    const double plain_first_s = small ? 0 : first_estimate(prob);
+    const Order plain_order = order_of(prob);
+    const double plain_first_s = small ? 0 : first_estimate(prob, plain_order);
     Problem::Routing without = prob.SaveRouting();
     relayed_bytes = prob.AddRelays();
     if (relayed_bytes == 0) {
-      plain = run(prob, kNone, true);
-    } else if (!small && first_estimate(prob) < plain_first_s) {
-      relayed = run(prob, kNone, false);
-      Problem::Routing with = prob.SaveRouting();
-      prob.RestoreRouting(std::move(without));
-      plain = run(prob, time_of(relayed), true);
-      if (!plain->best()) prob.RestoreRouting(std::move(with));  // the relayed search answers
+      plain = run(prob, plain_order, kNone, true);
     } else {
-      Problem::Routing with = prob.SaveRouting();
-      prob.RestoreRouting(std::move(without));
-      plain = run(prob, kNone, true);
-      prob.RestoreRouting(std::move(with));
-      relayed = run(prob, time_of(plain), false);
+      const Order relay_order = order_of(prob);
+      if (!small && first_estimate(prob, relay_order) < plain_first_s) {
+        relayed = run(prob, relay_order, kNone, false);
+        Problem::Routing with = prob.SaveRouting();
+        prob.RestoreRouting(std::move(without));
+        plain = run(prob, plain_order, time_of(relayed), true);
+        if (!plain->best()) prob.RestoreRouting(std::move(with));  // the relayed search answers
+      } else {
+        Problem::Routing with = prob.SaveRouting();
+        prob.RestoreRouting(std::move(without));
+        plain = run(prob, plain_order, kNone, true);
+        prob.RestoreRouting(std::move(with));
+        relayed = run(prob, relay_order, time_of(plain), false);
+      }
     }
   }
   // Where nothing fits the relayed search answers (prob holds its routing).
