@@ -180,6 +180,7 @@ json CalibrationProfileJson(const CalibrationData& data, const CalibrationFit& f
   if (fit.has_host) {
     if (json host = HostSectionJson(fit.host); !host.is_null()) j["host"] = host;
     if (!fit.host.copy_kernel.Empty()) j["copy_kernel"] = fit.host.copy_kernel;
+    if (!fit.host.quantize_kernel.Empty()) j["quantize_kernel"] = fit.host.quantize_kernel;
     measurements["host"] = HostMeasurementsJson(data.host);
     measurements["host_fit"] = HostFitJson(data.host, fit.host);
   }

@@ -116,6 +116,7 @@ std::string Cluster::Fingerprint() const {
   s += FingerprintText("host", host);
   s += FingerprintText("host_python", host_python);
   s += FingerprintText(copy_kernel);
+  s += FingerprintText(quantize_kernel);
   return fmt::format("{:016x}", Fnv1a(s));
 }
 
@@ -519,13 +520,16 @@ void ApplyOverheadsJson(MemoryOverheads& o, const json& j, const std::string& fi
   get("nccl_bytes_per_peer", o.nccl_bytes_per_peer);
 }
 
-// "host", "host_python" and "copy_kernel" of a cluster or profile, when present.
+// "host", "host_python", "copy_kernel" and "quantize_kernel" of a cluster or
+// profile, when present.
 void ApplyCostsJson(Cluster& c, const json& j, const std::string& file, const std::string& field) {
   if (auto it = j.find("host"); it != j.end()) ApplyHostCostsJson(c.host, *it, file, Dot(field, "host"));
   if (auto it = j.find("host_python"); it != j.end())
     ApplyHostCostsJson(c.host_python, *it, file, Dot(field, "host_python"));
   if (auto it = j.find("copy_kernel"); it != j.end())
     c.copy_kernel = CopyKernelProfileFromJson(*it, file, Dot(field, "copy_kernel"));
+  if (auto it = j.find("quantize_kernel"); it != j.end())
+    c.quantize_kernel = QuantizeKernelProfileFromJson(*it, file, Dot(field, "quantize_kernel"));
 }
 
 }  // namespace
@@ -602,6 +606,7 @@ void to_json(json& j, const Cluster& c) {
   if (!c.host.Empty()) j["host"] = c.host;
   if (!c.host_python.Empty()) j["host_python"] = c.host_python;
   if (!c.copy_kernel.Empty()) j["copy_kernel"] = c.copy_kernel;
+  if (!c.quantize_kernel.Empty()) j["quantize_kernel"] = c.quantize_kernel;
 }
 
 Cluster ClusterFromJson(const json& j, const std::string& file) {
@@ -609,7 +614,7 @@ Cluster ClusterFromJson(const json& j, const std::string& file) {
   CheckObject(j, file, field);
   CheckKeys(j, file, field,
             {"name", "nodes", "gpus_per_node", "nvlink_domain_nodes", "nics_per_node", "gpu_memory_bytes",
-             "host_memory_bytes", "links", "overheads", "host", "host_python", "copy_kernel", "measured",
+             "host_memory_bytes", "links", "overheads", "host", "host_python", "copy_kernel", "quantize_kernel", "measured",
              "profile_source", "fingerprint"});
   Cluster c;
   auto int32 = [&](const char* key) {
@@ -655,7 +660,8 @@ void ApplyProfileJson(Cluster& c, const json& j, const std::string& path) {
   // "measurements": the raw data and fit residuals `reshard calibrate` keeps
   // next to the profile (read by people and notebooks; ignored here).
   CheckKeys(j, path, "",
-            {"name", "measured", "source", "links", "memory", "host", "host_python", "copy_kernel", "measurements"});
+            {"name", "measured", "source", "links", "memory", "host", "host_python", "copy_kernel", "quantize_kernel",
+             "measurements"});
   std::string name, source;
   if (auto it = j.find("name"); it != j.end()) name = GetString(*it, path, "name");
   if (auto it = j.find("source"); it != j.end()) source = GetString(*it, path, "source");
@@ -705,6 +711,7 @@ json ProfileJson(const Cluster& c) {
   if (!c.host.Empty()) j["host"] = c.host;
   if (!c.host_python.Empty()) j["host_python"] = c.host_python;
   if (!c.copy_kernel.Empty()) j["copy_kernel"] = c.copy_kernel;
+  if (!c.quantize_kernel.Empty()) j["quantize_kernel"] = c.quantize_kernel;
   return j;
 }
 

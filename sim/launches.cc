@@ -130,6 +130,13 @@ int64_t QuantizeCopyBytes(const Op& op) {
   return traffic / 2;
 }
 
+double QuantizeKernelCap(const Op& op, const QuantizeKernelProfile& profile) {
+  if (profile.Empty()) return 0;
+  double s = 0;
+  for (const QuantizeTile& t : op.tiles) s += profile.Seconds(t.input.Bytes());
+  return s > 0 ? static_cast<double>(QuantizeCopyBytes(op)) / (s * kNsPerS) : 0;
+}
+
 Launches BuildLaunches(const Plan& plan, const std::vector<OpInfo>& info, int32_t gpus) {
   const int32_t nops = static_cast<int32_t>(plan.ops.size());
   Launches L;

@@ -31,7 +31,10 @@ void Simulator::State::CheckOps() {
     const Op& op = plan.ops[i];
     info[i] = OpInfo{op.kind, op.gpu, op.peer, op.match, op.buffer, op.Bytes()};
     if (op.kind == OpKind::kCopy) info[i].copy_cap = sim_internal::CopyKernelCap(op, plan.cluster.copy_kernel);
-    if (op.kind == OpKind::kQuantize) info[i].bytes = sim_internal::QuantizeCopyBytes(op);
+    if (op.kind == OpKind::kQuantize) {
+      info[i].bytes = sim_internal::QuantizeCopyBytes(op);
+      info[i].copy_cap = sim_internal::QuantizeKernelCap(op, plan.cluster.quantize_kernel);
+    }
     if (op.id != i) Bad(i, fmt::format("id is {}, expected its index {}", op.id, i));
     if (op.gpu < 0 || op.gpu >= gpus) Bad(i, fmt::format("gpu {} outside the cluster's {} GPUs", op.gpu, gpus));
     if (op.stream < 0) Bad(i, fmt::format("stream {} is negative", op.stream));

@@ -44,19 +44,24 @@ struct OpInfo {
   OpKind kind = OpKind::kAlloc;
   int32_t gpu = -1, peer = -1, match = -1, buffer = -1;
   int64_t bytes = 0;
-  double copy_cap = 0;  // kCopy: bytes/ns the copy kernel reaches on its runs and share (0: no such cap)
+  double copy_cap = 0;  // kCopy / kQuantize: bytes/ns its kernel reaches as measured (0: no such cap)
 };
 
 // A copy kernel's ceiling over its pairs (bytes/ns): each pair at the rate of
 // its run length and the op's share of the copy grid, so the op takes the sum
 // of its pairs' times. 0 when the profile has no rates.
 double CopyKernelCap(const Op& op, const CopyKernelProfile& profile);
-// The bytes a quantize op costs on the device-copy port: an estimate until
-// its kernel is measured. Like the copy kernel it is bound by HBM, and it
+// The bytes a quantize op costs on the device-copy port (its share of HBM).
+// Like the copy kernel it is bound by HBM, and it
 // reads its bf16 input and writes fp8 values and scales once each, where a
 // copy of B bytes reads and writes B each: so it takes as long as a copy of
 // half its traffic, (input + output + scales) / 2.
 int64_t QuantizeCopyBytes(const Op& op);
+// A quantize op's ceiling (bytes/ns of QuantizeCopyBytes) from the measured
+// quantize kernel: its tiles are launched one after another, each taking
+// its input bytes at the rate measured for a launch of that size. 0 when the
+// profile has no rates (the op then runs at the device-copy link's rate).
+double QuantizeKernelCap(const Op& op, const QuantizeKernelProfile& profile);
 
 // Launches: one group on one GPU, or one ungrouped op (an ungrouped send/recv
 // to self is one launch with both ops), numbered by their first op. Lists are

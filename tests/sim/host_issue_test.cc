@@ -1,10 +1,15 @@
 // Tests of what the simulator adds beyond the wire: the host thread that
 // issues the ops (sim/host_issue.h), the copy kernel's rate by run length and
-// SM share, a cold refit's connections, and the rule that grouped ops to one
+// SM share, the quantize kernel's rate by launch size, a cold refit's
+// connections, and the rule that grouped ops to one
 // peer continue a run. Hand-derived on the test cluster of plan_builder.h
 // (links 1 byte/ns, copies 2 bytes/ns, no latency unless set).
-#include <gtest/gtest.h>
+#include <algorithm>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
 #include "model/host_costs.h"
 #include "plan/plan.h"
 #include "sim/host_issue.h"
@@ -240,6 +245,48 @@ TEST(CopyKernel, FloorScalesFromTheLaunchBelowOneChunk) {
     b.Copy(0, bytes);
     EXPECT_EQ(SimVerified(b.Build()).time_ns, ns) << bytes;
   }
+}
+
+// ---------------------------------------------------------------------------
+// Quantize kernel rates
+
+TEST(QuantizeKernel, MeasuredRatesSetTheQuantizeTime) {
+  // Rates: 1 MiB launches 1 GB/s of bf16 input, 16 MiB ones 4 GB/s; a 4 MiB
+  // launch is halfway in log size: 2.5 GB/s. One op of two tiles (launched
+  // in series): 1048576 B / 1 B/ns = 1048576 ns, + 4194304 / 2.5 =
+  // 1677721.6 ns -> 2726297.6 ns. The device-copy port (2 B/ns) does not
+  // bind: the op's copy bytes, (input + output + scales) / 2 = (5 MiB + 2.5
+  // MiB + 8) / 2, would take 1966082 ns there. Without rates the op runs
+  // at the port's rate: 1966082 ns.
+  QuantizeKernelProfile q;
+  q.rates = {{16 << 20, 4e9}, {1 << 20, 1e9}};
+  std::sort(q.rates.begin(), q.rates.end(),
+            [](const QuantizeRatePoint& a, const QuantizeRatePoint& b) { return a.input_bytes < b.input_bytes; });
+  EXPECT_DOUBLE_EQ(q.Seconds(4 << 20), (4 << 20) / 2.5e9);
+  EXPECT_DOUBLE_EQ(q.Seconds(64 << 20), (64 << 20) / 4e9);  // clamped above
+  EXPECT_DOUBLE_EQ(QuantizeKernelProfile{}.Seconds(1 << 20), 0);
+  Cluster cl = TestCluster();
+  {
+    PlanBuilder b(cl);
+    b.Quantize(0, {1 << 20, 4 << 20});
+    EXPECT_EQ(Simulate(b.Build()).time_ns, 1966082);
+  }
+  cl.quantize_kernel = q;
+  PlanBuilder b(cl);
+  b.Quantize(0, {1 << 20, 4 << 20});
+  EXPECT_NEAR(static_cast<double>(Simulate(b.Build()).time_ns), 2726297.6, 1.0);
+}
+
+TEST(QuantizeKernel, ProfileJsonRoundTripsAndRejectsBadPoints) {
+  QuantizeKernelProfile q;
+  q.rates = {{1 << 20, 1e12}, {1 << 30, 3e12}};
+  q.source = "measured";
+  nlohmann::json j = q;
+  EXPECT_EQ(QuantizeKernelProfileFromJson(j, "p.json", "quantize_kernel"), q);
+  j["rates"][1]["input_bytes"] = 1 << 20;
+  EXPECT_THROW(QuantizeKernelProfileFromJson(j, "p.json", "quantize_kernel"), InputError);
+  j["rates"][1]["input_bytes"] = 0;
+  EXPECT_THROW(QuantizeKernelProfileFromJson(j, "p.json", "quantize_kernel"), InputError);
 }
 
 // ---------------------------------------------------------------------------
