@@ -121,7 +121,7 @@ Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json) {
   PlanResult r = PlanScenario(s, po, t.baseline);
   if (!r.ok()) ExitInfeasible(s, r, infeasible_json);
   RecordScenario(r.plan, s);
-  return r.plan;
+  return std::move(r.plan);  // not copied: at scale a plan holds millions of ops
 }
 
 void RecordScenario(Plan& plan, const Scenario& s) { plan.scenario_fingerprint = ScenarioFingerprint(s); }

@@ -43,6 +43,8 @@ inline constexpr double kNsPerS = 1e9;
 struct OpInfo {
   OpKind kind = OpKind::kAlloc;
   int32_t gpu = -1, peer = -1, match = -1, buffer = -1;
+  int32_t group = -1;
+  int32_t channel = -1;  // a send: its ordered GPU pair's Channel
   int64_t bytes = 0;
   double copy_cap = 0;  // kCopy / kQuantize: bytes/ns its kernel reaches as measured (0: no such cap)
 };
@@ -344,8 +346,9 @@ class MemoryTimeline {
   std::unordered_set<int64_t> peer_set_;
 };
 
-// Per ordered GPU pair (src * gpus + dst): transfers waiting for the one in flight.
+// Per ordered GPU pair that some send uses: transfers waiting for the one in flight.
 struct Channel {
+  int32_t reverse = -1;          // the pair's other direction (-1: no send uses it)
   std::vector<int32_t> pending;  // send op ids, FIFO from `head`
   size_t head = 0;
   bool busy = false;
@@ -373,7 +376,8 @@ struct Simulator::State {
   void Issue(int32_t launch, int64_t t);
   void Rendezvous(int32_t send, int64_t t);
   void NextOnChannel(int32_t send, int64_t t);
-  void BothWays(int32_t a, int32_t b);
+  void BuildChannels();
+  void BothWays(int32_t channel);
   Route TransferRoute(int32_t send) const;
   double TransferCap(const Flow& f, bool both) const;
   int32_t NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t, int64_t run_before = 0, int32_t after = -1);
@@ -410,7 +414,7 @@ struct Simulator::State {
   sim_internal::EventQueue queue;
   sim_internal::FlowNetwork net;
   sim_internal::MemoryTimeline memory;
-  std::unordered_map<int64_t, sim_internal::Channel> channels;  // lookup only, never iterated
+  std::vector<sim_internal::Channel> channels;  // by OpInfo::channel
   std::array<sim_internal::Activity, sim_internal::kOpKinds> kind_use{};
   std::array<sim_internal::Activity, sim_internal::kLinkClasses> class_use{};
   int64_t events = 0;
