@@ -530,7 +530,11 @@ class Verifier {
 
   void CheckLifetimes() {
     BuildClocks();
-    auto list = [](const std::vector<int32_t>& v) { return fmt::format("{}", fmt::join(v, ", ")); };
+    auto list = [](const std::vector<int32_t>& v) {  // the first few: a hostile plan may repeat an op millions of times
+      constexpr size_t kShown = 8;
+      if (v.size() <= kShown) return fmt::format("{}", fmt::join(v, ", "));
+      return fmt::format("{}, ... ({} more)", fmt::join(v.begin(), v.begin() + kShown, ", "), v.size() - kShown);
+    };
     // The alloc / free usable for ordering checks: exactly one, on the buffer's GPU.
     std::vector<int32_t> alloc_op(B_, -1), free_op(B_, -1);
     for (int64_t b = 0; b < B_; ++b) {
