@@ -451,6 +451,27 @@ TEST(Files, InputsLargerThanTheProcessMayAllocate) {
   EXPECT_THAT(r.out, HasSubstr("recommended:"));
 }
 
+// A write that fails part-way (here the file size limit, EFBIG; a full disk
+// is the same): exit 2 naming the file, the existing file as it was, no
+// temporary file left.
+TEST(Files, AFailedWriteIsReportedAndLeavesTheExistingFile) {
+  const Scratch tmp;
+  const std::string out = tmp.Write("out.json", "previous content\n");
+  // 16 blocks of 512 bytes; the plan is ~70 KB. SIGXFSZ ignored, so write(2) fails instead.
+  const std::string limit = "trap '' XFSZ; ulimit -f 16; exec \"$0\" \"$@\"";
+  const Result r =
+      ::reshard::testing::RunBinary("/bin/sh", {"-c", limit, RESHARD_BINARY, "plan", kTiny, "--no-simulate", "-o", out});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(out + ": writing failed"));
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), "previous content\n");
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(tmp.Path(""))) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u) << "no temporary file left behind";
+}
+
 // ---- plans from elsewhere ----------------------------------------------------------------
 
 
