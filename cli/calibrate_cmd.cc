@@ -213,6 +213,11 @@ CalibrationData Measurements(const CalibrateCmdOptions& o, int64_t max_bytes) {
 
 void Run(const CalibrateCmdOptions& o) {
   const int64_t max_bytes = ParseBytes(o.max_bytes, "<cli>", "--max-bytes");
+  // Two buffers of it on one GPU; larger values would overflow the size ladder.
+  constexpr int64_t kMaxLinkBytes = int64_t{1} << 40;
+  if (max_bytes > kMaxLinkBytes)
+    throw InputError("<cli>", "--max-bytes",
+                     fmt::format("{} bytes is more than 1 TiB; two buffers of it must fit on one GPU", max_bytes));
   const std::filesystem::path out(o.output);
   std::error_code ec;
   if (out.has_parent_path() && !std::filesystem::is_directory(out.parent_path(), ec))
@@ -222,6 +227,17 @@ void Run(const CalibrateCmdOptions& o) {
   const FitOptions fo;
   const CalibrationFit fit = FitCalibration(data, fo);
   const nlohmann::json profile = CalibrationProfileJson(data, fit, fo);
+  // Never write a profile reshard would refuse to read: measurements no link
+  // could produce (a hand-edited --refit file) fit out-of-range links.
+  try {
+    Cluster check = ClusterPreset("h200-x2");  // any valid cluster: the profile's links and memory go over it
+    ApplyProfileJson(check, profile, o.output);
+  } catch (const InputError& e) {
+    throw InputError(o.refit.empty() ? "<measurements>" : o.refit, e.field(),
+                     fmt::format("the profile fitted from these measurements would be refused when read ({}); "
+                                 "nothing written",
+                                 e.problem()));
+  }
   WriteFileAtomically(o.output, profile.dump(2) + "\n");
   if (o.json) {
     PrintJson(SummaryJson(o.output, data, fit));

@@ -447,6 +447,12 @@ void ValidateCluster(const Cluster& c, const std::string& file, const std::strin
   if (c.host_memory_bytes > kMaxMemoryBytes)
     throw InputError(file, Dot(field, "host_memory"),
                      fmt::format("{} bytes is more than 1 PiB per node", c.host_memory_bytes));
+  if (c.overheads.cuda_context_bytes > kMaxMemoryBytes)
+    throw InputError(file, Dot(field, "cuda_context"),
+                     fmt::format("{} bytes is more than 1 PiB per GPU", c.overheads.cuda_context_bytes));
+  if (c.overheads.nccl_bytes_per_peer > kMaxMemoryBytes)
+    throw InputError(file, Dot(field, "nccl_per_peer"),
+                     fmt::format("{} bytes is more than 1 PiB per peer", c.overheads.nccl_bytes_per_peer));
   ValidateLink(c.nvlink, file, Dot(field, "nvlink"));
   ValidateLink(c.network, file, Dot(field, "network"));
   ValidateLink(c.pcie, file, Dot(field, "pcie"));
@@ -515,6 +521,7 @@ void ApplyOverheadsJson(MemoryOverheads& o, const json& j, const std::string& fi
     }
     out = GetInt(*it, file, Dot(field, key));
     if (out < 0) Bad(file, Dot(field, key), "must be >= 0");
+    if (out > kMaxMemoryBytes) Bad(file, Dot(field, key), fmt::format("{} bytes is more than 1 PiB", out));
   };
   get("cuda_context_bytes", o.cuda_context_bytes);
   get("nccl_bytes_per_peer", o.nccl_bytes_per_peer);

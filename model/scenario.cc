@@ -612,6 +612,11 @@ Scenario ParseScenarioAt(const std::string& text, const std::string& path, const
   ParseQuantization(r, root["destination"], hf_quant, s);
   if (root["memory"]) ParseMemory(r, root["memory"], s.memory);
   if (root["plan"]) ParsePlan(r, root["plan"], s.plan);
+  if (!path.empty() && path.front() != '<') s.input_files.push_back(path);
+  if (root["model"].IsMap() && root["model"]["hf_config"])
+    s.input_files.push_back(r.Path(root["model"]["hf_config"], "model.hf_config"));
+  if (root["cluster"].IsMap() && root["cluster"]["calibration"])
+    s.input_files.push_back(r.Path(root["cluster"]["calibration"], "cluster.calibration"));
 
   // Build both layouts now so that what does not divide is reported here,
   // naming the field (source.tp, destination.ep, ...).

@@ -62,6 +62,10 @@ struct Scenario {
   bool destination_placement_free = false;// planner may permute destination ranks over destination_gpus
   MemoryConfig memory;
   PlanOptions plan;
+  // The files it was read from: the scenario file (not for built-ins), its
+  // model.hf_config and cluster.calibration, so a command can refuse an
+  // output path that would overwrite one of them.
+  std::vector<std::string> input_files;
 };
 
 // Reads a scenario (YAML, or JSON by content). HF config paths resolve

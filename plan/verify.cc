@@ -204,6 +204,21 @@ class Verifier {
     }
   }
 
+  // Every region's bytes summed: the simulator and the summaries add them up
+  // (per link, per class), so their total must stay far inside int64 (each
+  // region fits a buffer, but 10^4 regions of 1 PiB would wrap).
+  void AddAccessBytes(int64_t i, int64_t bytes) {
+    if (access_bytes_overflowed_) return;
+    if (__builtin_add_overflow(access_bytes_, bytes, &access_bytes_) || access_bytes_ > kMaxAccessBytes) {
+      access_bytes_overflowed_ = true;
+      pr_.Add("{}: the plan's ops touch more than 2^62 bytes in all by this op; no refit moves that much",
+              OpName(i));
+    }
+  }
+  static constexpr int64_t kMaxAccessBytes = int64_t{1} << 62;
+  int64_t access_bytes_ = 0;
+  bool access_bytes_overflowed_ = false;
+
   // Checks one region of op i; records an access when it is a valid buffer on
   // the op's own GPU. Returns its byte count when the region is well formed.
   std::optional<int64_t> CheckRegion(int64_t i, const Region& g, const std::string& what,
@@ -225,6 +240,7 @@ class Verifier {
               end ? fmt::format("{}", *end) : std::string("overflow"), BufName(g.buffer), b.bytes);
     } else {
       bytes = CheckedBytes(g);
+      AddAccessBytes(i, *bytes);
     }
     if (b.gpu != op.gpu) {
       pr_.Add("{}: {} is in {}, on gpu {} (wrong GPU: an op only touches memory of its own GPU)", OpName(i), what,
@@ -530,7 +546,11 @@ class Verifier {
 
   void CheckLifetimes() {
     BuildClocks();
-    auto list = [](const std::vector<int32_t>& v) { return fmt::format("{}", fmt::join(v, ", ")); };
+    auto list = [](const std::vector<int32_t>& v) {  // the first few: a hostile plan may repeat an op millions of times
+      constexpr size_t kShown = 8;
+      if (v.size() <= kShown) return fmt::format("{}", fmt::join(v, ", "));
+      return fmt::format("{}, ... ({} more)", fmt::join(v.begin(), v.begin() + kShown, ", "), v.size() - kShown);
+    };
     // The alloc / free usable for ordering checks: exactly one, on the buffer's GPU.
     std::vector<int32_t> alloc_op(B_, -1), free_op(B_, -1);
     for (int64_t b = 0; b < B_; ++b) {
