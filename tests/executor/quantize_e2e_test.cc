@@ -2,6 +2,8 @@
 // quantized destination (quantized at the destination after assembly) and
 // run by the executor, every fp8 byte and every scale compared with the
 // host's own quantization of the fill pattern.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -165,6 +167,53 @@ source: {tp: 1, dp: 2}
 destination: {tp: 1, dp: 2, dtype: fp8_e4m3, quantization: {scheme: tensor}}
 )"}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
+
+// Verify on plans quantized at the source: a send that reads staging must be
+// ordered after the quantize that fills it; staging is a buffer like any
+// other (bounds, lifetime).
+TEST(Fp8AtSourceVerify, StagingReadBeforeItsQuantizeIsReported) {
+  const Scenario s = ParseScenario(R"(
+model: tiny-moe
+cluster: {preset: dgx-h100, nodes: 2, gpus_per_node: 2, nics_per_node: 2}
+source: {tp: 2, ep: 2, gpus: "0-1"}
+destination: {tp: 2, ep: 2, dtype: fp8_e4m3, quantization: {block: [64, 64]}, gpus: "2-3"}
+plan: {segment_bytes: 64KiB, direct_min_bytes: 0}
+)",
+                                   "<fp8-verify>");
+  PlannerOptions po;
+  po.quantize_at_source = true;
+  po.simulate = false;
+  const PlanResult r = MakePlan(s, po);
+  ASSERT_TRUE(r.ok()) << r.message;
+  ASSERT_TRUE(Verify(r.plan).ok()) << Verify(r.plan).problems[0];
+  // Sends straight from staging (direct_min_bytes 0) run on the comm
+  // stream and depend on the quantize; without that dependency Verify names
+  // the unordered read.
+  int reported = 0, tried = 0;
+  for (const Op& q : r.plan.ops) {
+    if (q.kind != OpKind::kQuantize) continue;
+    for (const Op& op : r.plan.ops) {
+      if (op.stream == q.stream || std::find(op.deps.begin(), op.deps.end(), q.id) == op.deps.end()) continue;
+      Plan bad = r.plan;
+      auto& deps = bad.ops[op.id].deps;
+      deps.erase(std::find(deps.begin(), deps.end(), q.id));
+      ++tried;
+      const VerifyResult v = Verify(bad);
+      for (const std::string& problem : v.problems)
+        reported += problem.find("quantizes, but is not ordered after it") != std::string::npos;
+    }
+  }
+  EXPECT_GT(tried, 0);
+  EXPECT_GT(reported, 0);
+  // A staging buffer one byte short: its last tile writes out of bounds.
+  Plan small = r.plan;
+  for (PlanBuffer& b : small.buffers)
+    if (b.role == BufferRole::kStaging && b.name.rfind("fp8 src", 0) == 0) {
+      b.bytes -= 1;
+      break;
+    }
+  EXPECT_FALSE(Verify(small).ok());
+}
 
 TEST(Fp8Planner, ASplitThatCutsABlockNamesTheField) {
   // tiny-llama's k_proj has 2 KV heads x 32 = 64 rows: TP2 gives each rank 32
