@@ -226,9 +226,12 @@ PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& options) {
     throw InputError(s.path, "destination.dtype",
                      fmt::format("quantizing to {} during the refit needs bf16 training weights, not {}",
                                  DTypeName(s.destination_dtype), DTypeName(s.dtype)));
-  if (options.quantize_at_source == std::optional<bool>{false}) return PlanAtDestination(s, options);
+  std::optional<bool> forced = options.quantize_at_source;
+  if (!forced && s.plan.quantize_at != PlanOptions::QuantizeAt::kAuto)
+    forced = s.plan.quantize_at == PlanOptions::QuantizeAt::kSource;
+  if (forced == std::optional<bool>{false}) return PlanAtDestination(s, options);
   std::optional<PlanResult> at_source = PlanAtSource(s, options);
-  if (options.quantize_at_source == std::optional<bool>{true} && at_source) return std::move(*at_source);
+  if (forced == std::optional<bool>{true} && at_source) return std::move(*at_source);
   PlanResult at_destination = PlanAtDestination(s, options);
   if (!at_source || !at_source->ok()) return at_destination;
   if (!at_destination.ok()) return std::move(*at_source);

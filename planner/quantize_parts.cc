@@ -57,12 +57,20 @@ void CheckWholeBlocks(const Scenario& s, const QuantGrid& g, const Box& box, con
                       const Shape& shape) {
   if (CoversWholeBlocks(g, box, shape.ndim)) return;
   const int r = shape.ndim - 2;
+  // vLLM's own words for the cut dimension: output rows (block_n) or input columns (block_k).
+  const bool rows_cut = box.lo[r] % g.block_rows != 0 || (box.hi[r] % g.block_rows != 0 && box.hi[r] != g.rows);
+  const std::string vllm =
+      rows_cut ? fmt::format("Weight output_partition_size = {} is not divisible by weight quantization block_n = {}",
+                             box.hi[r] - box.lo[r], g.block_rows)
+               : fmt::format("Weight input_size_per_partition = {} is not divisible by weight quantization block_k = {}",
+                             box.hi[r + 1] - box.lo[r + 1], g.block_cols);
   throw InputError(s.path, "destination.tp",
                    fmt::format("a destination rank holds rows [{}, {}) and columns [{}, {}) of '{}' {}, which cut "
-                               "its {} x {} quantization blocks; each rank's share must be whole blocks (more "
-                               "expert parallelism, destination.ep, keeps experts whole)",
+                               "its {} x {} quantization blocks; each rank's share must be whole blocks, as vLLM "
+                               "requires (it refuses this split: \"{}\"): choose a tensor parallelism whose shares "
+                               "are whole blocks, or more expert parallelism (destination.ep) to keep experts whole",
                                box.lo[r], box.hi[r], box.lo[r + 1], box.hi[r + 1], name, ToString(shape),
-                               g.block_rows, g.block_cols));
+                               g.block_rows, g.block_cols, vllm));
 }
 
 void Apply(Plan& p, Splice& sp) {

@@ -160,5 +160,29 @@ destination: {tp: 1, dtype: fp8_e4m3, quantization: {block: [64, 64]}}
   EXPECT_EQ(c.chosen.plan.summary.bytes_moved.network + c.chosen.plan.summary.bytes_moved.nvlink, 0);
 }
 
+// plan.quantize_at forces the choice; other values name the field.
+TEST(Fp8Planner, TheScenarioCanForceWhereToQuantize) {
+  const std::string base = R"(
+model: tiny-llama
+cluster: h200-x2
+source: {tp: 2}
+destination: {tp: 1, dp: 2, dtype: fp8_e4m3, quantization: {block: [32, 32]}}
+)";
+  PlannerOptions po;
+  po.simulate = false;
+  const PlanResult d = MakePlan(ParseScenario(base + "plan: {quantize_at: destination}\n", "<q>"), po);
+  const PlanResult s = MakePlan(ParseScenario(base + "plan: {quantize_at: source}\n", "<q>"), po);
+  ASSERT_TRUE(d.ok() && s.ok());
+  EXPECT_TRUE(d.plan.summary.memory_policy.ends_with("+quantize-at-destination")) << d.plan.summary.memory_policy;
+  EXPECT_TRUE(s.plan.summary.memory_policy.ends_with("+quantize-at-source")) << s.plan.summary.memory_policy;
+  try {
+    ParseScenario(base + "plan: {quantize_at: trainer}\n", "q.yaml");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "plan.quantize_at");
+    EXPECT_NE(e.problem().find("auto, source, destination"), std::string::npos) << e.problem();
+  }
+}
+
 }  // namespace
 }  // namespace reshard
