@@ -512,7 +512,7 @@ void ParseMemory(const Reader& r, const YAML::Node& n, MemoryConfig& m) {
 }
 
 void ParsePlan(const Reader& r, const YAML::Node& n, PlanOptions& p) {
-  r.CheckKeys(n, "plan", {"segment_bytes", "direct_min_bytes"});
+  r.CheckKeys(n, "plan", {"segment_bytes", "direct_min_bytes", "quantize_at"});
   if (const YAML::Node sb = n["segment_bytes"]) {
     std::string v(Trim(r.Scalar(sb, "plan.segment_bytes", "auto or a size")));
     if (v == "auto") {
@@ -530,6 +530,13 @@ void ParsePlan(const Reader& r, const YAML::Node& n, PlanOptions& p) {
       p.direct_min_bytes = r.Bytes(d, "plan.direct_min_bytes");
       if (p.direct_min_bytes < 0) r.Fail("plan.direct_min_bytes", d, "must be >= 0 (or 'auto')");
     }
+  }
+  if (const YAML::Node q = n["quantize_at"]) {
+    const std::string v(Trim(r.Scalar(q, "plan.quantize_at", "auto, source or destination")));
+    if (v == "auto") p.quantize_at = PlanOptions::QuantizeAt::kAuto;
+    else if (v == "source") p.quantize_at = PlanOptions::QuantizeAt::kSource;
+    else if (v == "destination") p.quantize_at = PlanOptions::QuantizeAt::kDestination;
+    else r.Fail("plan.quantize_at", q, fmt::format("'{}' is not one of auto, source, destination", v));
   }
 }
 

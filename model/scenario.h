@@ -44,6 +44,10 @@ struct PlanOptions {
   // place on that side (one p2p op each); smaller ones are packed into
   // segments. -1 = auto (the planner chooses).
   int64_t direct_min_bytes = -1;
+  // FP8 destinations: where the refit quantizes (planner/quantize.h); auto:
+  // the planner plans both and keeps the faster.
+  enum class QuantizeAt : uint8_t { kAuto, kSource, kDestination };
+  QuantizeAt quantize_at = QuantizeAt::kAuto;
 };
 
 struct Scenario {

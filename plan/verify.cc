@@ -35,6 +35,9 @@
 //     = pos(v). Then x happens-before y (same GPU) iff
 //     clock[y][stream(x)] >= pos(x): the op at that position follows x on x's
 //     stream and reaches y. So each check is O(1) after O(N·S + E) work.
+//     Bytes a quantize op writes outside destination buffers (quantized at
+//     the source) are read by sends and copies only after it, by the same
+//     happens-before.
 //  5. Content pieces: tensor and buffer exist, the box fits the tensor, the
 //     elements it addresses fit the buffer (element size from the tensor's
 //     dtype); source buffers are preexisting, destination buffers never freed.
@@ -134,6 +137,7 @@ class Verifier {
     bool acyclic = CheckDeadlockFree();
     if (acyclic) {
       CheckLifetimes();
+      CheckQuantizedReads();
     } else {
       pr_.Add("(buffer lifetimes not checked: the plan has a dependency cycle)");
     }
@@ -591,6 +595,39 @@ class Verifier {
         else pr_.Add("{}: uses {} but is not ordered before its free {} (add a dependency)", OpName(k), BufName(b),
                      OpName(f));
       }
+    }
+  }
+
+  // Bytes a quantize op writes into a buffer other than a destination's
+  // (quantized at the source: staging that sends and copies read) are read
+  // only after it, on its GPU. O(reads x tiles of the buffer read).
+  void CheckQuantizedReads() {
+    std::vector<std::vector<std::pair<Region, int32_t>>> writes(B_);
+    bool any = false;
+    for (int32_t i = 0; i < static_cast<int32_t>(p_.ops.size()); ++i)
+      if (p_.ops[i].kind == OpKind::kQuantize)
+        for (const QuantizeTile& t : p_.ops[i].tiles)
+          for (const Region* r : {&t.output, &t.scales})
+            if (BufOk(r->buffer) && p_.buffers[r->buffer].role != BufferRole::kDestinationWeights) {
+              writes[r->buffer].emplace_back(*r, i);
+              any = true;
+            }
+    if (!any) return;
+    for (int32_t i = 0; i < static_cast<int32_t>(p_.ops.size()); ++i) {
+      const Op& op = p_.ops[i];
+      auto check = [&](const Region& r) {
+        if (!BufOk(r.buffer) || r.Bytes() == 0) return;
+        for (const auto& [w, q] : writes[r.buffer])
+          if (w.offset_bytes < r.End() && r.offset_bytes < w.End() && QueueOk(q) && QueueOk(i) &&
+              p_.ops[q].gpu == op.gpu && !Before(q, i)) {
+            pr_.Add("{}: reads bytes of {} that {} quantizes, but is not ordered after it (add a dependency)",
+                    OpName(i), BufName(r.buffer), OpName(q));
+            return;
+          }
+      };
+      if (op.kind == OpKind::kSend) check(op.region);
+      if (op.kind == OpKind::kCopy || op.kind == OpKind::kOffload)
+        for (const CopyPair& c : op.copies) check(c.src);
     }
   }
 
