@@ -130,10 +130,25 @@ int64_t QuantizeCopyBytes(const Op& op) {
   return traffic / 2;
 }
 
-double QuantizeKernelCap(const Op& op, const QuantizeKernelProfile& profile) {
+int64_t QuantizeLaunchBytes(const Plan& plan, const QuantizeTile& t) {
+  const int64_t bytes = t.input.Bytes();
+  if (t.tensor < 0 || t.tensor >= static_cast<int32_t>(plan.tensors.size())) return bytes;
+  const PlanTensor& pt = plan.tensors[t.tensor];
+  const TensorQuant& q = pt.quant;
+  if (q.block_cols != 128 || q.block_rows <= 0 || q.block_rows > 128 || pt.shape.ndim < 1) return bytes;
+  const int nd = pt.shape.ndim;
+  const int64_t bcols = (t.box.hi[nd - 1] - t.box.lo[nd - 1] + 127) / 128;
+  if (bcols <= 0) return bytes;
+  const int64_t w = bcols >= 4 ? 4 : bcols >= 2 ? 2 : 1;
+  return static_cast<int64_t>(static_cast<double>(bytes) * static_cast<double>((bcols + w - 1) / w * w) /
+                              static_cast<double>(bcols));
+}
+
+double QuantizeKernelCap(const Plan& plan, const Op& op) {
+  const QuantizeKernelProfile& profile = plan.cluster.quantize_kernel;
   if (profile.Empty()) return 0;
   double s = 0;
-  for (const QuantizeTile& t : op.tiles) s += profile.Seconds(t.input.Bytes());
+  for (const QuantizeTile& t : op.tiles) s += profile.Seconds(QuantizeLaunchBytes(plan, t));
   return s > 0 ? static_cast<double>(QuantizeCopyBytes(op)) / (s * kNsPerS) : 0;
 }
 

@@ -34,7 +34,7 @@ void Simulator::State::CheckOps() {
     if (op.kind == OpKind::kCopy) info[i].copy_cap = sim_internal::CopyKernelCap(op, plan.cluster.copy_kernel);
     if (op.kind == OpKind::kQuantize) {
       info[i].bytes = sim_internal::QuantizeCopyBytes(op);
-      info[i].copy_cap = sim_internal::QuantizeKernelCap(op, plan.cluster.quantize_kernel);
+      info[i].copy_cap = sim_internal::QuantizeKernelCap(plan, op);
     }
     if (op.id != i) Bad(i, fmt::format("id is {}, expected its index {}", op.id, i));
     if (op.gpu < 0 || op.gpu >= gpus) Bad(i, fmt::format("gpu {} outside the cluster's {} GPUs", op.gpu, gpus));

@@ -59,11 +59,18 @@ double CopyKernelCap(const Op& op, const CopyKernelProfile& profile);
 // copy of B bytes reads and writes B each: so it takes as long as a copy of
 // half its traffic, (input + output + scales) / 2.
 int64_t QuantizeCopyBytes(const Op& op);
+// The bf16 bytes a quantize tile's launch works as: its input, scaled up
+// where the kernel leaves threads idle. 128-column blocks go up to four side
+// by side per CTA (executor/nccl/kernels.cu, QuantizeKernelWide: 4 when the
+// tile has 4 block columns or more, else 2 or 1), so a tile of 6 block
+// columns runs two groups of 4: it costs as 8 / 6 of its bytes.
+int64_t QuantizeLaunchBytes(const Plan& plan, const QuantizeTile& t);
 // A quantize op's ceiling (bytes/ns of QuantizeCopyBytes) from the measured
-// quantize kernel: its tiles are launched one after another, each taking
-// its input bytes at the rate measured for a launch of that size. 0 when the
-// profile has no rates (the op then runs at the device-copy link's rate).
-double QuantizeKernelCap(const Op& op, const QuantizeKernelProfile& profile);
+// quantize kernel (plan.cluster.quantize_kernel): its tiles are launched one
+// after another, each taking the time measured for a launch of its
+// QuantizeLaunchBytes. 0 when the profile has no rates (the op then runs at
+// the device-copy link's rate).
+double QuantizeKernelCap(const Plan& plan, const Op& op);
 
 // Launches: one group on one GPU, or one ungrouped op (an ungrouped send/recv
 // to self is one launch with both ops), numbered by their first op. Lists are

@@ -14,6 +14,7 @@
 #include "plan/plan.h"
 #include "sim/host_issue.h"
 #include "sim/simulator.h"
+#include "sim/state.h"
 #include "tests/sim/plan_builder.h"
 
 namespace reshard {
@@ -275,6 +276,37 @@ TEST(QuantizeKernel, MeasuredRatesSetTheQuantizeTime) {
   PlanBuilder b(cl);
   b.Quantize(0, {1 << 20, 4 << 20});
   EXPECT_NEAR(static_cast<double>(Simulate(b.Build()).time_ns), 2726297.6, 1.0);
+}
+
+TEST(QuantizeKernel, TilesOfPartialBlockGroupsCostTheirPaddedGroup) {
+  // 128 x 128 blocks. A tile 768 columns wide has 6 block columns: the
+  // kernel puts 4 side by side per CTA, two groups = 8 block columns of
+  // work, so its 768 x 256 x 2 = 393216 bf16 bytes launch as 393216 x 8 / 6
+  // = 524288. 2048 columns (16 block columns, 4 groups of 4): as they are.
+  // 384 columns (3: groups of 2) -> 4 / 3; 128 columns (1) -> as they are.
+  // A tensor without 128-column blocks: as they are.
+  Plan plan;
+  PlanTensor t;
+  t.shape = MakeShape({2048, 2048});
+  t.quant.role = QuantRole::kValues;
+  t.quant.block_rows = t.quant.block_cols = 128;
+  plan.tensors = {t};
+  t.quant.block_rows = 1;
+  t.quant.block_cols = 32;  // MXFP8
+  plan.tensors.push_back(t);
+  auto tile = [](int32_t tensor, int64_t cols) {
+    QuantizeTile q;
+    q.tensor = tensor;
+    q.box.ndim = 2;
+    q.box.lo[0] = 0, q.box.hi[0] = 256, q.box.lo[1] = 0, q.box.hi[1] = cols;
+    q.input = ContiguousRegion(0, 0, 256 * cols * 2);
+    return q;
+  };
+  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(0, 768)), 524288);
+  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(0, 2048)), 256 * 2048 * 2);
+  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(0, 384)), 256 * 384 * 2 * 4 / 3);
+  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(0, 128)), 256 * 128 * 2);
+  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(1, 768)), 256 * 768 * 2);
 }
 
 TEST(QuantizeKernel, ProfileJsonRoundTripsAndRejectsBadPoints) {
