@@ -81,7 +81,8 @@ SweepGrid GridOf(const SweepCmdOptions& o) {
   return g;
 }
 
-// A bar on stderr, shown only once the sweep has run a second and stderr is a terminal.
+// A bar on stderr, shown only once the sweep has run a second and stderr is a
+// terminal (not with --json).
 class ProgressBar {
  public:
   ProgressBar() : tty_(isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
@@ -188,8 +189,11 @@ void Run(const SweepCmdOptions& o) {
   SweepOptions so;
   so.threads = o.threads;
   so.margin = ParseNumber(o.margin, "--margin");
-  std::optional<ProgressBar> bar(std::in_place);
-  so.progress = [&bar](int64_t done, int64_t total) { bar->Update(done, total); };
+  std::optional<ProgressBar> bar;
+  if (!o.json) {  // --json is read by programs: nothing beside it
+    bar.emplace();
+    so.progress = [&bar](int64_t done, int64_t total) { bar->Update(done, total); };
+  }
   const SweepResult r = Sweep(s, grid, so);
   bar.reset();  // ends the bar's line before the output
   if (!o.csv.empty()) WriteCsv(r, o.csv);
