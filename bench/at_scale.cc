@@ -3,12 +3,16 @@
 // in one NCCL group, no ordering, no memory bound) on the published at-scale
 // refits, both predicted by the same simulator, with each plan's lower bound.
 //
-//   at_scale [--markdown] [--json FILE] [SCENARIO...]
+//   at_scale [--markdown] [--json FILE] [--plans P,...] [SCENARIO...]
 //
 // Default scenarios: deepseek-v3-pp16ep16-to-tp32dp8, qwen3-235b-tp4pp8ep16-to-tp8dp16,
-// kimi-k2-256-to-128 (built-ins). An fp8 destination (kimi-k2) is quantized by
-// reshard's plan (at the destination) and planned in the training dtype by the
-// Megatron-style one; the table's note says which. Progress and wall times go to stderr.
+// kimi-k2-256-to-128 (built-ins; a SCENARIO ending in .yaml is read from that
+// file). An fp8 destination (kimi-k2) is quantized by reshard's plan (where,
+// chosen by the planner: the note says) and planned in the training dtype by
+// the Megatron-style one. Plans: reshard, megatron (default), and for fp8
+// destinations reshard-fp8-source / reshard-fp8-destination (the choice
+// forced) and reshard-bf16 (the destination left in bf16). Progress and wall
+// times go to stderr.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -33,7 +37,7 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 }
 
 struct Row {
-  std::string scenario, plan, note;
+  std::string scenario, plan, note, memory_policy;
   int32_t gpus = 0;
   bool fits = true;                 // every GPU's peak within capacity - reserve
   double time_s = 0, lower_bound_s = 0, efficiency = 0;
@@ -54,9 +58,11 @@ Row Measure(const Scenario& s, const std::string& which) {
   std::cerr << fmt::format("{}: planning ({})...\n", s.name, which);
   auto t0 = std::chrono::steady_clock::now();
   PlanResult r;
-  if (which == "reshard") {
+  if (which.rfind("reshard", 0) == 0) {
     PlannerOptions po;
     po.simulate = false;  // simulated below, timed apart
+    if (which == "reshard-fp8-source") po.quantize_at_source = true;
+    if (which == "reshard-fp8-destination") po.quantize_at_source = false;
     r = MakePlan(s, po);
   } else {
     BaselineOptions bo;
@@ -70,6 +76,7 @@ Row Measure(const Scenario& s, const std::string& which) {
     return row;
   }
   row.ops = static_cast<int64_t>(r.plan.ops.size());
+  row.memory_policy = r.plan.summary.memory_policy;
   row.groups = r.stats.groups;
   for (const Op& op : r.plan.ops) row.sends += op.kind == OpKind::kSend;
   std::cerr << fmt::format("{}: {} plan: {} ops in {:.2f} s; simulating...\n", s.name, which, row.ops, row.plan_wall_s);
@@ -121,6 +128,7 @@ nlohmann::json ToJson(const std::vector<Row>& rows) {
     out.push_back({{"scenario", r.scenario},
                    {"plan", r.plan},
                    {"note", r.note},
+                   {"memory_policy", r.memory_policy},
                    {"gpus", r.gpus},
                    {"time_s", r.time_s},
                    {"lower_bound_s", r.lower_bound_s},
@@ -173,23 +181,27 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   try {
     for (const std::string& n : names) {
-      const Scenario s = BuiltinScenario(n);
+      const bool file = n.size() > 5 && n.compare(n.size() - 5, 5, ".yaml") == 0;
+      const Scenario s = file ? LoadScenario(n) : BuiltinScenario(n);
       for (const std::string& which : plans) {
-        // reshard quantizes an fp8 destination (at the destination: bf16 on
-        // the wire); the Megatron-style plan moves the weights as they are.
+        // reshard quantizes an fp8 destination (where, the planner chooses);
+        // the Megatron-style plan moves the weights as they are.
         Scenario planned = s;
         std::string note;
-        if (s.destination_dtype != s.dtype && (which != "reshard" || !s.quantization)) {
+        const bool quantizes = which.rfind("reshard", 0) == 0 && which != "reshard-bf16" && s.quantization;
+        if (s.destination_dtype != s.dtype && !quantizes) {
           note = fmt::format("planned in {}: the {} destination is not converted by this plan", DTypeName(s.dtype),
                              DTypeName(s.destination_dtype));
           planned.destination_dtype = s.dtype;
           planned.quantization.reset();
         } else if (s.quantization && s.destination_dtype != s.dtype) {
-          note = fmt::format("{} ({}), quantized at the destination", DTypeName(s.destination_dtype),
-                             QuantConfigText(*s.quantization));
+          note = fmt::format("{} ({})", DTypeName(s.destination_dtype), QuantConfigText(*s.quantization));
         }
         rows.push_back(Measure(planned, which));
-        if (rows.back().note.empty()) rows.back().note = note;
+        Row& row = rows.back();
+        if (const size_t q = row.memory_policy.find("+quantize-at-"); q != std::string::npos && row.fits)
+          note += ", " + row.memory_policy.substr(q + 1);
+        if (row.note.empty()) row.note = note;
       }
     }
   } catch (const std::exception& e) {

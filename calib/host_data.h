@@ -73,6 +73,9 @@ inline constexpr const char* kPatternSize = "contiguous_size";  // the size curv
 // 256 B copies each between two cudaEventRecord on its stream, as the
 // executor brackets every op (minus kPatternSize's 256 B: the events' GPU time).
 inline constexpr const char* kPatternBracketed = "event_bracketed";
+// The fp8 quantize kernel on `bytes` of bf16 input per launch (run_bytes =
+// bytes; the profile's quantize_kernel rates, not the copy kernel's).
+inline constexpr const char* kPatternQuantize = "quantize";
 
 // One copy-kernel configuration, timed by CUDA events over repetitions.
 struct CopyKernelSample {

@@ -209,6 +209,14 @@ HostFit FitHost(const HostMeasurements& m) {
       }
     }
   }
+  // Quantize kernel: input bytes / median time, per launch size.
+  std::map<int64_t, std::vector<double>> quantize;
+  for (const CopyKernelSample& c : m.copies)
+    if (c.pattern == kPatternQuantize) quantize[c.bytes].insert(quantize[c.bytes].end(), c.seconds.begin(), c.seconds.end());
+  for (const auto& [bytes, seconds] : quantize)
+    if (MedianOf(seconds) > 0) fit.quantize_kernel.rates.push_back({bytes, static_cast<double>(bytes) / MedianOf(seconds)});
+  if (!fit.quantize_kernel.rates.empty())
+    fit.quantize_kernel.source = m.source + "; quantize kernel rates: bf16 bytes read / median time per launch";
   return fit;
 }
 

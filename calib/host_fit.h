@@ -54,6 +54,7 @@ struct HostFit {
   NcclGroupFit nccl;
   double set_device_ns = 0;          // cudaSetDevice (not a HostCosts field; the executor calls it per op)
   CopyKernelProfile copy_kernel;     // empty when not measured
+  QuantizeKernelProfile quantize_kernel;  // input bytes / median time per launch size; empty when not measured
 };
 
 // Throws InputError("<measurements>", ...) for a group series with fewer

@@ -323,6 +323,29 @@ Region Side(int32_t buffer, int64_t bytes, int64_t run, bool strided) {
   return r;
 }
 
+// Seconds per launch of `k` launches (launch(q) issues the q-th) queued
+// behind a held stream between two events, after a memset of `flush` that
+// evicts the L2: `warmup` untimed repetitions, then `reps` timed.
+template <typename Launch>
+std::vector<double> TimeQueued(Streams& st, Gate& gate, Events& ev, Device& flush, int64_t flush_bytes, int32_t warmup,
+                               int32_t reps, int64_t k, Launch launch) {
+  std::vector<double> seconds;
+  for (int32_t r = -warmup; r < reps; ++r) {
+    RESHARD_GPU(cudaStreamSynchronize(st.a));
+    gate.Hold(st.a, 2'000'000'000LL);
+    RESHARD_GPU(cudaMemsetAsync(flush.ptr, r & 0xff, static_cast<size_t>(flush_bytes), st.a));
+    RESHARD_GPU(cudaEventRecord(ev.ev[0], st.a));
+    for (int64_t q = 0; q < k; ++q) launch(q);
+    RESHARD_GPU(cudaEventRecord(ev.ev[1], st.a));
+    gate.Release();
+    RESHARD_GPU(cudaEventSynchronize(ev.ev[1]));
+    float ms = 0;
+    RESHARD_GPU(cudaEventElapsedTime(&ms, ev.ev[0], ev.ev[1]));
+    if (r >= 0) seconds.push_back(static_cast<double>(ms) * 1e-3 / static_cast<double>(k));
+  }
+  return seconds;
+}
+
 // Each repetition queues `k` launches behind a held stream between two
 // events, so the time is the kernels' own (no launch latency, which is ~5 us
 // against a 1 MiB copy's ~1 us), divided by k. Launch j copies at offset
@@ -359,19 +382,9 @@ void MeasureCopyKernel(const HostCalibrateOptions& o, int32_t sms, HostMeasureme
       descs.push_back(DescribeCopy(pair, src.bytes() + at, dst.bytes() + at, 0));
       RESHARD_CHECK(descs.back().run == run, fmt::format("copy pattern {}: run {} != {}", pattern, descs.back().run, run));
     }
-    for (int32_t r = -warmup; r < n; ++r) {
-      RESHARD_GPU(cudaStreamSynchronize(st.a));
-      gate.Hold(st.a, 2'000'000'000LL);
-      RESHARD_GPU(cudaMemsetAsync(flush.ptr, r & 0xff, static_cast<size_t>(flush_bytes), st.a));
-      RESHARD_GPU(cudaEventRecord(ev.ev[0], st.a));
-      for (const gpu::CopyDesc& d : descs) RESHARD_GPU(gpu::LaunchCopy(&d, 1, d.chunk_end, false, st.a, s.blocks));
-      RESHARD_GPU(cudaEventRecord(ev.ev[1], st.a));
-      gate.Release();
-      RESHARD_GPU(cudaEventSynchronize(ev.ev[1]));
-      float ms = 0;
-      RESHARD_GPU(cudaEventElapsedTime(&ms, ev.ev[0], ev.ev[1]));
-      if (r >= 0) s.seconds.push_back(static_cast<double>(ms) * 1e-3 / static_cast<double>(k));
-    }
+    s.seconds = TimeQueued(st, gate, ev, flush, flush_bytes, warmup, n, k, [&](int64_t q) {
+      RESHARD_GPU(gpu::LaunchCopy(&descs[q], 1, descs[q].chunk_end, false, st.a, s.blocks));
+    });
     m.copies.push_back(std::move(s));
   };
   const std::vector<double> shares = {0.125, 0.25, 0.5, 1.0};
@@ -425,6 +438,60 @@ void MeasureCopyKernel(const HostCalibrateOptions& o, int32_t sms, HostMeasureme
         o.progress(fmt::format("copy_kernel: {} runs of {} share {} ({} blocks): {:.0f} GB/s", s.pattern,
                                SizeName(s.run_bytes), s.sm_share, s.blocks,
                                static_cast<double>(s.bytes) / MedianOf(s.seconds) / 1e9));
+  }
+}
+
+// ---- quantize kernel ----------------------------------------------------------
+
+// The fp8 quantize kernel (gpu::LaunchQuantize, as the backend launches a
+// quantize tile: 8 CTAs per SM) on bf16 matrices of 4096 columns in 128 x 128
+// blocks with fp32 scales, 1 MiB ... 1 GiB of input, filled with the pattern
+// validate fills quantized tensors with. As the copy kernel: launches queued
+// behind a held stream between two events, L2 flushed before each repetition.
+void MeasureQuantizeKernel(const HostCalibrateOptions& o, int32_t sms, HostMeasurements& m) {
+  constexpr int64_t kCols = 4096, kBlock = 128;
+  const int64_t max_bytes = o.quantize_max_bytes;
+  Device in(max_bytes), out(max_bytes / 2), sc(max_bytes / (2 * kBlock * kBlock) * 4 + 4);
+  int l2_bytes = 0;
+  RESHARD_GPU(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
+  const int64_t flush_bytes = std::max<int64_t>(2 * int64_t{l2_bytes}, int64_t{1} << 20);
+  Device flush(flush_bytes);
+  PieceMap fill;
+  fill.tensor = 7;
+  fill.elem_bytes = 2;
+  fill.finite_bf16 = 1;
+  fill.extent[2] = max_bytes / 2;
+  fill.global_stride[2] = fill.local_stride[2] = 1;
+  Streams st;
+  RESHARD_GPU(gpu::LaunchFill(in.bytes(), fill, st.a, sms * 8));
+  Events ev(2);
+  Gate gate;
+  const int32_t warmup = o.quick ? 1 : 2;
+  const int32_t reps = o.quick ? 4 : 9;
+  for (int64_t bytes = kMiB; bytes <= max_bytes; bytes *= 4) {
+    QuantizeJob j;
+    j.rows = bytes / (2 * kCols);
+    j.cols = kCols;
+    j.block_rows = j.block_cols = kBlock;
+    j.in_row = 2 * kCols;
+    j.out_row = kCols;
+    j.sc_row = 4 * j.BlockCols();
+    const int64_t k = std::clamp<int64_t>(max_bytes / bytes, 1, 16);  // launches per repetition
+    CopyKernelSample s;
+    s.pattern = kPatternQuantize;
+    s.run_bytes = bytes;
+    s.bytes = bytes;
+    s.blocks = sms * 8;
+    s.seconds = TimeQueued(st, gate, ev, flush, flush_bytes, warmup, reps, k, [&](int64_t q) {
+      j.in_offset = q * bytes;  // each launch on bytes of its own, as a refit's tiles are
+      j.out_offset = q * bytes / 2;
+      j.sc_offset = q * j.BlockRows() * j.sc_row;
+      RESHARD_GPU(gpu::LaunchQuantize(j, in.bytes(), out.bytes(), sc.bytes(), st.a, s.blocks));
+    });
+    if (o.progress)
+      o.progress(fmt::format("quantize_kernel: {} of bf16 per launch: {:.0f} GB/s of input", SizeName(bytes),
+                             static_cast<double>(bytes) / MedianOf(s.seconds) / 1e9));
+    m.copies.push_back(std::move(s));
   }
 }
 
@@ -541,6 +608,10 @@ HostMeasurements MeasureHost(const HostCalibrateOptions& o) {
                    {"quick", o.quick ? "true" : "false"}};
   size_t free_b = 0, total_b = 0;
   RESHARD_GPU(cudaMemGetInfo(&free_b, &total_b));
+  if (o.quantize_kernel && static_cast<int64_t>(free_b) < 2 * o.quantize_max_bytes + kGiB)
+    throw InputError("<cli>", "--quantize-bytes",
+                     fmt::format("GPU 0 has {} free, the quantize measurement needs 2 x its largest size + 1 GiB",
+                                 SizeName(free_b)));
   if (o.copy_kernel && static_cast<int64_t>(free_b) < 4 * o.copy_bytes + kGiB)
     throw InputError("<cli>", "--copy-bytes",
                      fmt::format("GPU 0 has {} free, the copy measurement needs 4 x --copy-bytes + 1 GiB",
@@ -563,6 +634,7 @@ HostMeasurements MeasureHost(const HostCalibrateOptions& o) {
     }
   }
   if (o.copy_kernel) MeasureCopyKernel(o, m.sms, m);
+  if (o.quantize_kernel) MeasureQuantizeKernel(o, m.sms, m);
   if (o.cold) MeasureCold(o, m);
   RESHARD_GPU(cudaDeviceSynchronize());
   return m;

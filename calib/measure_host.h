@@ -17,6 +17,9 @@
 //    launches queued behind a held stream (no launch latency timed), the
 //    median of the repetitions; plus contiguous copies of 1 ... 64 MiB (the
 //    size curve).
+//  * quantize_kernel: the fp8 quantize kernel (gpu::LaunchQuantize) on bf16
+//    matrices of 1 MiB, 4 MiB ... quantize_max_bytes in 128 x 128 blocks,
+//    timed as the copy kernel (kPatternQuantize samples).
 //  * cold: cudaHostAlloc and cudaHostRegister of 1, 4, 16 GiB (up to
 //    pin_max_bytes), a fresh pool grown by cudaMallocAsync of the same sizes.
 // CUDA / NCCL failures throw GpuError; no GPU: CalibrationUnavailable.
@@ -33,10 +36,12 @@ namespace reshard {
 struct HostCalibrateOptions {
   bool host = true;
   bool copy_kernel = true;
+  bool quantize_kernel = true;
   bool cold = true;
   bool quick = false;                             // fewer calls and repetitions
   int32_t calls = 20000;                          // per host-call series
   int64_t copy_bytes = int64_t{256} << 20;        // bytes per copy-kernel launch
+  int64_t quantize_max_bytes = int64_t{1} << 30;  // largest bf16 input of a quantize launch
   int64_t pin_max_bytes = int64_t{16} << 30;      // largest pin / pool-grow size
   int32_t copy_blocks_per_sm = 1;                 // the executor's default (NcclBackendOptions)
   std::function<void(const std::string&)> progress;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/cluster.h"
 #include "model/error.h"
 
 namespace reshard {
@@ -180,6 +181,7 @@ json CalibrationProfileJson(const CalibrationData& data, const CalibrationFit& f
   if (fit.has_host) {
     if (json host = HostSectionJson(fit.host); !host.is_null()) j["host"] = host;
     if (!fit.host.copy_kernel.Empty()) j["copy_kernel"] = fit.host.copy_kernel;
+    if (!fit.host.quantize_kernel.Empty()) j["quantize_kernel"] = fit.host.quantize_kernel;
     measurements["host"] = HostMeasurementsJson(data.host);
     measurements["host_fit"] = HostFitJson(data.host, fit.host);
   }
@@ -259,24 +261,29 @@ CalibrationData CalibrationDataFromJson(const json& j, const std::string& file) 
     if (auto it = sj.find("timing"); it != sj.end()) ms.timing = string(*it, f + ".timing");
     if (auto it = sj.find("gpus"); it != sj.end()) {
       const json& g = array(*it, f + ".gpus");
-      for (size_t k = 0; k < g.size(); ++k)
-        ms.gpus.push_back(static_cast<int32_t>(std::min<int64_t>(integer(g[k], fmt::format("{}.gpus[{}]", f, k), 0),
-                                                                 std::numeric_limits<int32_t>::max())));
+      for (size_t k = 0; k < g.size(); ++k) {
+        const std::string fg = fmt::format("{}.gpus[{}]", f, k);
+        const int64_t gpu = integer(g[k], fg, 0);
+        if (gpu >= kMaxClusterGpus) fail(fg, fmt::format("GPU {} is beyond the {} GPUs of any cluster", gpu, kMaxClusterGpus));
+        ms.gpus.push_back(static_cast<int32_t>(gpu));
+      }
     }
     const json& sizes = array(need(sj, "sizes", f), f + ".sizes");
     std::vector<int64_t> distinct;
     for (size_t k = 0; k < sizes.size(); ++k) {
       const std::string fk = fmt::format("{}.sizes[{}]", f, k);
       const int64_t bytes = integer(need(sizes[k], "bytes", fk), fk + ".bytes", 1);
+      if (bytes > (int64_t{1} << 40)) fail(fk + ".bytes", fmt::format("{} is more than a transfer of 1 TiB", bytes));
       const json& samples = array(need(sizes[k], "samples_s", fk), fk + ".samples_s");
       if (samples.empty()) fail(fk + ".samples_s", "is empty: a size needs at least one timed sample");
       for (size_t t = 0; t < samples.size(); ++t) {
         const std::string ft = fmt::format("{}.samples_s[{}]", fk, t);
         if (!samples[t].is_number()) fail(ft, fmt::format("expected a number, got {} {}", samples[t].type_name(), dump(samples[t])));
         const double sec = samples[t].get<double>();
-        // One transfer of a calibration takes microseconds to seconds; an hour is no measurement.
-        if (!std::isfinite(sec) || sec <= 0 || sec > 3600)
-          fail(ft, fmt::format("must be a time in (0, 3600] seconds, got {}", dump(samples[t])));
+        // One transfer of a calibration takes microseconds to seconds (a
+        // launch alone is microseconds); 100 ns or an hour is no measurement.
+        if (!std::isfinite(sec) || sec < 1e-7 || sec > 3600)
+          fail(ft, fmt::format("must be a time in [1e-07, 3600] seconds, got {}", dump(samples[t])));
         ms.samples.push_back({bytes, sec});
       }
       if (std::find(distinct.begin(), distinct.end(), bytes) == distinct.end()) distinct.push_back(bytes);

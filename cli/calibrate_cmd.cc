@@ -47,9 +47,11 @@ struct CalibrateCmdOptions {
   bool no_links = false;
   bool no_host_costs = false;
   bool no_copy_kernel = false;
+  bool no_quantize_kernel = false;
   bool no_cold = false;
   std::string pin_max_bytes = "16GiB";
   std::string copy_bytes = "256MiB";
+  std::string quantize_bytes = "1GiB";
   int32_t host_calls = 20000;
 };
 
@@ -76,6 +78,7 @@ nlohmann::json SummaryJson(const std::string& output, const CalibrationData& d, 
   if (fit.has_host) {
     if (nlohmann::json host = HostSectionJson(fit.host); !host.is_null()) j["host"] = host;
     j["copy_kernel_points"] = fit.host.copy_kernel.rates.size();
+    j["quantize_kernel_points"] = fit.host.quantize_kernel.rates.size();
     j["launch_queue_depth"] = d.host.launch_queue_depth;
   }
   return j;
@@ -108,6 +111,9 @@ void PrintHost(const CalibrationData& d, const CalibrationFit& fit) {
                                c.Rate(4096, share) / 1e9, c.Rate(65536, share) / 1e9,
                                c.Rate(int64_t{1} << 40, share) / 1e9);
   }
+  for (const QuantizeRatePoint& p : fit.host.quantize_kernel.rates)
+    std::cout << fmt::format("quantize kernel: {} MiB of bf16 per launch at {:.0f} GB/s of input\n",
+                             p.input_bytes >> 20, p.bytes_per_s / 1e9);
 }
 
 void PrintHuman(const std::string& output, const CalibrationData& d, const CalibrationFit& fit) {
@@ -154,19 +160,24 @@ CalibrationData ReadMeasurements(const std::string& path) {
 // Measures (or reads back with --refit); exits 2 where nothing can be measured.
 CalibrationData Measurements(const CalibrateCmdOptions& o, int64_t max_bytes) {
   if (!o.refit.empty()) return ReadMeasurements(o.refit);
-  const bool host = !o.no_host_costs || !o.no_copy_kernel || !o.no_cold;
+  const bool host = !o.no_host_costs || !o.no_copy_kernel || !o.no_quantize_kernel || !o.no_cold;
   if (o.no_links && !host)
-    throw InputError("<cli>", "--no-links", "with --no-host-costs, --no-copy-kernel and --no-cold nothing is left to measure");
+    throw InputError("<cli>", "--no-links",
+                     "with --no-host-costs, --no-copy-kernel, --no-quantize-kernel and --no-cold nothing is left to measure");
 #ifdef RESHARD_HAVE_NCCL
   auto progress = [](const std::string& line) { std::cerr << "calibrate: " << line << std::endl; };
   HostCalibrateOptions ho;
   ho.host = !o.no_host_costs;
   ho.copy_kernel = !o.no_copy_kernel;
+  ho.quantize_kernel = !o.no_quantize_kernel;
   ho.cold = !o.no_cold;
   ho.quick = o.quick;
   ho.calls = o.host_calls;
   ho.pin_max_bytes = ParseBytes(o.pin_max_bytes, "<cli>", "--pin-max-bytes");
   ho.copy_bytes = ParseBytes(o.copy_bytes, "<cli>", "--copy-bytes");
+  ho.quantize_max_bytes = ParseBytes(o.quantize_bytes, "<cli>", "--quantize-bytes");
+  if (ho.quantize_max_bytes < (int64_t{1} << 20))
+    throw InputError("<cli>", "--quantize-bytes", fmt::format("must be at least 1 MiB, got {}", o.quantize_bytes));
   ho.progress = progress;
   try {
     CalibrationData d;
@@ -202,6 +213,11 @@ CalibrationData Measurements(const CalibrateCmdOptions& o, int64_t max_bytes) {
 
 void Run(const CalibrateCmdOptions& o) {
   const int64_t max_bytes = ParseBytes(o.max_bytes, "<cli>", "--max-bytes");
+  // Two buffers of it on one GPU; larger values would overflow the size ladder.
+  constexpr int64_t kMaxLinkBytes = int64_t{1} << 40;
+  if (max_bytes > kMaxLinkBytes)
+    throw InputError("<cli>", "--max-bytes",
+                     fmt::format("{} bytes is more than 1 TiB; two buffers of it must fit on one GPU", max_bytes));
   const std::filesystem::path out(o.output);
   std::error_code ec;
   if (out.has_parent_path() && !std::filesystem::is_directory(out.parent_path(), ec))
@@ -211,6 +227,17 @@ void Run(const CalibrateCmdOptions& o) {
   const FitOptions fo;
   const CalibrationFit fit = FitCalibration(data, fo);
   const nlohmann::json profile = CalibrationProfileJson(data, fit, fo);
+  // Never write a profile reshard would refuse to read: measurements no link
+  // could produce (a hand-edited --refit file) fit out-of-range links.
+  try {
+    Cluster check = ClusterPreset("h200-x2");  // any valid cluster: the profile's links and memory go over it
+    ApplyProfileJson(check, profile, o.output);
+  } catch (const InputError& e) {
+    throw InputError(o.refit.empty() ? "<measurements>" : o.refit, e.field(),
+                     fmt::format("the profile fitted from these measurements would be refused when read ({}); "
+                                 "nothing written",
+                                 e.problem()));
+  }
   WriteFileAtomically(o.output, profile.dump(2) + "\n");
   if (o.json) {
     PrintJson(SummaryJson(o.output, data, fit));
@@ -234,9 +261,11 @@ void RegisterCalibrateCommand(CLI::App& app) {
   cmd->add_flag("--no-links", o->no_links, "skip the link sweeps (NCCL, PCIe, device copies)");
   cmd->add_flag("--no-host-costs", o->no_host_costs, "skip the executor's per-call host costs and NCCL groups");
   cmd->add_flag("--no-copy-kernel", o->no_copy_kernel, "skip the copy kernel's rates by run length and SM share");
+  cmd->add_flag("--no-quantize-kernel", o->no_quantize_kernel, "skip the fp8 quantize kernel's rates by launch size");
   cmd->add_flag("--no-cold", o->no_cold, "skip pinning host memory and growing a fresh pool (the cold-refit terms)");
   cmd->add_option("--pin-max-bytes", o->pin_max_bytes, "largest size pinned / mapped for the cold terms (default 16GiB)");
   cmd->add_option("--copy-bytes", o->copy_bytes, "bytes per copy-kernel launch (default 256MiB)");
+  cmd->add_option("--quantize-bytes", o->quantize_bytes, "largest bf16 input of a quantize launch (default 1GiB)");
   cmd->add_option("--host-calls", o->host_calls, "calls timed per host-cost series (default 20000)");
   cmd->callback([o]() { Run(*o); });
 }

@@ -39,6 +39,7 @@ Scenario ReadScenarioArg(const std::string& arg) {
 
 Scenario LoadScenarioArg(const std::string& arg, const std::string& calibration) {
   Scenario s = ReadScenarioArg(arg);
+  CheckOutputsAgainst(s.input_files);  // -o over the scenario's hf_config or profile would destroy it
   if (!calibration.empty()) ApplyCalibrationFlag(s.cluster, calibration);
   const std::string warning = PartialDomainWarning(s.cluster);
   if (!warning.empty()) std::cerr << "warning: " << warning << "\n";

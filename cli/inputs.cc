@@ -121,7 +121,7 @@ Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json) {
   PlanResult r = PlanScenario(s, po, t.baseline);
   if (!r.ok()) ExitInfeasible(s, r, infeasible_json);
   RecordScenario(r.plan, s);
-  return r.plan;
+  return std::move(r.plan);  // not copied: at scale a plan holds millions of ops
 }
 
 void RecordScenario(Plan& plan, const Scenario& s) { plan.scenario_fingerprint = ScenarioFingerprint(s); }
@@ -148,8 +148,23 @@ int64_t SegmentBytesFlag(const std::string& text, const Scenario& s) {
   return bytes;
 }
 
+namespace {
+
+// (flag, path) of the outputs checked so far: one verb runs per process.
+std::vector<std::pair<std::string, std::string>>& CheckedOutputs() {
+  static std::vector<std::pair<std::string, std::string>> outputs;
+  return outputs;
+}
+
+}  // namespace
+
 void CheckOutputPath(const std::string& path, const std::string& flag, const std::vector<std::string>& inputs) {
   CheckOutputFile(path, "<cli>", flag, inputs);
+  if (!path.empty()) CheckedOutputs().emplace_back(flag, path);
+}
+
+void CheckOutputsAgainst(const std::vector<std::string>& inputs) {
+  for (const auto& [flag, path] : CheckedOutputs()) CheckOutputFile(path, "<cli>", flag, inputs);
 }
 
 CLI::Validator PositiveFiniteNumber() {
@@ -160,6 +175,8 @@ CLI::Validator PositiveFiniteNumber() {
         const double v = std::strtod(text.c_str(), &end);
         if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v <= 0)
           return fmt::format("must be a finite number > 0, got '{}'", text);
+        if (v < kMinTimeoutS)
+          return fmt::format("{} s is less than {:g} s, the shortest wait reshard takes", text, kMinTimeoutS);
         if (v > kMaxTimeoutS)
           return fmt::format("{} s is more than {:g} s (30 days), the longest wait reshard takes", text, kMaxTimeoutS);
         return {};

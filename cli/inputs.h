@@ -70,10 +70,16 @@ int64_t SegmentBytesFlag(const std::string& text, const Scenario& s);
 // An output path given by `flag`, checked before any work (CheckOutputFile):
 // a regular file or none yet, its directory exists, not one of `inputs` (the
 // command's input files). "" (not given) passes.
+// The path is remembered for CheckOutputsAgainst.
 void CheckOutputPath(const std::string& path, const std::string& flag, const std::vector<std::string>& inputs = {});
+// Checks every output CheckOutputPath saw again, against input files known
+// only once a scenario was read (its hf_config and calibration profile).
+void CheckOutputsAgainst(const std::vector<std::string>& inputs);
 
-// CLI11 check: a finite number > 0 and at most kMaxTimeoutS (timeouts in
-// seconds; larger ones would overflow the clocks' nanoseconds).
+// CLI11 check: a finite number in [kMinTimeoutS, kMaxTimeoutS] (timeouts in
+// seconds; larger ones would overflow the clocks' nanoseconds, shorter ones
+// fail every run before a message can arrive).
+inline constexpr double kMinTimeoutS = 1e-3;
 inline constexpr double kMaxTimeoutS = 30 * 86400.0;
 CLI::Validator PositiveFiniteNumber();
 

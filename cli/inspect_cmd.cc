@@ -107,6 +107,10 @@ std::vector<CostTerm> CostTerms(const Cluster& c) {
                                                       : fmt::format("{} rates by run length and SM share",
                                                                     c.copy_kernel.rates.size()),
                  c.copy_kernel.source});
+  out.push_back({"quantize kernel",
+                 c.quantize_kernel.Empty() ? "estimate: a copy of half its traffic at the device-copy rate"
+                                           : fmt::format("{} rates by launch size", c.quantize_kernel.rates.size()),
+                 c.quantize_kernel.Empty() ? "sim/state.h QuantizeCopyBytes (not measured)" : c.quantize_kernel.source});
   out.push_back({"cold refit", fmt::format("{:.0f} ms per NCCL connection, pinning {:.2f} GB/s",
                                            static_cast<double>(c.host.nccl_connect_ns) * 1e-6, c.host.pin_bytes_per_s / 1e9),
                  "connection: estimate (NVIDIA/nccl#415, 10-100 ms first sends); pinning: as host issue"});

@@ -116,6 +116,7 @@ std::string Cluster::Fingerprint() const {
   s += FingerprintText("host", host);
   s += FingerprintText("host_python", host_python);
   s += FingerprintText(copy_kernel);
+  s += FingerprintText(quantize_kernel);
   return fmt::format("{:016x}", Fnv1a(s));
 }
 
@@ -446,6 +447,12 @@ void ValidateCluster(const Cluster& c, const std::string& file, const std::strin
   if (c.host_memory_bytes > kMaxMemoryBytes)
     throw InputError(file, Dot(field, "host_memory"),
                      fmt::format("{} bytes is more than 1 PiB per node", c.host_memory_bytes));
+  if (c.overheads.cuda_context_bytes > kMaxMemoryBytes)
+    throw InputError(file, Dot(field, "cuda_context"),
+                     fmt::format("{} bytes is more than 1 PiB per GPU", c.overheads.cuda_context_bytes));
+  if (c.overheads.nccl_bytes_per_peer > kMaxMemoryBytes)
+    throw InputError(file, Dot(field, "nccl_per_peer"),
+                     fmt::format("{} bytes is more than 1 PiB per peer", c.overheads.nccl_bytes_per_peer));
   ValidateLink(c.nvlink, file, Dot(field, "nvlink"));
   ValidateLink(c.network, file, Dot(field, "network"));
   ValidateLink(c.pcie, file, Dot(field, "pcie"));
@@ -514,18 +521,22 @@ void ApplyOverheadsJson(MemoryOverheads& o, const json& j, const std::string& fi
     }
     out = GetInt(*it, file, Dot(field, key));
     if (out < 0) Bad(file, Dot(field, key), "must be >= 0");
+    if (out > kMaxMemoryBytes) Bad(file, Dot(field, key), fmt::format("{} bytes is more than 1 PiB", out));
   };
   get("cuda_context_bytes", o.cuda_context_bytes);
   get("nccl_bytes_per_peer", o.nccl_bytes_per_peer);
 }
 
-// "host", "host_python" and "copy_kernel" of a cluster or profile, when present.
+// "host", "host_python", "copy_kernel" and "quantize_kernel" of a cluster or
+// profile, when present.
 void ApplyCostsJson(Cluster& c, const json& j, const std::string& file, const std::string& field) {
   if (auto it = j.find("host"); it != j.end()) ApplyHostCostsJson(c.host, *it, file, Dot(field, "host"));
   if (auto it = j.find("host_python"); it != j.end())
     ApplyHostCostsJson(c.host_python, *it, file, Dot(field, "host_python"));
   if (auto it = j.find("copy_kernel"); it != j.end())
     c.copy_kernel = CopyKernelProfileFromJson(*it, file, Dot(field, "copy_kernel"));
+  if (auto it = j.find("quantize_kernel"); it != j.end())
+    c.quantize_kernel = QuantizeKernelProfileFromJson(*it, file, Dot(field, "quantize_kernel"));
 }
 
 }  // namespace
@@ -602,6 +613,7 @@ void to_json(json& j, const Cluster& c) {
   if (!c.host.Empty()) j["host"] = c.host;
   if (!c.host_python.Empty()) j["host_python"] = c.host_python;
   if (!c.copy_kernel.Empty()) j["copy_kernel"] = c.copy_kernel;
+  if (!c.quantize_kernel.Empty()) j["quantize_kernel"] = c.quantize_kernel;
 }
 
 Cluster ClusterFromJson(const json& j, const std::string& file) {
@@ -609,7 +621,7 @@ Cluster ClusterFromJson(const json& j, const std::string& file) {
   CheckObject(j, file, field);
   CheckKeys(j, file, field,
             {"name", "nodes", "gpus_per_node", "nvlink_domain_nodes", "nics_per_node", "gpu_memory_bytes",
-             "host_memory_bytes", "links", "overheads", "host", "host_python", "copy_kernel", "measured",
+             "host_memory_bytes", "links", "overheads", "host", "host_python", "copy_kernel", "quantize_kernel", "measured",
              "profile_source", "fingerprint"});
   Cluster c;
   auto int32 = [&](const char* key) {
@@ -655,7 +667,8 @@ void ApplyProfileJson(Cluster& c, const json& j, const std::string& path) {
   // "measurements": the raw data and fit residuals `reshard calibrate` keeps
   // next to the profile (read by people and notebooks; ignored here).
   CheckKeys(j, path, "",
-            {"name", "measured", "source", "links", "memory", "host", "host_python", "copy_kernel", "measurements"});
+            {"name", "measured", "source", "links", "memory", "host", "host_python", "copy_kernel", "quantize_kernel",
+             "measurements"});
   std::string name, source;
   if (auto it = j.find("name"); it != j.end()) name = GetString(*it, path, "name");
   if (auto it = j.find("source"); it != j.end()) source = GetString(*it, path, "source");
@@ -705,6 +718,7 @@ json ProfileJson(const Cluster& c) {
   if (!c.host.Empty()) j["host"] = c.host;
   if (!c.host_python.Empty()) j["host_python"] = c.host_python;
   if (!c.copy_kernel.Empty()) j["copy_kernel"] = c.copy_kernel;
+  if (!c.quantize_kernel.Empty()) j["quantize_kernel"] = c.quantize_kernel;
   return j;
 }
 

@@ -79,6 +79,7 @@ struct Cluster {
   HostCosts host;                      // reshard's executor issuing a plan (model/host_costs.h)
   HostCosts host_python;               // a Megatron-style Python stack issuing the same ops
   CopyKernelProfile copy_kernel;       // copy kernel rates by run length and grid share
+  QuantizeKernelProfile quantize_kernel;  // fp8 quantize kernel rates by launch size
   bool measured = false;               // numbers come from `reshard calibrate`, not datasheets
   std::string profile_source;          // "preset h200-x2 (DESIGN measured ceilings)", or the profile path
 

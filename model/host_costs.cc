@@ -1,8 +1,9 @@
-// Host costs and copy-kernel rates: interpolation and JSON (see host_costs.h).
+// Host costs, copy- and quantize-kernel rates: interpolation and JSON (see host_costs.h).
 #include "model/host_costs.h"
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <utility>
 
 #include <fmt/format.h>
@@ -48,6 +49,22 @@ double RateAtRun(const std::vector<CopyRatePoint>& p, size_t lo, size_t hi, int6
   return p[hi - 1].bytes_per_s;
 }
 
+// Calls point(p, fi) for each object of j's "rates" array (fi: its field
+// path), after checking the array, each element's type and its keys.
+template <typename Point>
+void ForEachRate(const json& j, const std::string& file, const std::string& field,
+                 std::initializer_list<std::string> keys, Point point) {
+  const json& rates = Need(j, "rates", file, field);
+  const std::string rf = Dot(field, "rates");
+  if (!rates.is_array()) Bad(file, rf, fmt::format("expected an array, got {}", TypeName(rates)));
+  for (size_t i = 0; i < rates.size(); ++i) {
+    const std::string fi = fmt::format("{}[{}]", rf, i);
+    CheckObject(rates[i], file, fi);
+    CheckKeys(rates[i], file, fi, std::vector<std::string>(keys));
+    point(rates[i], fi);
+  }
+}
+
 }  // namespace
 
 bool HostCosts::Empty() const {
@@ -88,6 +105,24 @@ double CopyKernelProfile::FloorNs(double bytes, double piece_bytes) const {
     fixed = static_cast<double>(floor_base_ns) +
             static_cast<double>(floor_ns - floor_base_ns) * piece_bytes / static_cast<double>(floor_chunk_bytes);
   return fixed + (floor_bytes_per_s > 0 ? bytes / floor_bytes_per_s * 1e9 : 0);
+}
+
+double QuantizeKernelProfile::Seconds(int64_t input_bytes) const {
+  if (rates.empty() || input_bytes <= 0) return 0;
+  const double x = std::log(static_cast<double>(input_bytes));
+  double rate = rates.back().bytes_per_s;
+  if (input_bytes <= rates.front().input_bytes) {
+    rate = rates.front().bytes_per_s;
+  } else {
+    for (size_t i = 1; i < rates.size(); ++i) {
+      if (input_bytes > rates[i].input_bytes) continue;
+      const double x0 = std::log(static_cast<double>(rates[i - 1].input_bytes));
+      const double x1 = std::log(static_cast<double>(rates[i].input_bytes));
+      rate = rates[i - 1].bytes_per_s + (x - x0) / (x1 - x0) * (rates[i].bytes_per_s - rates[i - 1].bytes_per_s);
+      break;
+    }
+  }
+  return static_cast<double>(input_bytes) / rate;
 }
 
 void to_json(json& j, const HostCosts& h) {
@@ -159,14 +194,7 @@ CopyKernelProfile CopyKernelProfileFromJson(const json& j, const std::string& fi
       Bad(file, Dot(field, "floor_bytes_per_s"), "must be 0 or >= 1e3");
   }
   if (auto it = j.find("source"); it != j.end()) c.source = GetString(*it, file, Dot(field, "source"));
-  const json& rates = Need(j, "rates", file, field);
-  const std::string rf = Dot(field, "rates");
-  if (!rates.is_array()) Bad(file, rf, fmt::format("expected an array, got {}", TypeName(rates)));
-  for (size_t i = 0; i < rates.size(); ++i) {
-    const std::string fi = fmt::format("{}[{}]", rf, i);
-    const json& p = rates[i];
-    CheckObject(p, file, fi);
-    CheckKeys(p, file, fi, {"run_bytes", "sm_share", "bytes_per_s"});
+  ForEachRate(j, file, field, {"run_bytes", "sm_share", "bytes_per_s"}, [&](const json& p, const std::string& fi) {
     CopyRatePoint r;
     r.run_bytes = GetInt(Need(p, "run_bytes", file, fi), file, fi + ".run_bytes");
     r.sm_share = GetNumber(Need(p, "sm_share", file, fi), file, fi + ".sm_share");
@@ -178,11 +206,37 @@ CopyKernelProfile CopyKernelProfileFromJson(const json& j, const std::string& fi
       if (q.run_bytes == r.run_bytes && q.sm_share == r.sm_share)
         Bad(file, fi, fmt::format("a second point for run_bytes {} at sm_share {}", r.run_bytes, r.sm_share));
     c.rates.push_back(r);
-  }
+  });
   std::sort(c.rates.begin(), c.rates.end(), [](const CopyRatePoint& a, const CopyRatePoint& b) {
     return a.sm_share != b.sm_share ? a.sm_share < b.sm_share : a.run_bytes < b.run_bytes;
   });
   return c;
+}
+
+void to_json(json& j, const QuantizeKernelProfile& q) {
+  json rates = json::array();
+  for (const QuantizeRatePoint& p : q.rates) rates.push_back({{"input_bytes", p.input_bytes}, {"bytes_per_s", p.bytes_per_s}});
+  j = json{{"rates", rates}, {"source", q.source}};
+}
+
+QuantizeKernelProfile QuantizeKernelProfileFromJson(const json& j, const std::string& file, const std::string& field) {
+  CheckObject(j, file, field);
+  CheckKeys(j, file, field, {"rates", "source"});
+  QuantizeKernelProfile q;
+  if (auto it = j.find("source"); it != j.end()) q.source = GetString(*it, file, Dot(field, "source"));
+  ForEachRate(j, file, field, {"input_bytes", "bytes_per_s"}, [&](const json& p, const std::string& fi) {
+    QuantizeRatePoint r;
+    r.input_bytes = GetInt(Need(p, "input_bytes", file, fi), file, fi + ".input_bytes");
+    r.bytes_per_s = GetNumber(Need(p, "bytes_per_s", file, fi), file, fi + ".bytes_per_s");
+    if (r.input_bytes <= 0) Bad(file, fi + ".input_bytes", "must be > 0");
+    if (!(r.bytes_per_s >= 1e3 && r.bytes_per_s <= 1e16)) Bad(file, fi + ".bytes_per_s", "must be in [1e3, 1e16]");
+    for (const QuantizeRatePoint& o : q.rates)
+      if (o.input_bytes == r.input_bytes) Bad(file, fi, fmt::format("a second point for input_bytes {}", r.input_bytes));
+    q.rates.push_back(r);
+  });
+  std::sort(q.rates.begin(), q.rates.end(),
+            [](const QuantizeRatePoint& a, const QuantizeRatePoint& b) { return a.input_bytes < b.input_bytes; });
+  return q;
 }
 
 std::string FingerprintText(std::string_view name, const HostCosts& h) {
@@ -199,6 +253,13 @@ std::string FingerprintText(const CopyKernelProfile& c) {
   for (const CopyRatePoint& p : c.rates) s += fmt::format("({},{},{})", p.run_bytes, p.sm_share, p.bytes_per_s);
   if (c.floor_ns != 0 || c.floor_bytes_per_s != 0) s += fmt::format(";floor={},{}", c.floor_ns, c.floor_bytes_per_s);
   if (c.floor_base_ns != 0 || c.floor_chunk_bytes != 0) s += fmt::format(";base={},{}", c.floor_base_ns, c.floor_chunk_bytes);
+  return s + "\n";
+}
+
+std::string FingerprintText(const QuantizeKernelProfile& q) {
+  if (q.Empty()) return "";
+  std::string s = "quantize_kernel:";
+  for (const QuantizeRatePoint& p : q.rates) s += fmt::format("({},{})", p.input_bytes, p.bytes_per_s);
   return s + "\n";
 }
 

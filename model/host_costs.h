@@ -5,7 +5,9 @@
 //    fresh device memory into the allocator's pool);
 //  * CopyKernelProfile: the copy kernel's throughput by access pattern (the
 //    length of the contiguous runs it copies) and by the share of the GPU's
-//    copy grid it may use.
+//    copy grid it may use;
+//  * QuantizeKernelProfile: the fp8 quantize kernel's throughput by the size
+//    of one launch.
 // Presets carry numbers measured on our GPUs or cited (`source` says which);
 // `reshard calibrate` measures them. Zero costs and an empty rate table mean
 // "not modelled": the simulator then ignores the term.
@@ -79,6 +81,27 @@ struct CopyKernelProfile {
   friend bool operator==(const CopyKernelProfile&, const CopyKernelProfile&) = default;
 };
 
+// Throughput of the fp8 quantize kernel by the bf16 bytes one launch (a
+// quantize tile) reads: input bytes per second, its fp8 values and scales
+// written within that time.
+struct QuantizeRatePoint {
+  int64_t input_bytes = 0;
+  double bytes_per_s = 0;
+  friend bool operator==(const QuantizeRatePoint&, const QuantizeRatePoint&) = default;
+};
+
+struct QuantizeKernelProfile {
+  std::vector<QuantizeRatePoint> rates;  // sorted by input_bytes
+  std::string source;
+
+  bool Empty() const { return rates.empty(); }
+  // Seconds of one launch reading `input_bytes` of bf16: its rate
+  // interpolated log-linearly in input_bytes, clamped at the ends. O(points).
+  // 0 when empty.
+  double Seconds(int64_t input_bytes) const;
+  friend bool operator==(const QuantizeKernelProfile&, const QuantizeKernelProfile&) = default;
+};
+
 // JSON: {"event_record_ns": ..., "source": ...} and {"rates": [{"run_bytes",
 // "sm_share", "bytes_per_s"}], "floor_ns", "floor_bytes_per_s", "source"}. The readers take the fields present
 // (onto `out`), check ranges and sort the rates; they throw InputError(file,
@@ -87,8 +110,13 @@ void to_json(nlohmann::json& j, const HostCosts& h);
 void to_json(nlohmann::json& j, const CopyKernelProfile& c);
 void ApplyHostCostsJson(HostCosts& out, const nlohmann::json& j, const std::string& file, const std::string& field);
 CopyKernelProfile CopyKernelProfileFromJson(const nlohmann::json& j, const std::string& file, const std::string& field);
+// {"rates": [{"input_bytes", "bytes_per_s"}], "source"}.
+void to_json(nlohmann::json& j, const QuantizeKernelProfile& q);
+QuantizeKernelProfile QuantizeKernelProfileFromJson(const nlohmann::json& j, const std::string& file,
+                                                    const std::string& field);
 // Canonical text of the fields for fingerprints, led by `name` ("" when empty).
 std::string FingerprintText(std::string_view name, const HostCosts& h);
 std::string FingerprintText(const CopyKernelProfile& c);
+std::string FingerprintText(const QuantizeKernelProfile& q);
 
 }  // namespace reshard

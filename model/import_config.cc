@@ -11,15 +11,18 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "model/error.h"
 #include "model/import.h"
 #include "model/import_job.h"
+#include "model/input_file.h"
 
 namespace reshard {
 
@@ -38,11 +41,70 @@ std::vector<std::string> SplitDots(const std::string& path) {
   }
 }
 
+// Refuses a key given twice in one mapping, as OmegaConf does (yaml-cpp
+// would keep both and lookups would see the first). Works on the parser's
+// events, so aliases are not expanded: linear in the text.
+class DuplicateKeyCheck : public YAML::EventHandler {
+ public:
+  explicit DuplicateKeyCheck(std::string path) : path_(std::move(path)) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { Child(m, nullptr); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { Child(m, nullptr); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string& value) override {
+    Child(m, &value);
+  }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    stack_.emplace_back().map = false;
+  }
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    stack_.emplace_back().map = true;
+  }
+  void OnSequenceEnd() override { Close(); }
+  void OnMapEnd() override { Close(); }
+
+ private:
+  struct Frame {
+    bool map = false;
+    bool at_key = true;  // the next child of a mapping is a key
+    std::string key;     // the current key ("" for a complex one)
+    std::set<std::string> keys;
+  };
+  // A scalar (`value`), or null / alias / a whole collection (nullptr).
+  void Child(const YAML::Mark& m, const std::string* value) {
+    if (stack_.empty() || !stack_.back().map) return;
+    Frame& f = stack_.back();
+    if (f.at_key) {
+      f.key = value != nullptr ? *value : "";
+      if (value != nullptr && *value != "<<" && !f.keys.insert(*value).second) {
+        std::string field;
+        for (const Frame& up : stack_)
+          if (up.map) field += (field.empty() ? "" : ".") + up.key;
+        throw InputError(path_, field, fmt::format("key '{}' appears twice in one mapping (line {})", *value, m.line + 1));
+      }
+    }
+    f.at_key = !f.at_key;
+  }
+  void Close() {
+    stack_.pop_back();
+    if (!stack_.empty()) Child(YAML::Mark(), nullptr);
+  }
+  std::string path_;
+  std::vector<Frame> stack_;
+};
+
 YAML::Node LoadYamlFile(const std::string& path) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw InputError(path, "", "no such file");
+  if (!fs::exists(path, ec)) throw InputError(path, "", "no such file");
+  // A regular file (not a FIFO or /dev/zero) of at most kMaxTextInputBytes.
+  const std::string text = ReadInputFile(path, "configuration");
   try {
-    return YAML::LoadFile(path);
+    YAML::Node root = YAML::Load(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DuplicateKeyCheck check(path);
+    parser.HandleNextDocument(check);
+    return root;
   } catch (const YAML::Exception& e) {
     throw InputError(path, "", fmt::format("not valid YAML: {} (line {})", e.msg, e.mark.line + 1));
   }

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <set>
 #include <vector>
 
@@ -71,7 +72,12 @@ std::string ReadInputFile(const std::string& path, std::string_view what, int64_
     throw InputError(path, "", fmt::format("the {} is {} bytes, more than the {} MiB reshard reads", what,
                                            static_cast<int64_t>(st.st_size), max_bytes >> 20));
   std::string text;
-  text.reserve(static_cast<size_t>(st.st_size));
+  try {
+    text.reserve(static_cast<size_t>(st.st_size));
+  } catch (const std::bad_alloc&) {  // under the cap but more than this process may allocate (ulimit -v, memory)
+    throw InputError(path, "", fmt::format("the {} is {} bytes, more memory than this process could get to read it",
+                                           what, static_cast<int64_t>(st.st_size)));
+  }
   std::vector<char> buf(1 << 16);
   for (;;) {
     const ssize_t n = ::read(fd, buf.data(), buf.size());

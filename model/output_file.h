@@ -2,7 +2,8 @@
 // to a temporary file in the same directory, which replaces the target by
 // rename(2) only once every write, the flush and the close succeeded. A failed
 // or interrupted write leaves any existing file as it was; two concurrent
-// writers each leave a whole file (the last rename wins).
+// writers each leave a whole file (the last rename wins). SIGINT, SIGTERM
+// and SIGHUP during a write remove the temporary file before the process ends.
 #pragma once
 
 #include <fstream>
@@ -36,6 +37,7 @@ class AtomicOutput {
   std::string path_, temp_;
   std::ofstream out_;
   bool committed_ = false;
+  int signal_slot_ = -1;  // where the signal handler finds temp_ (output_file.cc)
 };
 
 // The whole of `text` written to `path` through an AtomicOutput.

@@ -512,7 +512,7 @@ void ParseMemory(const Reader& r, const YAML::Node& n, MemoryConfig& m) {
 }
 
 void ParsePlan(const Reader& r, const YAML::Node& n, PlanOptions& p) {
-  r.CheckKeys(n, "plan", {"segment_bytes", "direct_min_bytes"});
+  r.CheckKeys(n, "plan", {"segment_bytes", "direct_min_bytes", "quantize_at"});
   if (const YAML::Node sb = n["segment_bytes"]) {
     std::string v(Trim(r.Scalar(sb, "plan.segment_bytes", "auto or a size")));
     if (v == "auto") {
@@ -530,6 +530,13 @@ void ParsePlan(const Reader& r, const YAML::Node& n, PlanOptions& p) {
       p.direct_min_bytes = r.Bytes(d, "plan.direct_min_bytes");
       if (p.direct_min_bytes < 0) r.Fail("plan.direct_min_bytes", d, "must be >= 0 (or 'auto')");
     }
+  }
+  if (const YAML::Node q = n["quantize_at"]) {
+    const std::string v(Trim(r.Scalar(q, "plan.quantize_at", "auto, source or destination")));
+    if (v == "auto") p.quantize_at = PlanOptions::QuantizeAt::kAuto;
+    else if (v == "source") p.quantize_at = PlanOptions::QuantizeAt::kSource;
+    else if (v == "destination") p.quantize_at = PlanOptions::QuantizeAt::kDestination;
+    else r.Fail("plan.quantize_at", q, fmt::format("'{}' is not one of auto, source, destination", v));
   }
 }
 
@@ -612,6 +619,11 @@ Scenario ParseScenarioAt(const std::string& text, const std::string& path, const
   ParseQuantization(r, root["destination"], hf_quant, s);
   if (root["memory"]) ParseMemory(r, root["memory"], s.memory);
   if (root["plan"]) ParsePlan(r, root["plan"], s.plan);
+  if (!path.empty() && path.front() != '<') s.input_files.push_back(path);
+  if (root["model"].IsMap() && root["model"]["hf_config"])
+    s.input_files.push_back(r.Path(root["model"]["hf_config"], "model.hf_config"));
+  if (root["cluster"].IsMap() && root["cluster"]["calibration"])
+    s.input_files.push_back(r.Path(root["cluster"]["calibration"], "cluster.calibration"));
 
   // Build both layouts now so that what does not divide is reported here,
   // naming the field (source.tp, destination.ep, ...).

@@ -44,6 +44,10 @@ struct PlanOptions {
   // place on that side (one p2p op each); smaller ones are packed into
   // segments. -1 = auto (the planner chooses).
   int64_t direct_min_bytes = -1;
+  // FP8 destinations: where the refit quantizes (planner/quantize.h); auto:
+  // the planner plans both and keeps the faster.
+  enum class QuantizeAt : uint8_t { kAuto, kSource, kDestination };
+  QuantizeAt quantize_at = QuantizeAt::kAuto;
 };
 
 struct Scenario {
@@ -62,6 +66,10 @@ struct Scenario {
   bool destination_placement_free = false;// planner may permute destination ranks over destination_gpus
   MemoryConfig memory;
   PlanOptions plan;
+  // The files it was read from: the scenario file (not for built-ins), its
+  // model.hf_config and cluster.calibration, so a command can refuse an
+  // output path that would overwrite one of them.
+  std::vector<std::string> input_files;
 };
 
 // Reads a scenario (YAML, or JSON by content). HF config paths resolve

@@ -31,15 +31,41 @@ PlanRefused::PlanRefused(const std::string& file, std::vector<std::string> probl
     : InputError(file, "", JoinProblems(problems)), problems_(std::move(problems)) {}
 
 std::vector<IssueStep> IssueOrder(const Plan& p, const std::string& plan_source) {
+  std::vector<IssueStep> steps;
+  ForEachIssueStep(p, [&](const IssueStep& step) { steps.push_back(step); }, plan_source);
+  return steps;
+}
+
+// O(ops + deps) to build the graph (counting sorts; a repeated edge is kept:
+// it adds to its target's in-degree and is taken off it again, which changes
+// nothing), then O(nodes log nodes) for the ready heap.
+void ForEachIssueStep(const Plan& p, const std::function<void(const IssueStep&)>& visit,
+                      const std::string& plan_source) {
   const int32_t n = static_cast<int32_t>(p.ops.size());
   UnionFind groups(n);  // roots are the lowest op id of their set
-  std::unordered_map<int32_t, int32_t> group_first;  // lookup only
-  for (const Op& op : p.ops) {
-    if (op.group >= 0) {
-      auto [it, fresh] = group_first.emplace(op.group, op.id);
-      if (!fresh) groups.Unite(it->second, op.id);
+  {
+    int32_t max_group = -1;
+    for (const Op& op : p.ops) max_group = std::max(max_group, op.group);
+    // The first op of each group: by group id when ids are dense, else hashed.
+    const bool dense = max_group <= 4 * static_cast<int64_t>(n);
+    std::vector<int32_t> first_dense(dense ? static_cast<size_t>(max_group) + 1 : 0, -1);
+    std::unordered_map<int32_t, int32_t> first_sparse;  // lookup only
+    for (const Op& op : p.ops) {
+      if (op.group >= 0) {
+        int32_t* first = nullptr;
+        if (dense) {
+          first = &first_dense[op.group];
+        } else {
+          first = &first_sparse.try_emplace(op.group, -1).first->second;
+        }
+        if (*first < 0) {
+          *first = op.id;
+        } else {
+          groups.Unite(*first, op.id);
+        }
+      }
+      if (IsComm(op.kind) && op.match >= 0 && op.match < n) groups.Unite(op.id, op.match);
     }
-    if (IsComm(op.kind) && op.match >= 0 && op.match < n) groups.Unite(op.id, op.match);
   }
   // Nodes are indexed by their root = lowest op id, so "ties by lowest op id"
   // is the heap order. Members and edges as CSR lists.
@@ -71,7 +97,8 @@ std::vector<IssueStep> IssueOrder(const Plan& p, const std::string& plan_source)
     max_stream = std::max(max_stream, op.stream);
   }
   const int64_t streams = static_cast<int64_t>(max_stream) + 1;
-  std::vector<int32_t> last_on_stream(static_cast<size_t>((static_cast<int64_t>(max_gpu) + 1) * streams), -1);
+  const size_t stream_slots = static_cast<size_t>((static_cast<int64_t>(max_gpu) + 1) * streams);
+  std::vector<int32_t> last_on_stream(stream_slots, -1);
   for (const Op& op : p.ops) {
     for (int32_t d : op.deps)
       if (d >= 0 && d < n) edge(d, op.id, true);
@@ -81,51 +108,77 @@ std::vector<IssueStep> IssueOrder(const Plan& p, const std::string& plan_source)
     last = op.id;
   }
   if (!problems.empty()) throw PlanRefused(plan_source, problems);
-  std::sort(edges.begin(), edges.end());
-  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
   std::vector<int32_t> succ_begin(static_cast<size_t>(n) + 1, 0), succ(edges.size()), indegree(n, 0);
   for (const auto& [a, b] : edges) {
     ++succ_begin[a + 1];
     ++indegree[b];
   }
   for (int32_t i = 0; i < n; ++i) succ_begin[i + 1] += succ_begin[i];
-  for (size_t e = 0; e < edges.size(); ++e) succ[e] = edges[e].second;  // edges are sorted by source
+  {
+    std::vector<int32_t> fill(succ_begin.begin(), succ_begin.end() - 1);
+    for (const auto& [a, b] : edges) succ[fill[a]++] = b;
+  }
   edges = {};
 
   std::priority_queue<int32_t, std::vector<int32_t>, std::greater<>> ready;
   for (int32_t i = 0; i < n; ++i)
     if (root[i] == i && indegree[i] == 0) ready.push(i);
-  std::vector<IssueStep> steps;
-  std::map<std::pair<int32_t, int32_t>, std::pair<int32_t, int32_t>> comm_span;  // stream -> (first, last) comm op
-  std::vector<int32_t> sends, recvs;
+  // Per stream of the node being issued: its first and last comm op (valid
+  // where span_mark equals the node's mark; streams of ops with a negative GPU
+  // or stream, which Verify refuses, in a map).
+  struct Span {
+    int32_t first = -1, last = -1;
+  };
+  std::vector<Span> span(stream_slots);
+  std::vector<int32_t> span_mark(stream_slots, -1);
+  std::map<std::pair<int32_t, int32_t>, Span> odd_span;
+  auto span_of = [&](const Op& op, int32_t node, bool create) -> Span* {
+    if (op.gpu < 0 || op.stream < 0) {
+      if (create) return &odd_span[{op.gpu, op.stream}];
+      auto it = odd_span.find({op.gpu, op.stream});
+      return it == odd_span.end() ? nullptr : &it->second;
+    }
+    const size_t slot = static_cast<size_t>(op.gpu * streams + op.stream);
+    if (span_mark[slot] != node) {
+      if (!create) return nullptr;
+      span_mark[slot] = node;
+      span[slot] = Span{};
+    }
+    return &span[slot];
+  };
+  IssueStep step;
+  std::vector<int32_t> recvs;
+  size_t issued = 0;
   while (!ready.empty()) {
     const int32_t node = ready.top();
     ready.pop();
-    IssueStep step;
+    step.before.clear();
+    step.comm.clear();
+    step.after.clear();
     // Per stream: non-comm ops before the stream's first comm op go first,
     // those after its last comm op go after the group call.
-    comm_span.clear();
-    sends.clear();
+    odd_span.clear();
     recvs.clear();
     for (int32_t k = member_begin[node]; k < member_begin[node + 1]; ++k) {
       const int32_t id = members[k];
       const Op& op = p.ops[id];
       if (!IsComm(op.kind)) continue;
-      auto [it, fresh] = comm_span.try_emplace({op.gpu, op.stream}, id, id);
-      if (!fresh) it->second.second = id;
+      Span* s = span_of(op, node, true);
+      if (s->first < 0) s->first = id;
+      s->last = id;
     }
     for (int32_t k = member_begin[node]; k < member_begin[node + 1]; ++k) {
       const int32_t id = members[k];
       const Op& op = p.ops[id];
       if (op.kind == OpKind::kSend) {
-        sends.push_back(id);
+        step.comm.push_back(id);  // sends by op id
       } else if (op.kind == OpKind::kRecv) {
         recvs.push_back(id);
       } else {
-        auto it = comm_span.find({op.gpu, op.stream});
-        if (it == comm_span.end() || id < it->second.first) {
+        const Span* s = span_of(op, node, false);
+        if (s == nullptr || id < s->first) {
           step.before.push_back(id);
-        } else if (id > it->second.second) {
+        } else if (id > s->last) {
           step.after.push_back(id);
         } else {
           problems.push_back(fmt::format("op {} ({}) sits between sends/receives of its group on GPU {} stream {}; "
@@ -135,20 +188,17 @@ std::vector<IssueStep> IssueOrder(const Plan& p, const std::string& plan_source)
       }
     }
     std::stable_sort(recvs.begin(), recvs.end(), [&](int32_t a, int32_t b) { return p.ops[a].match < p.ops[b].match; });
-    step.comm = sends;
     step.comm.insert(step.comm.end(), recvs.begin(), recvs.end());
-    steps.push_back(std::move(step));
+    issued += step.before.size() + step.comm.size() + step.after.size();
+    visit(step);
     for (int32_t e = succ_begin[node]; e < succ_begin[node + 1]; ++e)
       if (--indegree[succ[e]] == 0) ready.push(succ[e]);
   }
-  size_t issued = 0;
-  for (const IssueStep& s : steps) issued += s.before.size() + s.comm.size() + s.after.size();
   if (issued != p.ops.size())
     problems.push_back(fmt::format("{} ops are on a dependency cycle once groups are issued together (a group waits "
                                    "for work that waits for the group)",
                                    p.ops.size() - issued));
   if (!problems.empty()) throw PlanRefused(plan_source, problems);
-  return steps;
 }
 
 }  // namespace reshard

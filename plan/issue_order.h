@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,12 @@ struct IssueStep {
 // O((ops + deps) log ops). Throws PlanRefused on a group that depends on
 // itself or interleaves copies between its sends and receives, or a cycle.
 std::vector<IssueStep> IssueOrder(const Plan& plan, const std::string& plan_source = "<plan>");
+
+// The same steps, in the same order, handed to `visit` one at a time (one
+// IssueStep reused, no list of millions of steps kept: the simulator's host
+// model walks it once). Throws as IssueOrder does, after visiting the steps
+// it could order.
+void ForEachIssueStep(const Plan& plan, const std::function<void(const IssueStep&)>& visit,
+                      const std::string& plan_source = "<plan>");
 
 }  // namespace reshard

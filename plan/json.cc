@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <optional>
 #include <string_view>
 
@@ -591,7 +592,13 @@ Plan ReadPlan(const std::string& path) {
   Reader r(path);
   Streamed streamed;
   PlanSax sax(r, streamed);
-  bool ok = json::sax_parse(text, &sax, json::input_format_t::json, /*strict=*/true);
+  bool ok = false;
+  try {
+    ok = json::sax_parse(text, &sax, json::input_format_t::json, /*strict=*/true);
+  } catch (const std::bad_alloc&) {
+    throw InputError(path, "", fmt::format("the plan ({} bytes) needs more memory than this process could get to read it",
+                                           text.size()));
+  }
   if (!ok) {
     std::string msg = sax.error_message;  // "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
     if (auto pos = msg.find("] "); msg.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
@@ -603,7 +610,12 @@ Plan ReadPlan(const std::string& path) {
     }
     throw InputError(path, "", "invalid JSON: " + msg);
   }
-  return ReadPlanObject(sax.root, r, &streamed);
+  try {
+    return ReadPlanObject(sax.root, r, &streamed);
+  } catch (const std::bad_alloc&) {
+    throw InputError(path, "", fmt::format("the plan ({} bytes) needs more memory than this process could get to read it",
+                                           text.size()));
+  }
 }
 
 }  // namespace reshard

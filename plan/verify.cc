@@ -35,6 +35,9 @@
 //     = pos(v). Then x happens-before y (same GPU) iff
 //     clock[y][stream(x)] >= pos(x): the op at that position follows x on x's
 //     stream and reaches y. So each check is O(1) after O(N·S + E) work.
+//     Bytes a quantize op writes outside destination buffers (quantized at
+//     the source) are read by sends and copies only after it, by the same
+//     happens-before.
 //  5. Content pieces: tensor and buffer exist, the box fits the tensor, the
 //     elements it addresses fit the buffer (element size from the tensor's
 //     dtype); source buffers are preexisting, destination buffers never freed.
@@ -134,6 +137,7 @@ class Verifier {
     bool acyclic = CheckDeadlockFree();
     if (acyclic) {
       CheckLifetimes();
+      CheckQuantizedReads();
     } else {
       pr_.Add("(buffer lifetimes not checked: the plan has a dependency cycle)");
     }
@@ -204,6 +208,21 @@ class Verifier {
     }
   }
 
+  // Every region's bytes summed: the simulator and the summaries add them up
+  // (per link, per class), so their total must stay far inside int64 (each
+  // region fits a buffer, but 10^4 regions of 1 PiB would wrap).
+  void AddAccessBytes(int64_t i, int64_t bytes) {
+    if (access_bytes_overflowed_) return;
+    if (__builtin_add_overflow(access_bytes_, bytes, &access_bytes_) || access_bytes_ > kMaxAccessBytes) {
+      access_bytes_overflowed_ = true;
+      pr_.Add("{}: the plan's ops touch more than 2^62 bytes in all by this op; no refit moves that much",
+              OpName(i));
+    }
+  }
+  static constexpr int64_t kMaxAccessBytes = int64_t{1} << 62;
+  int64_t access_bytes_ = 0;
+  bool access_bytes_overflowed_ = false;
+
   // Checks one region of op i; records an access when it is a valid buffer on
   // the op's own GPU. Returns its byte count when the region is well formed.
   std::optional<int64_t> CheckRegion(int64_t i, const Region& g, const std::string& what,
@@ -225,6 +244,7 @@ class Verifier {
               end ? fmt::format("{}", *end) : std::string("overflow"), BufName(g.buffer), b.bytes);
     } else {
       bytes = CheckedBytes(g);
+      AddAccessBytes(i, *bytes);
     }
     if (b.gpu != op.gpu) {
       pr_.Add("{}: {} is in {}, on gpu {} (wrong GPU: an op only touches memory of its own GPU)", OpName(i), what,
@@ -530,7 +550,11 @@ class Verifier {
 
   void CheckLifetimes() {
     BuildClocks();
-    auto list = [](const std::vector<int32_t>& v) { return fmt::format("{}", fmt::join(v, ", ")); };
+    auto list = [](const std::vector<int32_t>& v) {  // the first few: a hostile plan may repeat an op millions of times
+      constexpr size_t kShown = 8;
+      if (v.size() <= kShown) return fmt::format("{}", fmt::join(v, ", "));
+      return fmt::format("{}, ... ({} more)", fmt::join(v.begin(), v.begin() + kShown, ", "), v.size() - kShown);
+    };
     // The alloc / free usable for ordering checks: exactly one, on the buffer's GPU.
     std::vector<int32_t> alloc_op(B_, -1), free_op(B_, -1);
     for (int64_t b = 0; b < B_; ++b) {
@@ -571,6 +595,39 @@ class Verifier {
         else pr_.Add("{}: uses {} but is not ordered before its free {} (add a dependency)", OpName(k), BufName(b),
                      OpName(f));
       }
+    }
+  }
+
+  // Bytes a quantize op writes into a buffer other than a destination's
+  // (quantized at the source: staging that sends and copies read) are read
+  // only after it, on its GPU. O(reads x tiles of the buffer read).
+  void CheckQuantizedReads() {
+    std::vector<std::vector<std::pair<Region, int32_t>>> writes(B_);
+    bool any = false;
+    for (int32_t i = 0; i < static_cast<int32_t>(p_.ops.size()); ++i)
+      if (p_.ops[i].kind == OpKind::kQuantize)
+        for (const QuantizeTile& t : p_.ops[i].tiles)
+          for (const Region* r : {&t.output, &t.scales})
+            if (BufOk(r->buffer) && p_.buffers[r->buffer].role != BufferRole::kDestinationWeights) {
+              writes[r->buffer].emplace_back(*r, i);
+              any = true;
+            }
+    if (!any) return;
+    for (int32_t i = 0; i < static_cast<int32_t>(p_.ops.size()); ++i) {
+      const Op& op = p_.ops[i];
+      auto check = [&](const Region& r) {
+        if (!BufOk(r.buffer) || r.Bytes() == 0) return;
+        for (const auto& [w, q] : writes[r.buffer])
+          if (w.offset_bytes < r.End() && r.offset_bytes < w.End() && QueueOk(q) && QueueOk(i) &&
+              p_.ops[q].gpu == op.gpu && !Before(q, i)) {
+            pr_.Add("{}: reads bytes of {} that {} quantizes, but is not ordered after it (add a dependency)",
+                    OpName(i), BufName(r.buffer), OpName(q));
+            return;
+          }
+      };
+      if (op.kind == OpKind::kSend) check(op.region);
+      if (op.kind == OpKind::kCopy || op.kind == OpKind::kOffload)
+        for (const CopyPair& c : op.copies) check(c.src);
     }
   }
 

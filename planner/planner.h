@@ -43,6 +43,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +52,8 @@
 #include "plan/plan.h"
 
 namespace reshard {
+
+struct ProblemInputs;  // planner/problem.h
 
 struct PlannerOptions {
   // 0: the scenario's plan.segment_bytes; when that is 0 too, choose among
@@ -85,6 +88,14 @@ struct PlannerOptions {
   // four ops each) are passed over when a larger size stays under it; bounds
   // the plan's memory and the planning time at 8k GPUs.
   int64_t max_segments = 1'000'000;
+  // FP8 destinations (planner/quantize.h): unset, the scenario's
+  // plan.quantize_at (auto: planned quantizing at the destination and, where
+  // any weight can be, at the source, the faster kept); true: at the source
+  // where a weight can be; false: at the destination.
+  std::optional<bool> quantize_at_source;
+  // Layouts and start memory to plan with instead of the scenario's own
+  // (planner/problem.h; set by the FP8 planner for its byte view).
+  std::shared_ptr<const ProblemInputs> inputs;
 };
 
 enum class PlanStatus { kOk, kInfeasible };

@@ -61,10 +61,10 @@ int32_t Problem::SrcPieceIndex(int32_t src_rank, const Fragment& f) const {
   return it->second;
 }
 
-Problem::Problem(const Scenario& s) : scenario(s) {
+Problem::Problem(const Scenario& s, const ProblemInputs* given) : scenario(s) {
   const int32_t gpus = s.cluster.Gpus();
-  src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
-  dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
+  src = given ? given->src : MakeSourceLayout(s.model, s.source, s.dtype, s.path);
+  dst = given ? given->dst : MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
   elem_bytes = DTypeBytes(s.dtype);
   transfer_set = BuildTransferSet(s.model, src, dst);
   CheckPlanFragments(dst, transfer_set, s.path);  // before anything of the plan's size
@@ -72,7 +72,7 @@ Problem::Problem(const Scenario& s) : scenario(s) {
   choice = ChooseSources(s, src, dst, transfer_set, dst_gpu);
   src_buffers = LayoutBuffers(src);
   dst_buffers = LayoutBuffers(dst);
-  memory_at_start = MemoryAtStart(s, src);
+  memory_at_start = given ? given->memory_at_start : MemoryAtStart(s, src);
   // Bits of the packed sort key.
   int32_t max_slots = 1;
   for (const auto& l : src_buffers.slot_layer) max_slots = std::max<int32_t>(max_slots, static_cast<int32_t>(l.size()));

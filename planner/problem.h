@@ -56,9 +56,19 @@ struct PairBytes {
   bool relay = false;  // relayed bytes (sent after every network transfer)
 };
 
+// Layouts and start memory given instead of built from the scenario (a view
+// of it whose tensors the scenario's own rules do not make, e.g. the byte
+// view of planner/quantize_source.h): both layouts must use the scenario's
+// tensors, ranks and dtype.
+struct ProblemInputs {
+  Layout src, dst;
+  std::vector<GpuMemoryAtStart> memory_at_start;  // per GPU
+};
+
 struct Problem {
-  // Builds everything; throws what the layout and placement steps throw.
-  explicit Problem(const Scenario& s);
+  // Builds everything (the layouts and start memory from `given` where set);
+  // throws what the layout and placement steps throw.
+  explicit Problem(const Scenario& s, const ProblemInputs* given = nullptr);
 
   const Scenario& scenario;
   Layout src, dst;

@@ -3,78 +3,36 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "planner/quantize_parts.h"
+#include "planner/quantize_source.h"
 #include "planner/search.h"
 
 namespace reshard {
 
 namespace {
 
-int64_t AlignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+using namespace quant_parts;
 
-std::string ScaleName(const std::string& weight, QuantScheme scheme) {
-  // vLLM's names: block / per-tensor FP8 keep DeepSeek's weight_scale_inv;
-  // MX formats use weight_scale.
-  const std::string suffix = scheme == QuantScheme::kMx ? "_scale" : "_scale_inv";
-  return weight + suffix;
-}
-
-// The region of box `c.box` of a piece with elements of `eb` bytes; the
-// innermost dimension must be contiguous.
-Region PieceRegion(const ContentPiece& c, int32_t buffer, int64_t eb) {
-  const int nd = c.box.ndim;
-  auto ext = [&](int d) { return c.box.hi[d] - c.box.lo[d]; };
-  RESHARD_CHECK(nd >= 1 && nd <= 3 && c.stride_elems[nd - 1] == 1, "destination piece with a strided last dimension");
-  Region r;
-  r.buffer = buffer;
-  r.offset_bytes = c.offset_elems * eb;
-  r.row_bytes = ext(nd - 1) * eb;
-  if (nd >= 2) {
-    r.rows = ext(nd - 2);
-    r.row_stride_bytes = r.rows > 1 ? c.stride_elems[nd - 2] * eb : 0;
-  }
-  if (nd == 3) {
-    r.planes = ext(0);
-    r.plane_stride_bytes = r.planes > 1 ? c.stride_elems[0] * eb : 0;
-  }
-  return r;
-}
-
-// Row-major strides of a box stored densely; 0 beyond its dimensions.
-Extents DenseStrides(const Box& b) {
-  Extents s{0, 0, 0};
-  int64_t step = 1;
-  for (int d = b.ndim - 1; d >= 0; --d) {
-    s[d] = step;
-    step *= b.hi[d] - b.lo[d];
-  }
-  return s;
-}
-
-// The dense region of box `b` (elements of `eb` bytes) at `offset_bytes`.
-Region DenseRegion(const Box& b, int32_t buffer, int64_t offset_bytes, int64_t eb) {
-  ContentPiece c;
-  c.box = b;
-  c.offset_elems = 0;
-  c.stride_elems = DenseStrides(b);
-  Region r = PieceRegion(c, buffer, eb);
-  r.offset_bytes = offset_bytes;
-  return r;
-}
-
-// The quantized tensors' values and scales, appended to p.tensors; -1 for
-// tensors kept as they are.
+// The values tensor of every tensor quantized here, indexed by plan tensor
+// (-1: kept as it is, or already quantized at the source): values and scales
+// appended to p.tensors for quantized weights that have none yet.
 std::vector<int32_t> AddQuantTensors(const Scenario& s, Plan& p) {
   const QuantConfig& q = *s.quantization;
   const size_t n = s.model.tensors.size();
-  RESHARD_CHECK(p.tensors.size() == n, "a bf16 plan lists the model's tensors");
-  std::vector<int32_t> values(n, -1);
+  RESHARD_CHECK(p.tensors.size() >= n, "a plan lists the model's tensors first");
+  std::vector<bool> done(n, false);
+  for (const PlanTensor& t : p.tensors)
+    if (t.quant.role == QuantRole::kValues && t.quant.of >= 0 && static_cast<size_t>(t.quant.of) < n)
+      done[t.quant.of] = true;
+  std::vector<int32_t> values(p.tensors.size(), -1);
   for (size_t t = 0; t < n; ++t) {
     const TensorSpec& spec = s.model.tensors[t];
-    if (!q.Quantizes(spec.kind) || (spec.shape.ndim != 2 && spec.shape.ndim != 3)) continue;
+    if (done[t] || !q.Quantizes(spec.kind) || (spec.shape.ndim != 2 && spec.shape.ndim != 3)) continue;
     const QuantGrid g = GridOf(q, spec.shape);
     const int32_t v = static_cast<int32_t>(p.tensors.size());
     PlanTensor vt{spec.name, spec.shape, DType::kFP8E4M3, {}};
@@ -85,54 +43,8 @@ std::vector<int32_t> AddQuantTensors(const Scenario& s, Plan& p) {
     p.tensors.push_back(std::move(st));
     values[t] = v;
   }
+  values.resize(p.tensors.size(), -1);
   return values;
-}
-
-// vLLM loads a block-quantized weight only when each rank's share is whole
-// blocks; so does the planner.
-void CheckWholeBlocks(const Scenario& s, const QuantGrid& g, const Box& box, const std::string& name,
-                      const Shape& shape) {
-  if (CoversWholeBlocks(g, box, shape.ndim)) return;
-  const int r = shape.ndim - 2;
-  throw InputError(s.path, "destination.tp",
-                   fmt::format("a destination rank holds rows [{}, {}) and columns [{}, {}) of '{}' {}, which cut "
-                               "its {} x {} quantization blocks; each rank's share must be whole blocks (more "
-                               "expert parallelism, destination.ep, keeps experts whole)",
-                               box.lo[r], box.hi[r], box.lo[r + 1], box.hi[r + 1], name, ToString(shape),
-                               g.block_rows, g.block_cols));
-}
-
-// Ops to insert after an existing op; ids >= base are new ops (id - base
-// indexes `extra`), renumbered when they are spliced in.
-struct Splice {
-  std::vector<Op> extra;
-  std::vector<std::vector<int32_t>> after;  // per old op: new ops (indices into extra), in order
-};
-
-void Apply(Plan& p, Splice& sp) {
-  const int32_t n = static_cast<int32_t>(p.ops.size());
-  std::vector<int32_t> old_id(n), new_id(sp.extra.size());
-  int32_t next = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    old_id[i] = next++;
-    for (int32_t k : sp.after[i]) new_id[k] = next++;
-  }
-  auto map = [&](int32_t id) { return id < 0 ? id : id < n ? old_id[id] : new_id[id - n]; };
-  std::vector<Op> ops;
-  ops.reserve(next);
-  auto push = [&](Op op) {
-    for (int32_t& d : op.deps) d = map(d);
-    std::sort(op.deps.begin(), op.deps.end());
-    op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
-    if (op.match >= 0) op.match = map(op.match);
-    op.id = static_cast<int32_t>(ops.size());
-    ops.push_back(std::move(op));
-  };
-  for (int32_t i = 0; i < n; ++i) {
-    push(std::move(p.ops[i]));
-    for (int32_t k : sp.after[i]) push(std::move(sp.extra[k]));
-  }
-  p.ops = std::move(ops);
 }
 
 }  // namespace
@@ -154,15 +66,11 @@ void QuantizeAtDestination(const Scenario& s, Plan& p) {
       for (const CopyPair& c : op.copies) writers[c.dst.buffer].push_back(op.id);
   }
 
-  Splice sp;
-  sp.after.resize(n);
+  Splice sp(static_cast<size_t>(n));
   std::vector<ContentPiece> destinations;
   destinations.reserve(p.destinations.size() * 2);
   std::vector<bool> moved(p.destinations.size(), false);
-  auto add = [&](Op op) {
-    sp.extra.push_back(std::move(op));
-    return n + static_cast<int32_t>(sp.extra.size()) - 1;
-  };
+  auto add = [&](Op op) { return sp.Add(static_cast<size_t>(n), std::move(op)); };
   for (size_t b = 0; b < nbuf; ++b) {
     auto& list = pieces[b];
     if (std::none_of(list.begin(), list.end(), [&](int32_t i) { return values[p.destinations[i].tensor] >= 0; }))
@@ -258,26 +166,79 @@ void QuantizeAtDestination(const Scenario& s, Plan& p) {
   Apply(p, sp);
 }
 
-PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& options) {
-  if (s.dtype != DType::kBF16)
-    throw InputError(s.path, "destination.dtype",
-                     fmt::format("quantizing to {} during the refit needs bf16 training weights, not {}",
-                                 DTypeName(s.destination_dtype), DTypeName(s.dtype)));
-  Scenario view = s;
-  view.destination_dtype = s.dtype;
-  view.quantization.reset();
-  PlanResult res = MakePlan(view, options);
-  if (!res.ok()) return res;
+namespace {
+
+// A rewritten plan's summary and prediction, again.
+void Resummarize(PlanResult& res, const PlannerOptions& options, const std::string& policy) {
   Plan& plan = res.plan;
-  QuantizeAtDestination(s, plan);
   PlanSummary& sum = plan.summary;
-  sum.memory_policy += "+quantize-at-destination";
+  sum.memory_policy += policy;
   sum.bytes_moved = CountBytesMoved(plan);
   sum.lower_bound_s = LowerBoundSeconds(plan);
   sum.routing_bound_s = RoutingBoundSeconds(plan);
   if (options.simulate) PredictWithSimulator(plan, res.stats);
   res.stats.ops = static_cast<int64_t>(plan.ops.size());
+}
+
+PlanResult PlanAtDestination(const Scenario& s, const PlannerOptions& options) {
+  Scenario view = s;
+  view.destination_dtype = s.dtype;
+  view.quantization.reset();
+  PlanResult res = MakePlan(view, options);
+  if (!res.ok()) return res;
+  QuantizeAtDestination(s, res.plan);
+  Resummarize(res, options, "+quantize-at-destination");
   return res;
+}
+
+// nullopt where no weight can be quantized at its source.
+std::optional<PlanResult> PlanAtSource(const Scenario& s, PlannerOptions options) {
+  const std::optional<SourceQuantView> v = MakeSourceQuantView(s);
+  if (!v) return std::nullopt;
+  Feasibility floor = CheckStartFits(v->scenario, v->inputs->memory_at_start);
+  if (floor.fits)
+    floor = CheckRefitFloor(v->scenario, v->inputs->memory_at_start, DestinationFloorBytes(v->scenario, v->inputs->dst));
+  if (!floor.fits) {
+    PlanResult res;
+    res.status = PlanStatus::kInfeasible;
+    res.gpu = floor.gpu;
+    res.missing_bytes = floor.missing_bytes;
+    res.message = floor.message + " (quantizing at the source, its staging counted from the start)";
+    return res;
+  }
+  options.inputs = v->inputs;
+  PlanResult res = MakePlan(v->scenario, options);
+  if (!res.ok()) return res;
+  FinishSourceQuantized(s, *v, res.plan);
+  if (v->at_source < v->quantized) QuantizeAtDestination(s, res.plan);
+  res.plan.name = s.name;
+  Resummarize(res, options,
+              v->at_source == v->quantized
+                  ? std::string("+quantize-at-source")
+                  : fmt::format("+quantize-at-source-{}-of-{}", v->at_source, v->quantized));
+  return res;
+}
+
+}  // namespace
+
+PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& options) {
+  if (s.dtype != DType::kBF16)
+    throw InputError(s.path, "destination.dtype",
+                     fmt::format("quantizing to {} during the refit needs bf16 training weights, not {}",
+                                 DTypeName(s.destination_dtype), DTypeName(s.dtype)));
+  std::optional<bool> forced = options.quantize_at_source;
+  if (!forced && s.plan.quantize_at != PlanOptions::QuantizeAt::kAuto)
+    forced = s.plan.quantize_at == PlanOptions::QuantizeAt::kSource;
+  if (forced == std::optional<bool>{false}) return PlanAtDestination(s, options);
+  std::optional<PlanResult> at_source = PlanAtSource(s, options);
+  if (forced == std::optional<bool>{true} && at_source) return std::move(*at_source);
+  PlanResult at_destination = PlanAtDestination(s, options);
+  if (!at_source || !at_source->ok()) return at_destination;
+  if (!at_destination.ok()) return std::move(*at_source);
+  // Ties keep the destination: fewer ops, no staging on the trainer's GPUs.
+  return at_source->plan.summary.predicted_time_s < at_destination.plan.summary.predicted_time_s
+             ? std::move(*at_source)
+             : at_destination;
 }
 
 QuantizedBytes DestinationQuantizedBytes(const Plan& p) {

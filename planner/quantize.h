@@ -10,10 +10,15 @@
 // buffer beside the assembly buffer, for the length of one quantize) is in
 // the plan's alloc / free ops, so the simulator's peak counts it.
 //
-// Quantizing at the source (half the bytes on every link, but the source
-// piece must cover whole blocks and the scales travel too) is not planned
-// yet; QuantizedTransferBytes gives the bytes such a plan would move, for
-// the choice and the at-scale arithmetic.
+// Quantizing at the source (planner/quantize_source.h): the trainer's GPUs
+// quantize the pieces they hold (where those cover whole blocks) into fp8
+// staging, and fp8 values plus scales travel: half the bytes on every link,
+// plus the scales, the quantize on the trainer's side. Weights whose source
+// pieces cut a block stay bf16 and are quantized at the destination in the
+// same plan.
+//
+// MakeQuantizedPlan plans both and keeps the one predicted faster
+// (PlannerOptions::quantize_at_source forces one).
 //
 // Complexity: O(ops + destination pieces + tensors) for the rewrite.
 #pragma once
@@ -26,14 +31,17 @@
 
 namespace reshard {
 
-// Rewrites `p`, a plan of `s` made with a bf16 destination, so that the
-// destination holds what `*s.quantization` says. Throws InputError(s.path,
+// Rewrites `p`, a plan of `s` made with a bf16 destination (or one already
+// quantized at the source for some weights), so that the destination holds
+// what `*s.quantization` says. Throws InputError(s.path,
 // "destination.tp", ...) when a destination rank's share of a quantized
 // tensor cuts a block (vLLM refuses those too).
 void QuantizeAtDestination(const Scenario& s, Plan& p);
 
-// MakePlan for a scenario with a quantized destination: plans the bf16 view
-// of `s`, quantizes at the destination and predicts the result again.
+// MakePlan for a scenario with a quantized destination: plans it quantized
+// at the destination (the bf16 view of `s`, rewritten) and, where any weight
+// can be, at the source; predicts both and keeps the faster (ties: the
+// destination).
 PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& options);
 
 // Bytes of what a plan sends, by what it sends, when quantized tensors travel

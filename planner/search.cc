@@ -456,7 +456,7 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
                                  DTypeName(s.dtype), DTypeName(s.destination_dtype)));
   // A GPU short of memory whatever the plan: say so at once instead of
   // planning every candidate to find out.
-  if (const Feasibility floor = CheckRefitFits(s); !floor.fits) {
+  if (const Feasibility floor = options.inputs ? Feasibility{} : CheckRefitFits(s); !floor.fits) {
     PlanResult res;
     res.status = PlanStatus::kInfeasible;
     res.gpu = floor.gpu;
@@ -464,7 +464,7 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
     res.message = floor.message;
     return res;
   }
-  Problem prob(s);
+  Problem prob(s, options.inputs.get());
   const bool small = options.simulate && prob.Fragments() <= options.simulate_max_fragments;
   const std::vector<int64_t> sizes = SegmentSizes(s, options, small || prob.Fragments() <= kFineSizesMinFragments);
   const std::vector<int32_t> per_rounds = PerRounds(options);

@@ -7,6 +7,7 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -218,6 +219,18 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
   if (!(options.margin >= 0 && options.margin < 1))
     throw InputError("<cli>", "--margin", fmt::format("margin {} is outside [0, 1)", options.margin));
 
+  const size_t points = g.nvlink_domain_nodes.size() * g.segment_bytes.size() * g.offload_fractions.size() *
+                        g.policies.size();  // each list is at most a few thousand values (flag length), no overflow
+  if (points > static_cast<size_t>(kMaxSweepPoints))
+    throw InputError("<cli>",
+                     g.offload_fractions.size() > g.segment_bytes.size() ? "--offload"
+                     : g.nvlink_domain_nodes.size() > g.segment_bytes.size() ? "--domains"
+                                                                               : "--segment-bytes",
+                     fmt::format("{} domain sizes x {} segment sizes x {} offload fractions x {} memory policies = {} "
+                                 "points, more than the {} a sweep plans; give fewer values",
+                                 g.nvlink_domain_nodes.size(), g.segment_bytes.size(), g.offload_fractions.size(),
+                                 g.policies.size(), points, kMaxSweepPoints));
+
   SweepResult res;
   res.scenario = s.name;
   res.capacity_bytes = s.cluster.gpu_memory_bytes - s.memory.reserve_bytes;
@@ -283,7 +296,13 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
     work();
   } else {
     std::vector<std::thread> pool;
-    for (int64_t t = 0; t < threads; ++t) pool.emplace_back(work);
+    try {
+      for (int64_t t = 0; t < threads; ++t) pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      // No more threads (ulimit, memory for stacks): the ones started take
+      // every point from the shared index; with none, this thread does.
+      if (pool.empty()) work();
+    }
     for (std::thread& t : pool) t.join();
   }
   for (size_t i = 0; i < res.points.size(); ++i)

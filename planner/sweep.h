@@ -41,6 +41,10 @@ struct MemoryPolicy {
   friend bool operator==(const MemoryPolicy&, const MemoryPolicy&) = default;
 };
 
+// Most points (domains x segment sizes x offload fractions x policies) one
+// sweep plans: the default grid has 176; each point is a plan and a simulation.
+inline constexpr int64_t kMaxSweepPoints = 1024;
+
 struct SweepGrid {
   std::vector<int64_t> segment_bytes;      // empty: powers of two 4 MiB .. 4 GiB
   std::vector<double> offload_fractions;   // empty: DefaultOffloadFractions(scenario)

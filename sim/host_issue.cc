@@ -88,7 +88,7 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
   std::vector<int32_t> group_ops(out.processes, 0);
   std::vector<int32_t> touched;
   std::vector<int64_t> connect_total(out.processes, 0);
-  for (const IssueStep& step : IssueOrder(plan)) {
+  ForEachIssueStep(plan, [&](const IssueStep& step) {
     for (int32_t id : step.before) local_op(plan.ops[id]);
     if (!step.comm.empty()) {
       touched.clear();
@@ -121,7 +121,7 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
       for (int32_t p : touched) group_ops[p] = 0;
     }
     for (int32_t id : step.after) local_op(plan.ops[id]);
-  }
+  });
   for (int32_t p = 0; p < out.processes; ++p) out.connect_ns = std::max(out.connect_ns, connect_total[p]);
   return out;
 }

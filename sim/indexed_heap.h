@@ -1,6 +1,10 @@
-// IndexedHeap: a binary min-heap of small integer ids ordered by (key, id)
-// that knows where each id sits, so an id's key can change or the id can
-// leave in O(log n), and no stale entries pile up.
+// IndexedHeap: a d-ary min-heap (d = kArity, 4 by default) of small integer
+// ids ordered by (key, id) that knows where each id sits, so an id's key can
+// change or the id can leave in O(log n), and no stale entries pile up. Four
+// children per node halve the depth that a key moving up pays, for at most
+// three more comparisons per level moving down; the simulator's keys mostly
+// move by a little, so that is cheaper than two (bench/results/
+// 2026-12-02-cpu-sim-speed/).
 //
 // The simulator keeps its flows' end times in one (a component of F flows
 // re-rated F times would otherwise leave F^2 lazy entries) and max-min
@@ -15,8 +19,9 @@
 
 namespace reshard {
 
-template <typename Key>
+template <typename Key, int kArity = 4>
 class IndexedHeap {
+  static_assert(kArity >= 2);
  public:
   void Resize(size_t ids) { pos_.resize(ids, -1); }  // ids 0 .. ids-1 may be used
   bool Empty() const { return heap_.empty(); }
@@ -64,7 +69,9 @@ class IndexedHeap {
       pos_[id] = static_cast<int32_t>(heap_.size());
       heap_.push_back({key, id});
     }
-    for (int32_t i = static_cast<int32_t>(heap_.size()) / 2 - 1; i >= 0; --i) Down(i);
+    const int32_t n = static_cast<int32_t>(heap_.size());
+    if (n >= 2)
+      for (int32_t i = (n - 2) / kArity; i >= 0; --i) Down(i);
   }
   void Clear() {
     for (const Entry& e : heap_) pos_[e.id] = -1;
@@ -84,7 +91,7 @@ class IndexedHeap {
   void Up(int32_t i) {
     const Entry e = heap_[i];
     while (i > 0) {
-      const int32_t parent = (i - 1) / 2;
+      const int32_t parent = (i - 1) / kArity;
       if (!Less(e, heap_[parent])) break;
       Place(i, heap_[parent]);
       i = parent;
@@ -95,9 +102,12 @@ class IndexedHeap {
     const Entry e = heap_[i];
     const int32_t n = static_cast<int32_t>(heap_.size());
     while (true) {
-      int32_t c = 2 * i + 1;
-      if (c >= n) break;
-      if (c + 1 < n && Less(heap_[c + 1], heap_[c])) ++c;
+      const int32_t first = kArity * i + 1;
+      if (first >= n) break;
+      const int32_t end = first + kArity < n ? first + kArity : n;
+      int32_t c = first;
+      for (int32_t k = first + 1; k < end; ++k)
+        if (Less(heap_[k], heap_[c])) c = k;
       if (!Less(heap_[c], e)) break;
       Place(i, heap_[c]);
       i = c;

@@ -130,6 +130,13 @@ int64_t QuantizeCopyBytes(const Op& op) {
   return traffic / 2;
 }
 
+double QuantizeKernelCap(const Op& op, const QuantizeKernelProfile& profile) {
+  if (profile.Empty()) return 0;
+  double s = 0;
+  for (const QuantizeTile& t : op.tiles) s += profile.Seconds(t.input.Bytes());
+  return s > 0 ? static_cast<double>(QuantizeCopyBytes(op)) / (s * kNsPerS) : 0;
+}
+
 Launches BuildLaunches(const Plan& plan, const std::vector<OpInfo>& info, int32_t gpus) {
   const int32_t nops = static_cast<int32_t>(plan.ops.size());
   Launches L;
@@ -223,52 +230,51 @@ void Simulator::State::Issue(int32_t l, int64_t t) {
 // 2026-11-30-h200x2-nccl-group-probe.md), so the flow starts when the pair's
 // previous transfer ends.
 void Simulator::State::Rendezvous(int32_t send, int64_t t) {
-  sim_internal::Channel& ch = channels[static_cast<int64_t>(info[send].gpu) * gpus + info[send].peer];
+  sim_internal::Channel& ch = channels[info[send].channel];
   if (ch.busy) {
     ch.pending.push_back(send);
     return;
   }
   ch.busy = true;
-  ch.group = plan.ops[send].group;
+  ch.group = info[send].group;
   ch.run_bytes = info[send].bytes;
   ch.flow = NewFlow(send, info[send].match, TransferRoute(send), t);
-  BothWays(info[send].gpu, info[send].peer);
+  BothWays(info[send].channel);
 }
 
 void Simulator::State::NextOnChannel(int32_t send, int64_t t) {
-  sim_internal::Channel& ch = channels[static_cast<int64_t>(info[send].gpu) * gpus + info[send].peer];
+  sim_internal::Channel& ch = channels[info[send].channel];
   if (ch.head == ch.pending.size()) {
     ch.busy = false;
     ch.flow = -1;
     ch.pending.clear();
     ch.head = 0;
-    BothWays(info[send].gpu, info[send].peer);
+    BothWays(info[send].channel);
     return;
   }
   const int32_t next = ch.pending[ch.head++];
   // The next op of the same group continues the run (Flow::run_before).
   int64_t before = 0;
-  if (plan.ops[next].group == ch.group) {
+  if (info[next].group == ch.group) {
     before = ch.run_bytes;
     ch.run_bytes += info[next].bytes;
   } else {
-    ch.group = plan.ops[next].group;
+    ch.group = info[next].group;
     ch.run_bytes = info[next].bytes;
   }
   ch.flow = NewFlow(next, info[next].match, TransferRoute(next), t, before, op_flow[send]);
-  BothWays(info[next].gpu, info[next].peer);
+  BothWays(info[next].channel);
 }
 
 // While a pair's two directions both carry a transfer, each runs at the
 // link's both-ways rate and ramp (DuplexEfficiency: NCCL's both-ways curve
 // is lower than one way's at the same size); alone, at the one-way cap.
 // Called whenever a transfer of the pair starts or ends.
-void Simulator::State::BothWays(int32_t a, int32_t b) {
-  if (a == b) return;
-  const auto fwd = channels.find(static_cast<int64_t>(a) * gpus + b);
-  const auto rev = channels.find(static_cast<int64_t>(b) * gpus + a);
-  const int32_t forth = fwd == channels.end() ? -1 : fwd->second.flow;
-  const int32_t back = rev == channels.end() ? -1 : rev->second.flow;
+void Simulator::State::BothWays(int32_t channel) {
+  const int32_t reverse = channels[channel].reverse;
+  if (reverse == channel) return;  // a GPU to itself
+  const int32_t forth = channels[channel].flow;
+  const int32_t back = reverse < 0 ? -1 : channels[reverse].flow;
   const bool both = forth >= 0 && back >= 0;
   for (const int32_t id : {forth, back}) {
     if (id < 0) continue;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -29,9 +30,12 @@ void Simulator::State::CheckOps() {
   info.resize(nops);
   for (int32_t i = 0; i < nops; ++i) {
     const Op& op = plan.ops[i];
-    info[i] = OpInfo{op.kind, op.gpu, op.peer, op.match, op.buffer, op.Bytes()};
+    info[i] = OpInfo{op.kind, op.gpu, op.peer, op.match, op.buffer, op.group, -1, op.Bytes()};
     if (op.kind == OpKind::kCopy) info[i].copy_cap = sim_internal::CopyKernelCap(op, plan.cluster.copy_kernel);
-    if (op.kind == OpKind::kQuantize) info[i].bytes = sim_internal::QuantizeCopyBytes(op);
+    if (op.kind == OpKind::kQuantize) {
+      info[i].bytes = sim_internal::QuantizeCopyBytes(op);
+      info[i].copy_cap = sim_internal::QuantizeKernelCap(op, plan.cluster.quantize_kernel);
+    }
     if (op.id != i) Bad(i, fmt::format("id is {}, expected its index {}", op.id, i));
     if (op.gpu < 0 || op.gpu >= gpus) Bad(i, fmt::format("gpu {} outside the cluster's {} GPUs", op.gpu, gpus));
     if (op.stream < 0) Bad(i, fmt::format("stream {} is negative", op.stream));
@@ -60,6 +64,39 @@ void Simulator::State::CheckOps() {
       }
       default: break;
     }
+  }
+  BuildChannels();
+}
+
+// One Channel per ordered GPU pair that a send uses, numbered in op order: a
+// table by pair up to 2,048 GPUs (16 MiB), a hash map beyond.
+void Simulator::State::BuildChannels() {
+  constexpr int32_t kTableGpus = 2048;
+  std::vector<int32_t> table;
+  std::unordered_map<int64_t, int32_t> map;  // lookup only
+  if (gpus <= kTableGpus) table.assign(static_cast<size_t>(gpus) * gpus, -1);
+  auto find = [&](int32_t a, int32_t b, bool create) {
+    const int64_t key = static_cast<int64_t>(a) * gpus + b;
+    int32_t* slot = nullptr;
+    if (!table.empty()) {
+      slot = &table[key];
+    } else if (create) {
+      slot = &map.try_emplace(key, -1).first->second;
+    } else {
+      const auto it = map.find(key);
+      return it == map.end() ? -1 : it->second;
+    }
+    if (*slot < 0 && create) {
+      *slot = static_cast<int32_t>(channels.size());
+      channels.emplace_back();
+    }
+    return *slot;
+  };
+  for (int32_t i = 0; i < nops; ++i)
+    if (info[i].kind == OpKind::kSend) info[i].channel = find(info[i].gpu, info[i].peer, true);
+  for (int32_t i = 0; i < nops; ++i) {
+    if (info[i].kind != OpKind::kSend) continue;
+    channels[info[i].channel].reverse = find(info[i].peer, info[i].gpu, false);
   }
 }
 

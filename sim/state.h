@@ -43,20 +43,27 @@ inline constexpr double kNsPerS = 1e9;
 struct OpInfo {
   OpKind kind = OpKind::kAlloc;
   int32_t gpu = -1, peer = -1, match = -1, buffer = -1;
+  int32_t group = -1;
+  int32_t channel = -1;  // a send: its ordered GPU pair's Channel
   int64_t bytes = 0;
-  double copy_cap = 0;  // kCopy: bytes/ns the copy kernel reaches on its runs and share (0: no such cap)
+  double copy_cap = 0;  // kCopy / kQuantize: bytes/ns its kernel reaches as measured (0: no such cap)
 };
 
 // A copy kernel's ceiling over its pairs (bytes/ns): each pair at the rate of
 // its run length and the op's share of the copy grid, so the op takes the sum
 // of its pairs' times. 0 when the profile has no rates.
 double CopyKernelCap(const Op& op, const CopyKernelProfile& profile);
-// The bytes a quantize op costs on the device-copy port: an estimate until
-// its kernel is measured. Like the copy kernel it is bound by HBM, and it
+// The bytes a quantize op costs on the device-copy port (its share of HBM).
+// Like the copy kernel it is bound by HBM, and it
 // reads its bf16 input and writes fp8 values and scales once each, where a
 // copy of B bytes reads and writes B each: so it takes as long as a copy of
 // half its traffic, (input + output + scales) / 2.
 int64_t QuantizeCopyBytes(const Op& op);
+// A quantize op's ceiling (bytes/ns of QuantizeCopyBytes) from the measured
+// quantize kernel: its tiles are launched one after another, each taking
+// its input bytes at the rate measured for a launch of that size. 0 when the
+// profile has no rates (the op then runs at the device-copy link's rate).
+double QuantizeKernelCap(const Op& op, const QuantizeKernelProfile& profile);
 
 // Launches: one group on one GPU, or one ungrouped op (an ungrouped send/recv
 // to self is one launch with both ops), numbered by their first op. Lists are
@@ -339,8 +346,9 @@ class MemoryTimeline {
   std::unordered_set<int64_t> peer_set_;
 };
 
-// Per ordered GPU pair (src * gpus + dst): transfers waiting for the one in flight.
+// Per ordered GPU pair that some send uses: transfers waiting for the one in flight.
 struct Channel {
+  int32_t reverse = -1;          // the pair's other direction (-1: no send uses it)
   std::vector<int32_t> pending;  // send op ids, FIFO from `head`
   size_t head = 0;
   bool busy = false;
@@ -368,7 +376,8 @@ struct Simulator::State {
   void Issue(int32_t launch, int64_t t);
   void Rendezvous(int32_t send, int64_t t);
   void NextOnChannel(int32_t send, int64_t t);
-  void BothWays(int32_t a, int32_t b);
+  void BuildChannels();
+  void BothWays(int32_t channel);
   Route TransferRoute(int32_t send) const;
   double TransferCap(const Flow& f, bool both) const;
   int32_t NewFlow(int32_t op, int32_t op2, const Route& r, int64_t t, int64_t run_before = 0, int32_t after = -1);
@@ -405,7 +414,7 @@ struct Simulator::State {
   sim_internal::EventQueue queue;
   sim_internal::FlowNetwork net;
   sim_internal::MemoryTimeline memory;
-  std::unordered_map<int64_t, sim_internal::Channel> channels;  // lookup only, never iterated
+  std::vector<sim_internal::Channel> channels;  // by OpInfo::channel
   std::array<sim_internal::Activity, sim_internal::kOpKinds> kind_use{};
   std::array<sim_internal::Activity, sim_internal::kLinkClasses> class_use{};
   int64_t events = 0;

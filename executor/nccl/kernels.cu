@@ -2,6 +2,8 @@
 // fp8 quantization (see kernels.h).
 #include "executor/nccl/kernels.h"
 
+#include <cuda_fp8.h>
+
 #include "executor/quantize_math.h"
 
 #include "executor/nccl/warp_copy.cuh"
@@ -178,13 +180,40 @@ __device__ float BlockAmax(int64_t r0, int64_t r1, int64_t c0, int64_t c1, Load 
   return CtaMax(m);
 }
 
+// Two elements x / s to E4M3 (low byte: a), bit for bit QuantizeElement's
+// without an IEEE division or the bit-by-bit rounding per element:
+//  * r = RN(1/s), q = RN(x r) is within an ulp of x / s; with the exact
+//    remainder x - s q (one fma), RN(q + (x - s q) r) is RN(x / s)
+//    (Markstein's theorem; holds while nothing underflows, so the caller
+//    takes this path only for normal s and r);
+//  * |q| < 2^-11 means |x / s| < 2^-10, which E4M3 rounds to a signed zero
+//    (the tie at 2^-10 goes to the even 0): the sign alone, never the
+//    subnormal quotient the correction could round differently;
+//  * the hardware's cvt.rn.satfinite.e4m3x2.f32 rounds to nearest even and
+//    saturates to +-448 as E4M3FromFloat does (checked over every fp32 on an
+//    H200 by bench/gpu/quantize_kernel_probe.cu).
+__device__ __forceinline__ float DivByScale(float x, float s, float r) {
+  const float q = x * r;
+  if (fabsf(q) < 0x1p-11f) return copysignf(0.0f, x);
+  return fmaf(fmaf(-s, q, x), r, q);
+}
+__device__ __forceinline__ uint32_t QuantizePair(float a, float b, float s, float r, bool fast) {
+  if (!fast) return QuantizeElement(a, s) | static_cast<uint32_t>(QuantizeElement(b, s)) << 8;
+  return __nv_cvt_float2_to_fp8x2(make_float2(DivByScale(a, s, r), DivByScale(b, s, r)), __NV_SATFINITE, __NV_E4M3);
+}
+// Whether DivByScale is exact for scale s (s and 1/s normal).
+__device__ __forceinline__ bool FastScale(float s) { return s >= 0x1p-125f && s <= 0x1p125f; }
+
 // Fast path of QuantizeKernel for blocks whose rows are whole 16-byte chunks
 // (8 bf16) at 16-byte-aligned addresses and that fit the CTA's registers
 // (at most kFastChunks chunks per thread): each thread loads its chunks of the
 // block once (uint4), the CTA reduces the amax, then each chunk is quantized
 // from registers and written as 8 bytes. One HBM read and one write per
 // element; 32-bit index arithmetic. Same arithmetic as QuantizeBlock.
+// HardwareConvert = false keeps the per-element software arithmetic (the
+// probe's reference).
 inline constexpr int kFastChunks = 8;  // 128 x 128 blocks: 2048 chunks / 256 threads
+template <bool HardwareConvert>
 __global__ void __launch_bounds__(kBlockThreads) QuantizeKernelVec(const QuantizeJob j, const unsigned char* in,
                                                                    unsigned char* out, unsigned char* sc) {
   const int64_t bcols = j.BlockCols(), brows = j.BlockRows();
@@ -213,6 +242,8 @@ __global__ void __launch_bounds__(kBlockThreads) QuantizeKernelVec(const Quantiz
       }
     }
     const float s = QuantScale(CtaMax(m), j.scale_format);
+    const float rs = 1.0f / s;
+    const bool fast = HardwareConvert && FastScale(s);
     if (threadIdx.x == 0)
       StoreElement(sc + j.sc_offset + p * j.sc_plane + br * j.sc_row + bc * j.scale_bytes, j.scale_bytes,
                    ScaleStoredBits(s, j.scale_format));
@@ -224,15 +255,125 @@ __global__ void __launch_bounds__(kBlockThreads) QuantizeKernelVec(const Quantiz
         const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
         uint32_t q[2] = {0, 0};
 #pragma unroll
-        for (int h = 0; h < 4; ++h) {
-          const uint32_t lo = QuantizeElement(BitsFloat(w[h] << 16), s);  // element 2h (little endian)
-          const uint32_t hi = QuantizeElement(BitsFloat(w[h] & 0xFFFF0000u), s);
-          q[h / 2] |= (lo | hi << 8) << (16 * (h % 2));
-        }
+        for (int h = 0; h < 4; ++h)  // elements 2h, 2h + 1 (little endian)
+          q[h / 2] |= QuantizePair(BitsFloat(w[h] << 16), BitsFloat(w[h] & 0xFFFF0000u), s, rs, fast) << (16 * (h % 2));
         *reinterpret_cast<uint2*>(obase + r * j.out_row + 8 * c) = make_uint2(q[0], q[1]);
       }
     }
   }
+}
+
+// QuantizeKernelVec over W blocks side by side (128-column blocks of at most
+// 128 rows): a CTA of 256 W threads reads rows of 256 W contiguous bytes
+// instead of 256, so HBM sees longer runs. Each thread's chunks all lie in
+// one block (its column within the CTA's 16 W chunks is fixed), so the amax
+// reduces over 16-lane groups, then over the 16 groups of each block. The
+// loads of a group are issued together, apart from the amax (interleaving
+// them cost 20 % on an H200; bench/gpu/quantize_kernel_probe.cu).
+inline constexpr int kWideBlockCols = 128;
+template <int W>
+struct WideGroup {
+  int64_t g, br, p;
+  int rows, row_chunks;
+  const unsigned char* base;
+  unsigned char* obase;
+  __device__ WideGroup(const QuantizeJob& j, int64_t b, int64_t groups, int64_t brows, const unsigned char* in,
+                       unsigned char* out) {
+    g = b % groups, br = (b / groups) % brows, p = b / (groups * brows);
+    const int64_t r0 = br * j.block_rows, c0 = g * W * kWideBlockCols;
+    rows = static_cast<int>(min(r0 + j.block_rows, j.rows) - r0);
+    row_chunks = static_cast<int>((min(c0 + W * kWideBlockCols, j.cols) - c0) / 8);
+    base = in + j.in_offset + p * j.in_plane + r0 * j.in_row + 2 * c0;
+    obase = out + j.out_offset + p * j.out_plane + r0 * j.out_row + c0;
+  }
+};
+template <int W>
+__global__ void __launch_bounds__(kBlockThreads * W) QuantizeKernelWide(const QuantizeJob j, const unsigned char* in,
+                                                                        unsigned char* out, unsigned char* sc) {
+  constexpr int kThreads = kBlockThreads * W, kRowChunks = 16 * W;
+  __shared__ float group_max[kThreads / 16];
+  const int64_t bcols = j.BlockCols(), brows = j.BlockRows(), groups = (bcols + W - 1) / W;
+  const int64_t total = j.planes * brows * groups;
+  const int col_chunk = threadIdx.x % kRowChunks, my_block = col_chunk / 16;
+  auto load = [&](const WideGroup<W>& G, uint4* v) {
+#pragma unroll
+    for (int i = 0; i < kFastChunks; ++i) {
+      const int r = (threadIdx.x + i * kThreads) / kRowChunks;
+      if (col_chunk < G.row_chunks && r < G.rows)
+        v[i] = *reinterpret_cast<const uint4*>(G.base + r * j.in_row + 16 * col_chunk);
+    }
+  };
+  uint4 v[kFastChunks];
+  int64_t b = blockIdx.x;
+  if (b < total) load(WideGroup<W>(j, b, groups, brows, in, out), v);
+  for (; b < total; b += gridDim.x) {
+    const WideGroup<W> G(j, b, groups, brows, in, out);
+    const int64_t nb = b + gridDim.x;
+    const bool col_ok = col_chunk < G.row_chunks;
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kFastChunks; ++i) {
+      const int r = (threadIdx.x + i * kThreads) / kRowChunks;
+      if (col_ok && r < G.rows) {
+        const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+          m = fmaxf(m, fabsf(BitsFloat(w[h] << 16)));
+          m = fmaxf(m, fabsf(BitsFloat(w[h] & 0xFFFF0000u)));
+        }
+      }
+    }
+    for (int o = 8; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 15) == 0) group_max[threadIdx.x / 16] = m;
+    __syncthreads();
+    float amax = 0.0f;
+    for (int t = my_block; t < kThreads / 16; t += W) amax = fmaxf(amax, group_max[t]);
+    __syncthreads();  // group_max is reused by the next iteration
+    const float s = QuantScale(amax, j.scale_format);
+    const float rs = 1.0f / s;
+    const bool fast = FastScale(s);
+    if (threadIdx.x < kRowChunks && col_chunk % 16 == 0 && col_ok)
+      StoreElement(sc + j.sc_offset + G.p * j.sc_plane + G.br * j.sc_row + (G.g * W + my_block) * j.scale_bytes,
+                   j.scale_bytes, ScaleStoredBits(s, j.scale_format));
+#pragma unroll
+    for (int i = 0; i < kFastChunks; ++i) {
+      const int r = (threadIdx.x + i * kThreads) / kRowChunks;
+      if (col_ok && r < G.rows) {
+        const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+        uint32_t q[2] = {0, 0};
+#pragma unroll
+        for (int h = 0; h < 4; ++h)
+          q[h / 2] |= QuantizePair(BitsFloat(w[h] << 16), BitsFloat(w[h] & 0xFFFF0000u), s, rs, fast) << (16 * (h % 2));
+        *reinterpret_cast<uint2*>(G.obase + r * j.out_row + 8 * col_chunk) = make_uint2(q[0], q[1]);
+      }
+    }
+    if (nb < total) load(WideGroup<W>(j, nb, groups, brows, in, out), v);
+  }
+}
+
+// out[0]: non-NaN fp32 patterns whose hardware E4M3 differs from
+// E4M3FromFloat; out[1]: (bf16 x, scale) pairs of the kernel's domain whose
+// fast quantization differs from QuantizeElement.
+__global__ void __launch_bounds__(kBlockThreads) ConvertCheckKernel(uint64_t first, uint64_t count, const float* scales,
+                                                                    int32_t scale_count, unsigned long long* out) {
+  unsigned long long bad_convert = 0, bad_divide = 0;
+  const uint64_t step = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step) {
+    const float x = BitsFloat(static_cast<uint32_t>(first + i));
+    if (isnan(x)) continue;  // the hardware writes 0x7F for both signs; quantized tensors hold no NaN
+    const uint32_t hw = __nv_cvt_float2_to_fp8x2(make_float2(x, 0.0f), __NV_SATFINITE, __NV_E4M3) & 0xFFu;
+    bad_convert += hw != E4M3FromFloat(x);
+  }
+  const uint64_t pairs = static_cast<uint64_t>(scale_count) << 16;
+  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs; i += step) {
+    const float sc = scales[i >> 16], x = Bf16ToFloat(static_cast<uint16_t>(i & 0xFFFFu));
+    // The kernel's domain: fast scales, |x| at most the block's amax (so
+    // |x / s| <= 448, within a rounding of the scale).
+    if (!FastScale(sc) || !(static_cast<double>(fabsf(x)) <= 448.0 * static_cast<double>(sc))) continue;
+    bad_divide += (QuantizePair(x, x, sc, 1.0f / sc, true) & 0xFFu) != QuantizeElement(x, sc);
+  }
+  if (bad_convert) atomicAdd(&out[0], bad_convert);
+  if (bad_divide) atomicAdd(&out[1], bad_divide);
 }
 
 // Whether QuantizeKernelVec can run `j`: 16-byte aligned bf16 rows and
@@ -391,6 +532,16 @@ cudaError_t WarmKernels(cudaStream_t s) {
   CheckKernel<<<1, kBlockThreads, 0, s>>>(nullptr, empty, RecordFirst{nullptr});
   QuantizeJob none;
   QuantizeKernel<<<1, kBlockThreads, 0, s>>>(none, nullptr, nullptr, nullptr);
+  QuantizeKernelVec<true><<<1, kBlockThreads, 0, s>>>(none, nullptr, nullptr, nullptr);
+  QuantizeKernelWide<1><<<1, kBlockThreads, 0, s>>>(none, nullptr, nullptr, nullptr);
+  QuantizeKernelWide<2><<<1, 2 * kBlockThreads, 0, s>>>(none, nullptr, nullptr, nullptr);
+  QuantizeKernelWide<4><<<1, 4 * kBlockThreads, 0, s>>>(none, nullptr, nullptr, nullptr);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchConvertCheck(uint64_t first, uint64_t count, const float* scales, int32_t scale_count,
+                               unsigned long long* out, cudaStream_t s) {
+  ConvertCheckKernel<<<1024, kBlockThreads, 0, s>>>(first, count, scales, scale_count, out);
   return cudaGetLastError();
 }
 
@@ -401,10 +552,25 @@ cudaError_t LaunchFill(unsigned char* base, const PieceMap& m, cudaStream_t s, i
 }
 
 cudaError_t LaunchQuantize(const QuantizeJob& j, const unsigned char* in, unsigned char* out, unsigned char* sc,
-                           cudaStream_t s, int32_t max_blocks) {
+                           cudaStream_t s, int32_t max_blocks, QuantizePath path) {
   if (j.Blocks() == 0) return cudaSuccess;
-  if (QuantizeVecFits(j, in, out)) {
-    QuantizeKernelVec<<<LaunchBlocks(j.Blocks(), max_blocks), kBlockThreads, 0, s>>>(j, in, out, sc);
+  if (path != QuantizePath::kGeneric && QuantizeVecFits(j, in, out)) {
+    // 128-column blocks: as many side by side as the job has, up to 4.
+    if (j.block_cols == kWideBlockCols && j.block_rows <= 128 && path != QuantizePath::kVecSoftware &&
+        path != QuantizePath::kVecHardware) {
+      int w = path == QuantizePath::kWide1 ? 1 : path == QuantizePath::kWide2 ? 2 : 4;
+      if (path == QuantizePath::kAuto) w = j.BlockCols() >= 4 ? 4 : j.BlockCols() >= 2 ? 2 : 1;
+      const int64_t groups = j.planes * j.BlockRows() * ((j.BlockCols() + w - 1) / w);
+      const int32_t blocks = LaunchBlocks(groups, std::max(1, max_blocks / w));
+      if (w == 4) QuantizeKernelWide<4><<<blocks, 4 * kBlockThreads, 0, s>>>(j, in, out, sc);
+      else if (w == 2) QuantizeKernelWide<2><<<blocks, 2 * kBlockThreads, 0, s>>>(j, in, out, sc);
+      else QuantizeKernelWide<1><<<blocks, kBlockThreads, 0, s>>>(j, in, out, sc);
+      return cudaGetLastError();
+    }
+    if (path == QuantizePath::kVecSoftware)
+      QuantizeKernelVec<false><<<LaunchBlocks(j.Blocks(), max_blocks), kBlockThreads, 0, s>>>(j, in, out, sc);
+    else
+      QuantizeKernelVec<true><<<LaunchBlocks(j.Blocks(), max_blocks), kBlockThreads, 0, s>>>(j, in, out, sc);
     return cudaGetLastError();
   }
   QuantizeKernel<<<LaunchBlocks(j.Blocks(), max_blocks), kBlockThreads, 0, s>>>(j, in, out, sc);

@@ -21,9 +21,12 @@
 //    the smallest mismatching index. Pieces of quantized values or scales
 //    (PieceMap::quant) are checked one quantization block per CTA: its scale
 //    recomputed from the pattern, then its elements (or its scale) compared.
-//  * Quantize: one CTA per 2-D quantization block (grid-stride), one pass:
-//    the block's amax by a CTA reduction, its scale, then every element
-//    converted to E4M3 (executor/quantize_math.h, bit for bit the host's).
+//  * Quantize: one CTA per 2-D quantization block, or per up to four
+//    128-column blocks side by side (grid-stride), one pass: the amax by a
+//    CTA reduction, the scale, then every element converted to E4M3
+//    (executor/quantize_math.h, bit for bit the host's; aligned blocks by
+//    the hardware conversion and a reciprocal with one correction step, the
+//    same bytes).
 #pragma once
 
 #include <algorithm>
@@ -108,9 +111,24 @@ struct MismatchCount {
   unsigned long long first_index;
 };
 
+// Which quantize kernel runs a job: kAuto takes, for 128-column blocks at
+// aligned addresses, the kernel that quantizes up to 4 blocks side by side
+// per CTA (longer row runs from HBM), for other aligned blocks the
+// vectorized one-block kernel, both with the hardware E4M3 conversion; else
+// the generic kernel. The others force a path (bench/gpu/
+// quantize_kernel_probe.cu compares them; every path writes the same bytes).
+enum class QuantizePath { kAuto, kGeneric, kVecSoftware, kVecHardware, kWide1, kWide2, kWide4 };
+
 // Quantizes job `j` (byte offsets into in / out / sc, the buffers' bases).
 cudaError_t LaunchQuantize(const QuantizeJob& j, const unsigned char* in, unsigned char* out, unsigned char* sc,
-                           cudaStream_t s, int32_t max_blocks);
+                           cudaStream_t s, int32_t max_blocks, QuantizePath path = QuantizePath::kAuto);
+
+// Compares the hardware fp32 -> E4M3 conversion the quantize kernel uses with
+// E4M3FromFloat for every fp32 bit pattern in [first, first + count), and
+// DivByScale with the IEEE division for every bf16 x against `scales`:
+// mismatches counted into *out (device memory, zeroed by the caller).
+cudaError_t LaunchConvertCheck(uint64_t first, uint64_t count, const float* scales, int32_t scale_count,
+                               unsigned long long* out, cudaStream_t s);
 
 cudaError_t LaunchFill(unsigned char* base, const PieceMap& m, cudaStream_t s, int32_t max_blocks);
 cudaError_t LaunchCheck(const unsigned char* base, const PieceMap& m, CheckSlot* slot, cudaStream_t s,

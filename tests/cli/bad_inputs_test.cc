@@ -251,6 +251,8 @@ TEST(BadFlags, EachIsRefusedWithItsMessageAndWritesNothing) {
     std::vector<std::string> args;
     std::string fragment;
   };
+  std::string many_sizes = "4MiB";  // 300 segment sizes
+  for (int i = 1; i < 300; ++i) many_sizes += "," + std::to_string((int64_t{4} << 20) + 4096 * i);
   const std::vector<Flag> table = {
       // Unknown flags and verbs, with a suggestion.
       {{"plan", kTiny, "--segmnet-bytes", "1MiB", "-o", out}, "did you mean '--segment-bytes'?"},
@@ -308,6 +310,10 @@ TEST(BadFlags, EachIsRefusedWithItsMessageAndWritesNothing) {
       {{"sweep", kTiny, "--segment-bytes", "1KiB", "--csv", out}, "--segment-bytes: segment_bytes below 4 KiB"},
       {{"run", kExchange, "--timeout", "1e10", "--save-plan", out}, "--timeout: 1e10 s is more than"},
       {{"validate", kExchange, "--timeout", "9.3e9"}, "--timeout"},
+      {{"run", kExchange, "--timeout", "1e-9", "--save-plan", out}, "--timeout: 1e-9 s is less than 0.001 s"},
+      {{"calibrate", "-o", out, "--max-bytes", "9223372036854775807"}, "--max-bytes: 9223372036854775807 bytes is more than 1 TiB"},
+      {{"sweep", kTiny, "--segment-bytes", many_sizes, "--csv", out},
+       "1 domain sizes x 300 segment sizes x 4 offload fractions x 4 memory policies = 4800 points, more than the 1024"},
   };
   EXPECT_GE(table.size(), 30u);
   for (const Flag& f : table) {
@@ -396,6 +402,74 @@ TEST(Files, ANameThatIsNotUtf8IsRefusedBeforeAnyOutput) {
   ExpectRefused(Reshard({"plan", scenario, "--json", "-o", out}), "plan", "name: not valid UTF-8 text: byte 0xff",
                 out);
   ExpectRefused(Reshard({"inspect", scenario, "--json"}), "inspect", "name: not valid UTF-8 text: byte 0xff", out);
+}
+
+// A scenario names more input files than the command line: -o over its
+// hf_config or calibration profile would destroy them.
+TEST(Files, AnOutputOverAFileTheScenarioReadsIsRefused) {
+  const Scratch tmp;
+  const std::string hf = tmp.Write("config.json", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+      "vocab_size": 1024, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+      "num_attention_heads": 8, "num_key_value_heads": 4})");
+  const std::string hf_scenario = ScenarioWithHf(tmp, hf);
+  const std::string profile = tmp.Path("profile.json");
+  fs::copy_file(kData + "/scenarios/profile.json", profile);
+  const std::string profile_scenario = tmp.Write("p.yaml", "model: tiny-llama\ncluster: {preset: h200-x2, calibration: " +
+                                                               profile + "}\nsource: {tp: 2}\ndestination: {tp: 1, dp: 2}\n");
+  const auto hf_size = fs::file_size(hf), profile_size = fs::file_size(profile);
+  for (const auto& [args, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"plan", hf_scenario, "-o", hf}, "-o"},
+           {{"simulate", hf_scenario, "--trace", hf}, "--trace"},
+           {{"run", profile_scenario, "--save-plan", profile}, "--save-plan"},
+           {{"sweep", profile_scenario, "--csv", profile}, "--csv"}}) {
+    const Result r = Reshard(args);
+    EXPECT_EQ(r.code, 2) << args[0] << " " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(flag + ": '")) << args[0];
+    EXPECT_THAT(r.err, HasSubstr("is an input of this command")) << args[0];
+  }
+  EXPECT_EQ(fs::file_size(hf), hf_size);
+  EXPECT_EQ(fs::file_size(profile), profile_size);
+}
+
+// Under `ulimit -v`: a plan below the size cap but larger than the memory the
+// process may take is refused by name (not an internal bad_alloc), and a
+// sweep asked for more threads than can start runs on the ones that did.
+TEST(Files, InputsLargerThanTheProcessMayAllocate) {
+  const Scratch tmp;
+  const std::string plan = tmp.Path("big.json");
+  {
+    std::ofstream f(plan, std::ios::binary);
+    f << R"({"format_version": 1, "ops": [)";
+  }
+  fs::resize_file(plan, int64_t{3} << 30);  // sparse: 3 GiB, under the 4 GiB cap, no disk used
+  const std::string limit = "ulimit -v 1048576; exec \"$0\" \"$@\"";  // 1 GiB of address space
+  Result r = ::reshard::testing::RunBinary("/bin/sh", {"-c", limit, RESHARD_BINARY, "simulate", plan});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(plan + ": the plan is 3221225472 bytes, more memory than this process could get"));
+  r = ::reshard::testing::RunBinary("/bin/sh", {"-c", limit, RESHARD_BINARY, "sweep", kTiny, "--threads", "4096"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("recommended:"));
+}
+
+// A write that fails part-way (here the file size limit, EFBIG; a full disk
+// is the same): exit 2 naming the file, the existing file as it was, no
+// temporary file left.
+TEST(Files, AFailedWriteIsReportedAndLeavesTheExistingFile) {
+  const Scratch tmp;
+  const std::string out = tmp.Write("out.json", "previous content\n");
+  // 16 blocks of 512 bytes; the plan is ~70 KB. SIGXFSZ ignored, so write(2) fails instead.
+  const std::string limit = "trap '' XFSZ; ulimit -f 16; exec \"$0\" \"$@\"";
+  const Result r =
+      ::reshard::testing::RunBinary("/bin/sh", {"-c", limit, RESHARD_BINARY, "plan", kTiny, "--no-simulate", "-o", out});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(out + ": writing failed"));
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), "previous content\n");
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(tmp.Path(""))) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u) << "no temporary file left behind";
 }
 
 // ---- plans from elsewhere ----------------------------------------------------------------

@@ -2,6 +2,8 @@
 // quantized destination (quantized at the destination after assembly) and
 // run by the executor, every fp8 byte and every scale compared with the
 // host's own quantization of the fill pattern.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -81,6 +83,137 @@ source: {tp: 1}
 destination: {tp: 1, dtype: fp8_e4m3, quantization: {scheme: tensor}}
 )"}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
+
+// Quantized at the source (forced): the trainer's GPUs quantize their bf16
+// pieces into staging, fp8 values and scales travel and land in the final
+// buffers; weights whose source pieces cut a block are still quantized at
+// the destination. Every byte and scale is verified.
+class Fp8AtSource : public ::testing::TestWithParam<Fp8Case> {};
+
+TEST_P(Fp8AtSource, EveryFp8ByteAndScaleVerified) {
+  const Scenario s = ParseScenario(GetParam().yaml, "<fp8-source>");
+  PlannerOptions po;
+  po.quantize_at_source = true;
+  const PlanResult r = MakePlan(s, po);
+  ASSERT_TRUE(r.ok()) << r.message;
+  const VerifyResult v = Verify(r.plan);
+  ASSERT_TRUE(v.ok()) << v.problems[0];
+  EXPECT_NE(r.plan.summary.memory_policy.find("+quantize-at-source"), std::string::npos)
+      << r.plan.summary.memory_policy;
+  // Some quantize op reads a source buffer (the trainer's weights).
+  bool at_source = false;
+  for (const Op& op : r.plan.ops)
+    for (const QuantizeTile& t : op.tiles) at_source |= r.plan.buffers[t.input.buffer].role == BufferRole::kSourceWeights;
+  EXPECT_TRUE(at_source);
+  testing::ExpectHostRunVerifies(r.plan, GetParam().name);
+  EXPECT_EQ(PlanFromJson(PlanToJson(r.plan), "<fp8>"), r.plan);
+  // Fewer bytes between GPUs than the destination-quantized plan.
+  po.quantize_at_source = false;
+  const PlanResult d = MakePlan(s, po);
+  ASSERT_TRUE(d.ok());
+  const BytesMoved a = r.plan.summary.bytes_moved, b = d.plan.summary.bytes_moved;
+  if (b.nvlink + b.network > 0) EXPECT_LT(a.nvlink + a.network, b.nvlink + b.network);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, Fp8AtSource,
+    ::testing::Values(
+        Fp8Case{"llama_tp2_to_tp1x2_block32_all_at_source", R"(
+name: fp8-llama-src
+model: tiny-llama
+cluster: h200-x2
+source: {tp: 2}
+destination: {tp: 1, dp: 2, dtype: fp8_e4m3, quantization: {block: [32, 32]}}
+plan: {segment_bytes: 256KiB}
+)"},
+        // k_proj / v_proj: 2 KV heads x 32 rows, 32 per trainer rank, half a
+        // 64-row block: those two go bf16 and are quantized after assembly.
+        Fp8Case{"llama_tp2_block64_cut_kv_at_destination", R"(
+name: fp8-llama-mixed
+model: tiny-llama
+cluster: h200-x2
+source: {tp: 2}
+destination: {tp: 1, dp: 2, dtype: fp8_e4m3, quantization: {block: [64, 64]}}
+plan: {segment_bytes: 128KiB}
+)"},
+        Fp8Case{"moe_ep2_to_tp2_mxfp8", R"(
+name: fp8-moe-src
+model: tiny-moe
+cluster: h200-x2
+source: {tp: 1, ep: 2, dp: 2}
+destination: {tp: 2, dtype: fp8_e4m3, quantization: {scheme: mxfp8}}
+plan: {segment_bytes: 256KiB}
+)"},
+        Fp8Case{"mla_one_gpu_ue8m0", R"(
+name: fp8-mla-src
+model: tiny-mla
+cluster: {preset: h200-x2, nodes: 1, gpus_per_node: 1}
+source: {tp: 1}
+destination: {tp: 1, dtype: fp8_e4m3, quantization: {scale: ue8m0, classes: [experts, lm_head, attention]}}
+)"},
+        Fp8Case{"moe_two_nodes_disaggregated_block64", R"(
+name: fp8-moe-disagg
+model: tiny-moe
+cluster: {preset: dgx-h100, nodes: 2, gpus_per_node: 2, nics_per_node: 2}
+source: {tp: 2, ep: 2, gpus: "0-1"}
+destination: {tp: 2, ep: 2, dtype: fp8_e4m3, quantization: {block: [64, 64]}, gpus: "2-3"}
+plan: {segment_bytes: 64KiB}
+)"},
+        Fp8Case{"llama_per_tensor_tp1_to_dp2", R"(
+name: fp8-tensor-src
+model: tiny-llama
+cluster: h200-x2
+source: {tp: 1, dp: 2}
+destination: {tp: 1, dp: 2, dtype: fp8_e4m3, quantization: {scheme: tensor}}
+)"}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+// Verify on plans quantized at the source: a send that reads staging must be
+// ordered after the quantize that fills it; staging is a buffer like any
+// other (bounds, lifetime).
+TEST(Fp8AtSourceVerify, StagingReadBeforeItsQuantizeIsReported) {
+  const Scenario s = ParseScenario(R"(
+model: tiny-moe
+cluster: {preset: dgx-h100, nodes: 2, gpus_per_node: 2, nics_per_node: 2}
+source: {tp: 2, ep: 2, gpus: "0-1"}
+destination: {tp: 2, ep: 2, dtype: fp8_e4m3, quantization: {block: [64, 64]}, gpus: "2-3"}
+plan: {segment_bytes: 64KiB, direct_min_bytes: 0}
+)",
+                                   "<fp8-verify>");
+  PlannerOptions po;
+  po.quantize_at_source = true;
+  po.simulate = false;
+  const PlanResult r = MakePlan(s, po);
+  ASSERT_TRUE(r.ok()) << r.message;
+  ASSERT_TRUE(Verify(r.plan).ok()) << Verify(r.plan).problems[0];
+  // Sends straight from staging (direct_min_bytes 0) run on the comm
+  // stream and depend on the quantize; without that dependency Verify names
+  // the unordered read.
+  int reported = 0, tried = 0;
+  for (const Op& q : r.plan.ops) {
+    if (q.kind != OpKind::kQuantize) continue;
+    for (const Op& op : r.plan.ops) {
+      if (op.stream == q.stream || std::find(op.deps.begin(), op.deps.end(), q.id) == op.deps.end()) continue;
+      Plan bad = r.plan;
+      auto& deps = bad.ops[op.id].deps;
+      deps.erase(std::find(deps.begin(), deps.end(), q.id));
+      ++tried;
+      const VerifyResult v = Verify(bad);
+      for (const std::string& problem : v.problems)
+        reported += problem.find("quantizes, but is not ordered after it") != std::string::npos;
+    }
+  }
+  EXPECT_GT(tried, 0);
+  EXPECT_GT(reported, 0);
+  // A staging buffer one byte short: its last tile writes out of bounds.
+  Plan small = r.plan;
+  for (PlanBuffer& b : small.buffers)
+    if (b.role == BufferRole::kStaging && b.name.rfind("fp8 src", 0) == 0) {
+      b.bytes -= 1;
+      break;
+    }
+  EXPECT_FALSE(Verify(small).ok());
+}
 
 TEST(Fp8Planner, ASplitThatCutsABlockNamesTheField) {
   // tiny-llama's k_proj has 2 KV heads x 32 = 64 rows: TP2 gives each rank 32

@@ -3,12 +3,14 @@
 // and memory state are the job's; what the input leaves out is listed.
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include "model/error.h"
 #include "model/import.h"
@@ -163,6 +165,35 @@ TEST(Import, NemoRlUnevenStagesAndLocalModel) {
   const InputError uneven = ErrorOf([&] { ImportNemoRl(kImport + "grpo_dsv3_megatron.yaml", o); });
   EXPECT_EQ(uneven.field(), "policy.megatron_cfg.num_layers_in_first_pipeline_stage");
   EXPECT_THAT(uneven.problem(), HasSubstr("cannot share the remaining 55 evenly"));
+}
+
+// A key given twice in one mapping is refused (OmegaConf refuses it too;
+// yaml-cpp alone would read the first), with its dotted path; a FIFO or
+// /dev/zero is refused before it is read, not hung on.
+TEST(Import, DuplicateKeysAndNonRegularFilesAreRefused) {
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "/reshard_import_dup.yaml";
+  auto write = [&](const std::string& text) { std::ofstream(path) << text; };
+  write("defaults: grpo_base.yaml\npolicy:\n  megatron_cfg: {enabled: true, tensor_model_parallel_size: 2,\n"
+        "    tensor_model_parallel_size: 4}\n");
+  InputError e = ErrorOf([&] { ImportNemoRl(path, {}); });
+  EXPECT_EQ(e.file(), path);
+  EXPECT_EQ(e.field(), "policy.megatron_cfg.tensor_model_parallel_size");
+  EXPECT_THAT(e.problem(), HasSubstr("appears twice in one mapping (line 4)"));
+  write("cluster: {num_nodes: 1}\npolicy: {model_name: x}\ncluster: {num_nodes: 2}\n");
+  e = ErrorOf([&] { ImportVerl(path, {}); });
+  EXPECT_EQ(e.field(), "cluster");
+  // Aliases are not expanded by the check: a billion-laughs tree is read at once.
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'j'; ++c)
+    bomb += fmt::format("{}: &{} [*{}, *{}, *{}, *{}, *{}, *{}, *{}, *{}, *{}]\n", c, c, char(c - 1), char(c - 1),
+                        char(c - 1), char(c - 1), char(c - 1), char(c - 1), char(c - 1), char(c - 1), char(c - 1));
+  write(bomb + "b: 1\n");
+  e = ErrorOf([&] { ImportVerl(path, {}); });
+  EXPECT_EQ(e.field(), "b");
+  std::filesystem::remove(path);
+  e = ErrorOf([] { ImportVerl("/dev/zero", {}); });
+  EXPECT_THAT(e.problem(), HasSubstr("is a character device, not a regular file"));
 }
 
 TEST(Import, NemoRlOverridesAndErrors) {

@@ -503,6 +503,23 @@ TEST(PlanVerify, GoodPlanPasses) {
   EXPECT_TRUE(r.ok()) << ::testing::PrintToString(r.problems);
 }
 
+// Each region fits its buffer, but 2,049 copies of 1 PiB sum past 2^62: the
+// simulator's per-link byte totals would wrap (they did: a negative NVLink
+// byte count, exit 0). Refused by Verify instead.
+TEST(PlanVerify, RegionBytesSummingPastInt64AreRefused) {
+  Plan p = GoodPlan();
+  const int64_t kPiB = int64_t{1} << 50;
+  p.cluster.gpu_memory_bytes = kPiB;
+  p.cluster_fingerprint = p.cluster.Fingerprint();
+  p.buffers.push_back(Buf(0, BufferRole::kSourceWeights, kPiB, true, "big.src"));
+  p.buffers.push_back(Buf(0, BufferRole::kStaging, kPiB, true, "big.stage"));
+  std::vector<CopyPair> pairs(2049, CopyPair{ContiguousRegion(8, 0, kPiB), ContiguousRegion(9, 0, kPiB)});
+  p.ops.push_back(Copy(0, pairs));
+  Renumber(p);
+  EXPECT_THAT(Problems(p), Contains(HasSubstr("op 20 (copy gpu 0): the plan's ops touch more than 2^62 bytes")));
+  EXPECT_TRUE(Verify(GoodPlan(), nullptr).ok());
+}
+
 TEST(PlanVerify, Cycle) {
   Plan p = GoodPlan();
   p.ops[3].deps.push_back(14);  // pack waits for unpack, which waits for the exchange, which waits for pack

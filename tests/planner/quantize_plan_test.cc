@@ -1,6 +1,9 @@
 // FP8 destinations in the planner: the quantize-at-destination rewrite on a
-// planned refit, and the bytes-by-link arithmetic of the at-scale FP8 refits
+// planned refit, where the planner quantizes (source or destination, by
+// predicted time), and the bytes-by-link arithmetic of the at-scale FP8 refits
 // (what quantizing at the source would move: half the bf16 bytes plus scales).
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "model/error.h"
@@ -80,6 +83,7 @@ plan: {segment_bytes: 256KiB}
   bf16.quantization.reset();
   PlannerOptions po;
   po.simulate = false;
+  po.quantize_at_source = false;
   const PlanResult a = MakePlan(s, po), b = MakePlan(bf16, po);
   ASSERT_TRUE(a.ok() && b.ok());
   // The wire is the bf16 plan's; copies into the bf16 assembly buffers are
@@ -95,6 +99,89 @@ plan: {segment_bytes: 256KiB}
   EXPECT_LT(a.plan.summary.lower_bound_s, b.plan.summary.lower_bound_s);
   EXPECT_TRUE(PlanScenarioProblems(a.plan, s).empty() || a.plan.scenario_fingerprint.empty());
   EXPECT_TRUE(Verify(a.plan).ok());
+}
+
+// Where to quantize is chosen by predicted time, both plans made: the
+// chosen one is never slower than the other.
+struct Choice {
+  PlanResult chosen, at_source, at_destination;
+};
+Choice PlanAllThree(const Scenario& s) {
+  PlannerOptions po;
+  Choice c{MakePlan(s, po), {}, {}};
+  po.quantize_at_source = true;
+  c.at_source = MakePlan(s, po);
+  po.quantize_at_source = false;
+  c.at_destination = MakePlan(s, po);
+  EXPECT_TRUE(c.chosen.ok() && c.at_source.ok() && c.at_destination.ok());
+  const double best = std::min(c.at_source.plan.summary.predicted_time_s, c.at_destination.plan.summary.predicted_time_s);
+  EXPECT_EQ(c.chosen.plan.summary.predicted_time_s, best);
+  return c;
+}
+
+// Disaggregated over two nodes: every byte crosses the network, which binds;
+// at the source half the expert and attention bytes cross it (plus one fp32
+// scale per 64 x 64 block, 4 / 4096 bytes per element), so the planner
+// quantizes there.
+TEST(Fp8Planner, TheNetworkBindsSoTheSourceQuantizes) {
+  const Scenario s = ParseScenario(R"(
+name: fp8-moe-two-nodes
+model: tiny-moe
+cluster: {preset: dgx-h100, nodes: 2}
+source: {tp: 2, ep: 4, dp: 4, gpus: "0-7"}
+destination: {tp: 2, dp: 4, ep: 8, dtype: fp8_e4m3, quantization: {block: [64, 64]}, gpus: "8-15"}
+)",
+                                   "<fp8-two-nodes>");
+  const Choice c = PlanAllThree(s);
+  EXPECT_NE(c.chosen.plan.summary.memory_policy.find("+quantize-at-source"), std::string::npos)
+      << c.chosen.plan.summary.memory_policy;
+  EXPECT_LT(c.at_source.plan.summary.predicted_time_s, c.at_destination.plan.summary.predicted_time_s);
+  // Network bytes: the quantized weights' bf16 bytes become fp8 plus scales.
+  const QuantizedBytes q = DestinationQuantizedBytes(c.at_source.plan);
+  const int64_t net_src = c.at_source.plan.summary.bytes_moved.network,
+                net_dst = c.at_destination.plan.summary.bytes_moved.network;
+  EXPECT_EQ(net_dst - net_src, q.bf16_bytes - q.fp8_bytes - q.scale_bytes);
+  // The trainer's GPUs hold fp8 staging while they send: their peak grows.
+  EXPECT_TRUE(Verify(c.at_source.plan).ok());
+}
+
+// One GPU: no wire; both place every weight by copies. The choice is the
+// faster of the two predictions (asserted in PlanAllThree), whichever it is.
+TEST(Fp8Planner, OneGpuKeepsTheFasterOfTheTwo) {
+  const Scenario s = ParseScenario(R"(
+name: fp8-one-gpu
+model: tiny-llama
+cluster: {preset: h200-x2, nodes: 1, gpus_per_node: 1}
+source: {tp: 1}
+destination: {tp: 1, dtype: fp8_e4m3, quantization: {block: [64, 64]}}
+)",
+                                   "<fp8-one-gpu>");
+  const Choice c = PlanAllThree(s);
+  EXPECT_EQ(c.chosen.plan.summary.bytes_moved.network + c.chosen.plan.summary.bytes_moved.nvlink, 0);
+}
+
+// plan.quantize_at forces the choice; other values name the field.
+TEST(Fp8Planner, TheScenarioCanForceWhereToQuantize) {
+  const std::string base = R"(
+model: tiny-llama
+cluster: h200-x2
+source: {tp: 2}
+destination: {tp: 1, dp: 2, dtype: fp8_e4m3, quantization: {block: [32, 32]}}
+)";
+  PlannerOptions po;
+  po.simulate = false;
+  const PlanResult d = MakePlan(ParseScenario(base + "plan: {quantize_at: destination}\n", "<q>"), po);
+  const PlanResult s = MakePlan(ParseScenario(base + "plan: {quantize_at: source}\n", "<q>"), po);
+  ASSERT_TRUE(d.ok() && s.ok());
+  EXPECT_TRUE(d.plan.summary.memory_policy.ends_with("+quantize-at-destination")) << d.plan.summary.memory_policy;
+  EXPECT_TRUE(s.plan.summary.memory_policy.ends_with("+quantize-at-source")) << s.plan.summary.memory_policy;
+  try {
+    ParseScenario(base + "plan: {quantize_at: trainer}\n", "q.yaml");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "plan.quantize_at");
+    EXPECT_NE(e.problem().find("auto, source, destination"), std::string::npos) << e.problem();
+  }
 }
 
 }  // namespace

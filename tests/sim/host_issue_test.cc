@@ -1,10 +1,15 @@
 // Tests of what the simulator adds beyond the wire: the host thread that
 // issues the ops (sim/host_issue.h), the copy kernel's rate by run length and
-// SM share, a cold refit's connections, and the rule that grouped ops to one
+// SM share, the quantize kernel's rate by launch size, a cold refit's
+// connections, and the rule that grouped ops to one
 // peer continue a run. Hand-derived on the test cluster of plan_builder.h
 // (links 1 byte/ns, copies 2 bytes/ns, no latency unless set).
-#include <gtest/gtest.h>
+#include <algorithm>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
 #include "model/host_costs.h"
 #include "plan/plan.h"
 #include "sim/host_issue.h"
@@ -243,6 +248,48 @@ TEST(CopyKernel, FloorScalesFromTheLaunchBelowOneChunk) {
 }
 
 // ---------------------------------------------------------------------------
+// Quantize kernel rates
+
+TEST(QuantizeKernel, MeasuredRatesSetTheQuantizeTime) {
+  // Rates: 1 MiB launches 1 GB/s of bf16 input, 16 MiB ones 4 GB/s; a 4 MiB
+  // launch is halfway in log size: 2.5 GB/s. One op of two tiles (launched
+  // in series): 1048576 B / 1 B/ns = 1048576 ns, + 4194304 / 2.5 =
+  // 1677721.6 ns -> 2726297.6 ns. The device-copy port (2 B/ns) does not
+  // bind: the op's copy bytes, (input + output + scales) / 2 = (5 MiB + 2.5
+  // MiB + 8) / 2, would take 1966082 ns there. Without rates the op runs
+  // at the port's rate: 1966082 ns.
+  QuantizeKernelProfile q;
+  q.rates = {{16 << 20, 4e9}, {1 << 20, 1e9}};
+  std::sort(q.rates.begin(), q.rates.end(),
+            [](const QuantizeRatePoint& a, const QuantizeRatePoint& b) { return a.input_bytes < b.input_bytes; });
+  EXPECT_DOUBLE_EQ(q.Seconds(4 << 20), (4 << 20) / 2.5e9);
+  EXPECT_DOUBLE_EQ(q.Seconds(64 << 20), (64 << 20) / 4e9);  // clamped above
+  EXPECT_DOUBLE_EQ(QuantizeKernelProfile{}.Seconds(1 << 20), 0);
+  Cluster cl = TestCluster();
+  {
+    PlanBuilder b(cl);
+    b.Quantize(0, {1 << 20, 4 << 20});
+    EXPECT_EQ(Simulate(b.Build()).time_ns, 1966082);
+  }
+  cl.quantize_kernel = q;
+  PlanBuilder b(cl);
+  b.Quantize(0, {1 << 20, 4 << 20});
+  EXPECT_NEAR(static_cast<double>(Simulate(b.Build()).time_ns), 2726297.6, 1.0);
+}
+
+TEST(QuantizeKernel, ProfileJsonRoundTripsAndRejectsBadPoints) {
+  QuantizeKernelProfile q;
+  q.rates = {{1 << 20, 1e12}, {1 << 30, 3e12}};
+  q.source = "measured";
+  nlohmann::json j = q;
+  EXPECT_EQ(QuantizeKernelProfileFromJson(j, "p.json", "quantize_kernel"), q);
+  j["rates"][1]["input_bytes"] = 1 << 20;
+  EXPECT_THROW(QuantizeKernelProfileFromJson(j, "p.json", "quantize_kernel"), InputError);
+  j["rates"][1]["input_bytes"] = 0;
+  EXPECT_THROW(QuantizeKernelProfileFromJson(j, "p.json", "quantize_kernel"), InputError);
+}
+
+// ---------------------------------------------------------------------------
 // Grouped ops to one peer continue a run
 
 TEST(Simulate, GroupedOpsToOnePeerContinueTheRun) {
@@ -302,6 +349,108 @@ TEST(Simulate, NetworkOpsThroughOneNicArePostedOneAfterAnother) {
   EXPECT_EQ(q.op_end_ns[s1], 2100);
   EXPECT_EQ(q.op_end_ns[s2], 2100);
   (void)r1, (void)r2;
+}
+
+TEST(HostIssue, EachKindPaysItsOwnHostCalls) {
+  // One process, one stream on GPU0; events 10 around each op, alloc 30,
+  // free 40, one cudaMemcpy* 15; host buffers are not pool-allocated (0).
+  //   alloc A (device):  0 + 10 + 30        -> queued  40, end event ->  50
+  //   alloc H (host):    50 + 10 + 0        -> queued  60,           ->  70
+  //   offload A -> H, one contiguous pair:
+  //                      70 + 10 + 15       -> queued  95,           -> 105
+  //   reload H -> A, one pair of 2 planes (strided):
+  //                      105 + 10 + 2 x 15  -> queued 145,           -> 155
+  //   free A:            155 + 10 + 40      -> queued 205,           -> 215
+  //   free H:            215 + 10 + 0       -> queued 225,           -> 235
+  // On the GPU each starts when queued (the PCIe flows, 10 B and 20 B at
+  // 1 B/ns, end at 105 and 165, before the next op is queued): the refit ends
+  // with free H at 225; the host thread is done at 235.
+  Cluster cl = WithHost(TestCluster());
+  cl.host.alloc_ns = 30;
+  cl.host.free_ns = 40;
+  cl.host.memcpy_ns = 15;
+  PlanBuilder b(cl);
+  const int32_t A = b.Buffer(0, 1000, /*preexisting=*/false);
+  const int32_t H = b.Buffer(0, 1000, /*preexisting=*/false, MemorySpace::kHost);
+  const Opts on{kStreamCompute};
+  const int32_t alloc_a = b.Alloc(A, on), alloc_h = b.Alloc(H, on);
+  const int32_t off = b.Offload(0, ContiguousRegion(A, 0, 10), ContiguousRegion(H, 0, 10), on);
+  Region planes = ContiguousRegion(H, 100, 5);  // 2 planes x 2 rows x 5 B = 20 B
+  planes.rows = 2;
+  planes.row_stride_bytes = 10;
+  planes.planes = 2;
+  planes.plane_stride_bytes = 100;
+  const int32_t rel = b.Reload(0, planes, ContiguousRegion(A, 100, 20), on);
+  const int32_t free_a = b.Free(A, on), free_h = b.Free(H, on);
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_start_ns[alloc_a], 40);
+  EXPECT_EQ(p.op_start_ns[alloc_h], 60);
+  EXPECT_EQ(p.op_start_ns[off], 95);
+  EXPECT_EQ(p.op_end_ns[off], 105);
+  EXPECT_EQ(p.op_start_ns[rel], 145);
+  EXPECT_EQ(p.op_end_ns[rel], 165);
+  EXPECT_EQ(p.op_start_ns[free_a], 205);
+  EXPECT_EQ(p.op_start_ns[free_h], 225);
+  EXPECT_EQ(p.time_ns, 225);
+  EXPECT_EQ(p.host_issue_ns, 235);
+}
+
+TEST(HostIssue, ColdRefitMapsEveryDeviceBufferOnce) {
+  // Cold, process 0: pin its 1,000,000 B host buffer at 1e12 B/s (1000 ns)
+  // and map its 3,000,000 + 2,000,000 B device buffers (preexisting or not)
+  // at 1e12 B/s (5000 ns): cold_setup_ns 6000. Then alloc S: event 10 ->
+  // queued 6010, end event 6020; free S: 6030. Warm: 10 and 30.
+  Cluster cl = WithHost(TestCluster());
+  cl.host.pin_bytes_per_s = 1e12;
+  cl.host.map_bytes_per_s = 1e12;
+  PlanBuilder b(cl);
+  b.Buffer(0, 3'000'000, /*preexisting=*/true);
+  const int32_t S = b.Buffer(0, 2'000'000, /*preexisting=*/false);
+  b.Buffer(0, 1'000'000, /*preexisting=*/true, MemorySpace::kHost);
+  const int32_t alloc_s = b.Alloc(S), free_s = b.Free(S);
+  const Plan plan = b.Build();
+  SimOptions cold;
+  cold.cold = true;
+  const Prediction c = Simulate(plan, cold);
+  EXPECT_EQ(c.cold_setup_ns, 6000);
+  EXPECT_EQ(c.op_start_ns[alloc_s], 6010);
+  EXPECT_EQ(c.op_start_ns[free_s], 6030);
+  EXPECT_EQ(c.time_ns, 6030);
+  EXPECT_EQ(c.critical_path.warm_up_ns, 6000);
+  const Prediction w = SimVerified(plan);
+  EXPECT_EQ(w.op_start_ns[alloc_s], 10);
+  EXPECT_EQ(w.time_ns, 30);
+}
+
+TEST(Quantize, CostsACopyOfHalfItsTrafficAndALaunchPerTile) {
+  // A quantize op of 2 tiles, each reading 4000 B of bf16 and writing 2000 B
+  // of fp8 and 64 B of scales: traffic 2 x 6064 = 12128 B, as a copy of
+  // 12128 / 2 = 6064 B on gpu0.copy (2 B/ns): 3032 ns. Host (executor):
+  // event 10 + 2 launches x 100 = 210, so [210, 3242]; without the host,
+  // [0, 3032]. (The sim reads only the tiles' sizes: the plan is not verified,
+  // its tiles name no tensor.)
+  PlanBuilder b(WithHost(TestCluster()));
+  const int32_t pool = b.Buffer(0, 20000, /*preexisting=*/true);
+  Plan plan = b.Build();
+  Op q;
+  q.id = 0;
+  q.kind = OpKind::kQuantize;
+  q.gpu = 0;
+  q.stream = kStreamCompute;
+  for (int64_t t = 0; t < 2; ++t) {
+    QuantizeTile tile;
+    tile.input = ContiguousRegion(pool, t * 6064, 4000);
+    tile.output = ContiguousRegion(pool, t * 6064 + 4000, 2000);
+    tile.scales = ContiguousRegion(pool, t * 6064 + 6000, 64);
+    q.tiles.push_back(tile);
+  }
+  plan.ops.push_back(q);
+  const Prediction host = Simulate(plan);
+  EXPECT_EQ(host.op_start_ns[0], 210);
+  EXPECT_EQ(host.op_end_ns[0], 3242);
+  SimOptions none;
+  none.issue = IssueModel::kNone;
+  EXPECT_EQ(Simulate(plan, none).time_ns, 3032);
 }
 
 }  // namespace

@@ -88,6 +88,24 @@ class PlanBuilder {
     p_.ops[i].copies.push_back({ContiguousRegion(pool, 0, bytes), ContiguousRegion(pool, bytes, bytes)});
     return i;
   }
+  // A quantize op with one tile per input size: bf16 input, fp8 output of
+  // half its bytes, 4 B of scales per tile (regions in the GPU's pool).
+  int32_t Quantize(int32_t gpu, const std::vector<int64_t>& input_bytes, Opts o = {kStreamCompute}) {
+    const int32_t i = Add(OpKind::kQuantize, gpu, o);
+    int64_t total = 0;
+    for (int64_t b : input_bytes) total += b + b / 2 + 4;
+    const int32_t pool = Pool(gpu, total);
+    int64_t at = 0;
+    for (int64_t b : input_bytes) {
+      QuantizeTile t;
+      t.input = ContiguousRegion(pool, at, b);
+      t.output = ContiguousRegion(pool, at + b, b / 2);
+      t.scales = ContiguousRegion(pool, at + b + b / 2, 4);
+      at += b + b / 2 + 4;
+      p_.ops[i].tiles.push_back(t);
+    }
+    return i;
+  }
   int32_t Offload(int32_t gpu, Region dev, Region host, Opts o = {kStreamHost}) {
     const int32_t i = Add(OpKind::kOffload, gpu, o);
     p_.ops[i].copies.push_back({dev, host});

@@ -418,6 +418,48 @@ TEST(Simulate, MemoryPeakOfOverlappedAllocs) {
   EXPECT_EQ(SimVerified(build(true)).peak_bytes[0], 1550);
 }
 
+TEST(Simulate, AtOneInstantFlowEndsRunByFlowIdAndTheirFollowersInThatOrder) {
+  // GPU0, no CUDA context, a 2000 B preexisting pool; alloc X (500 B) at 0 on
+  // the comm stream. Two 1000 B copies, ready at 0, share gpu0.copy (2 B/ns):
+  // 1 B/ns each, both end at 1000. Copy K (compute stream) is followed by
+  // alloc Y (700 B) then free Y; copy F (host stream) by free X. Flows are
+  // numbered as the copies are issued at 0 (by first op id), ends at one
+  // instant run by flow id, and each end's followers are issued in that order:
+  //   K first: +Y 3200 (peak), -X 2700, -Y 2000 (free Y was queued last);
+  //   F first: -X 2000, +Y 2700 (peak), -Y 2000.
+  // Memory at t = 0: 2000 + X = 2500.
+  auto build = [](bool k_first) {
+    Cluster c = TestCluster();
+    c.overheads.cuda_context_bytes = 0;
+    PlanBuilder b(c);
+    const int32_t X = b.Buffer(0, 500, false), Y = b.Buffer(0, 700, false);
+    const int32_t alloc_x = b.Alloc(X, {kStreamComm});
+    auto k_side = [&]() {
+      b.Copy(0, 1000, {kStreamCompute});
+      b.Alloc(Y, {kStreamCompute});
+      b.Free(Y, {kStreamCompute});
+    };
+    auto f_side = [&]() {
+      b.Copy(0, 1000, {kStreamHost});
+      b.Free(X, {kStreamHost, -1, {alloc_x}});
+    };
+    if (k_first) {
+      k_side();
+      f_side();
+    } else {
+      f_side();
+      k_side();
+    }
+    return b.Build();
+  };
+  const Prediction k = SimVerified(build(true));
+  EXPECT_EQ(k.time_ns, 1000);
+  EXPECT_EQ(k.peak_bytes[0], 3200);
+  const Prediction f = SimVerified(build(false));
+  EXPECT_EQ(f.time_ns, 1000);
+  EXPECT_EQ(f.peak_bytes[0], 2700);
+}
+
 TEST(Simulate, NcclMemoryPerNewPeer) {
   // nccl_bytes_per_peer = 10. GPU0 sends to GPU1 twice and to GPU2 once, and
   // receives from GPU3; GPU1 also sends to itself (not a peer). Peers:
