@@ -81,7 +81,8 @@ SweepGrid GridOf(const SweepCmdOptions& o) {
   return g;
 }
 
-// A bar on stderr, shown only once the sweep has run a second and stderr is a terminal.
+// A bar on stderr, shown only once the sweep has run a second and stderr is a
+// terminal (not with --json).
 class ProgressBar {
  public:
   ProgressBar() : tty_(isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
@@ -128,13 +129,14 @@ void PrintHuman(const SweepResult& r, bool multi_node) {
     const std::string fits = !p.error.empty() ? "error"
                              : p.fits         ? "yes"
                                               : fmt::format("no, {} short", FormatBytes(p.missing_bytes));
-    std::cout << fmt::format("{:>4}  {:>10}  {:>7.2f}  {:<32}  {}{:>11}  {:>22}  {:<22}  {:>11}  {:>6}  {}\n", i,
+    std::cout << fmt::format("{:>4}  {:>10}  {:>7.2f}  {:<32}  {}{:>11}  {:>22}  {:<22}  {:>11}  {:>6}  {:<6}{}\n", i,
                              ShortBytes(p.segment_bytes),
                              p.offload_fraction, p.policy.Name(),
                              multi_node ? fmt::format("{:>6}  ", p.nvlink_domain_nodes) : "",
                              p.fits ? Ms(p.time_s) : "-", FormatBytes(p.peak_bytes), fits,
                              p.fits ? Ms(p.lower_bound_s) : "-",
-                             p.fits ? fmt::format("{:.1f}%", p.plan_efficiency * 100) : "-", p.pareto ? "*" : "");
+                             p.fits ? fmt::format("{:.1f}%", p.plan_efficiency * 100) : "-", p.pareto ? "*" : "",
+                             p.same_plan_as >= 0 ? fmt::format("  same plan as #{}", p.same_plan_as) : "");
     if (!p.error.empty()) std::cout << "        " << p.error << "\n";
   }
   std::cout << "Pareto front (time, peak) among points that fit:";
@@ -142,6 +144,12 @@ void PrintHuman(const SweepResult& r, bool multi_node) {
   for (size_t i = 0; i < r.points.size(); ++i)
     if (r.points[i].pareto) std::cout << (any ? ", #" : " #") << i, any = true;
   std::cout << (any ? "\n" : " none\n");
+  const int64_t copied =
+      std::count_if(r.points.begin(), r.points.end(), [](const SweepPoint& p) { return p.same_plan_as >= 0; });
+  if (copied > 0)
+    std::cout << fmt::format("{} points not planned again: their segment size is at least every GPU pair's bytes, "
+                             "so they plan as the smaller size they name\n",
+                             copied);
   if (r.recommended) {
     const SweepPoint& p = r.points[*r.recommended];
     std::cout << fmt::format("recommended: #{} segment {} offload {:.2f} {}{}: {} ms, peak {}\n", *r.recommended,
@@ -181,8 +189,11 @@ void Run(const SweepCmdOptions& o) {
   SweepOptions so;
   so.threads = o.threads;
   so.margin = ParseNumber(o.margin, "--margin");
-  std::optional<ProgressBar> bar(std::in_place);
-  so.progress = [&bar](int64_t done, int64_t total) { bar->Update(done, total); };
+  std::optional<ProgressBar> bar;
+  if (!o.json) {  // --json is read by programs: nothing beside it
+    bar.emplace();
+    so.progress = [&bar](int64_t done, int64_t total) { bar->Update(done, total); };
+  }
   const SweepResult r = Sweep(s, grid, so);
   bar.reset();  // ends the bar's line before the output
   if (!o.csv.empty()) WriteCsv(r, o.csv);

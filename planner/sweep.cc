@@ -16,6 +16,7 @@
 #include "model/error.h"
 #include "model/layout.h"
 #include "planner/planner.h"
+#include "planner/problem.h"
 #include "planner/transfer_set.h"
 
 namespace reshard {
@@ -76,6 +77,38 @@ SweepPoint Evaluate(const Scenario& base, SweepPoint p) {
     p.fits = false;
     p.error = e.what();
   }
+  return p;
+}
+
+// The bytes of the largest remote (sender, receiver) pair of `s`, with and
+// without relays: every segment size of at least that many bytes cuts the
+// same segments. -1 where there is no such answer (quantized plans, a
+// scenario the planner refuses or that cannot fit whatever the plan): then
+// every point is planned. O(F) for the problem's F fragment pairs.
+int64_t LargestPairBytes(const Scenario& s) {
+  if (s.destination_dtype != s.dtype) return -1;
+  try {
+    if (!CheckRefitFits(s).fits) return -1;
+    Problem prob(s);
+    auto largest = [&] {
+      int64_t m = 0;
+      for (const PairBytes& pb : prob.pairs)
+        if (pb.src_gpu != pb.dst_gpu) m = std::max(m, pb.bytes);
+      return m;
+    };
+    const int64_t plain = largest();
+    prob.AddRelays();
+    return std::max(plain, largest()) / prob.elem_bytes * prob.elem_bytes;
+  } catch (const InputError&) {
+    return -1;
+  }
+}
+
+// The copy of point `from`'s results for `to`, which plans the same.
+SweepPoint SamePlanAs(const SweepPoint& from, size_t from_index, SweepPoint to) {
+  SweepPoint p = from;
+  p.segment_bytes = to.segment_bytes;
+  p.same_plan_as = static_cast<int64_t>(from_index);
   return p;
 }
 
@@ -214,15 +247,44 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
           res.points.push_back(p);
         }
 
+  // Points whose segment size plans as a smaller one's: copied after the others.
+  std::vector<int64_t> source_of(res.points.size(), -1);
+  if (options.reuse_equal_plans) {
+    for (int32_t d : g.nvlink_domain_nodes) {
+      Scenario sd = s;
+      sd.cluster.nvlink_domain_nodes = d;
+      const int64_t largest = LargestPairBytes(sd);
+      if (largest < 0) continue;
+      // Each such point copies the first planned one of a size >= largest with the same other choices.
+      for (size_t i = 0; i < res.points.size(); ++i) {
+        const SweepPoint& p = res.points[i];
+        if (p.nvlink_domain_nodes != d || p.segment_bytes < largest) continue;
+        for (size_t j = 0; j < i; ++j) {
+          const SweepPoint& q = res.points[j];
+          if (q.nvlink_domain_nodes == d && q.segment_bytes >= largest && source_of[j] < 0 &&
+              q.offload_fraction == p.offload_fraction && q.policy == p.policy) {
+            source_of[i] = static_cast<int64_t>(j);
+            break;
+          }
+        }
+      }
+    }
+  }
+  std::vector<size_t> to_plan;
+  for (size_t i = 0; i < res.points.size(); ++i)
+    if (source_of[i] < 0) to_plan.push_back(i);
+
   // Work queue: an atomic index; each point written to its own slot.
   const int64_t total = static_cast<int64_t>(res.points.size());
+  const int64_t planned = static_cast<int64_t>(to_plan.size());
   int64_t threads = options.threads > 0 ? options.threads : std::max<int64_t>(1, std::thread::hardware_concurrency());
-  threads = std::min(threads, std::max<int64_t>(1, total));
+  threads = std::min(threads, std::max<int64_t>(1, planned));
   std::atomic<int64_t> next{0};
   std::mutex progress_mu;
   int64_t done = 0;
   auto work = [&] {
-    for (int64_t i; (i = next.fetch_add(1)) < total;) {
+    for (int64_t k; (k = next.fetch_add(1)) < planned;) {
+      const size_t i = to_plan[k];
       res.points[i] = Evaluate(s, res.points[i]);
       if (options.progress) {
         std::lock_guard<std::mutex> lock(progress_mu);
@@ -243,6 +305,10 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
     }
     for (std::thread& t : pool) t.join();
   }
+  for (size_t i = 0; i < res.points.size(); ++i)
+    if (source_of[i] >= 0) res.points[i] = SamePlanAs(res.points[source_of[i]], source_of[i], res.points[i]);
+  if (options.progress)
+    while (done < total) options.progress(++done, total);
 
   const std::vector<bool> front = ParetoFront(res.points);
   for (size_t i = 0; i < res.points.size(); ++i) res.points[i].pareto = front[i];
@@ -258,7 +324,8 @@ void to_json(nlohmann::json& j, const SweepPoint& p) {
                      {"fits", p.fits},
                      {"peak_bytes", p.peak_bytes},
                      {"peak_gpu", p.peak_gpu},
-                     {"pareto", p.pareto}};
+                     {"pareto", p.pareto},
+                     {"same_plan_as", p.same_plan_as >= 0 ? nlohmann::json(p.same_plan_as) : nlohmann::json(nullptr)}};
   if (p.fits) {
     j["time_s"] = p.time_s;
     j["lower_bound_s"] = p.lower_bound_s;

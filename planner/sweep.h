@@ -9,6 +9,13 @@
 // point's numbers are those `reshard simulate` would print for that plan.
 // Points are independent: they run on a pool of threads and land in the
 // grid's order, so results do not depend on the thread count.
+// Sizes that plan the same: a segment size at least as large as every
+// (sender, receiver) pair's bytes (with and without relays) cuts each pair
+// and transfer class into one segment, so every such size gives the same
+// plan (planner/segments.h) as the smallest of them; those points are copied
+// from it (same_plan_as) instead of planned again. The front and the
+// recommendation are those of planning every point (equal points: the first
+// in grid order, which is the one planned).
 // "Does not fit" is a point's result (fits = false, missing_bytes), as is a
 // scenario the planner refuses (error); neither stops the sweep.
 #pragma once
@@ -51,6 +58,9 @@ struct SweepOptions {
   double margin = 0.05;       // fraction of GPU capacity the recommended peak leaves free
   // Called after each point (done of total), from worker threads, serialised.
   std::function<void(int64_t done, int64_t total)> progress;
+  // Copy points whose segment size gives the plan of a smaller one (see the
+  // file comment); false plans every point (tests compare the two).
+  bool reuse_equal_plans = true;
 };
 
 struct SweepPoint {
@@ -68,6 +78,7 @@ struct SweepPoint {
   double routing_bound_s = 0; // valid when fits: the plan's own routing bound
   bool pareto = false;
   std::string error;          // the planner refused the point (InputError message)
+  int64_t same_plan_as = -1;  // >= 0: index of the point of the same plan, whose results these are
 };
 
 struct SweepResult {

@@ -154,6 +154,45 @@ TEST(SweepRun, TinyLlamaThreadsDoNotChangeResults) {
   EXPECT_TRUE(a.points[*a.recommended].pareto);
 }
 
+// Sizes at least every GPU pair's bytes are copied from the smallest of them,
+// not planned: every point (front, recommendation included) as planning each.
+// tiny-llama's largest GPU pair is between 1 and 4 MiB: 64 KiB, 1 MiB and
+// 4 MiB are planned, 64 MiB and 1 GiB copy 4 MiB.
+TEST(SweepRun, CopiedSizesEqualPlanningEveryPoint) {
+  const Scenario s = BuiltinScenario("tiny-llama-tp2-to-tp1x2");
+  SweepGrid g;
+  g.segment_bytes = {int64_t{64} << 10, int64_t{1} << 20, int64_t{4} << 20, int64_t{64} << 20, int64_t{1} << 30};
+  g.offload_fractions = {0, 1};
+  SweepOptions every;
+  every.reuse_equal_plans = false;
+  const SweepResult a = Sweep(s, g, every);
+  const SweepResult b = Sweep(s, g, {});
+  ASSERT_EQ(a.points.size(), b.points.size());
+  int64_t copied = 0;
+  for (size_t i = 0; i < a.points.size(); ++i) {
+    const SweepPoint& x = a.points[i];
+    const SweepPoint& y = b.points[i];
+    EXPECT_EQ(x.same_plan_as, -1);
+    if (y.same_plan_as >= 0) {
+      ++copied;
+      EXPECT_LT(y.same_plan_as, static_cast<int64_t>(i));
+      EXPECT_EQ(b.points[y.same_plan_as].same_plan_as, -1) << "copied from a planned point";
+    }
+    EXPECT_EQ(x.segment_bytes, y.segment_bytes) << i;
+    EXPECT_EQ(x.fits, y.fits) << i;
+    EXPECT_EQ(x.time_s, y.time_s) << i;  // exactly: the same plan, simulated alike
+    EXPECT_EQ(x.peak_bytes, y.peak_bytes) << i;
+    EXPECT_EQ(x.peak_gpu, y.peak_gpu) << i;
+    EXPECT_EQ(x.lower_bound_s, y.lower_bound_s) << i;
+    EXPECT_EQ(x.routing_bound_s, y.routing_bound_s) << i;
+    EXPECT_EQ(x.pareto, y.pareto) << i;
+  }
+  EXPECT_GT(copied, 0);
+  EXPECT_LT(copied, static_cast<int64_t>(a.points.size()) - 8);  // the small sizes are planned
+  EXPECT_EQ(a.recommended, b.recommended);
+  EXPECT_EQ(a.why, b.why);
+}
+
 TEST(SweepRun, RealModelAndInfeasiblePointsAreResults) {
   Scenario s = BuiltinScenario("llama3-8b-tp2-to-tp1x2");
   SweepGrid g;
