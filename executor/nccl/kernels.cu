@@ -204,6 +204,26 @@ __device__ __forceinline__ uint32_t QuantizePair(float a, float b, float s, floa
 // Whether DivByScale is exact for scale s (s and 1/s normal).
 __device__ __forceinline__ bool FastScale(float s) { return s >= 0x1p-125f && s <= 0x1p125f; }
 
+// The largest |x| of m and the 8 bf16 of a 16-byte chunk.
+__device__ __forceinline__ float ChunkAmax(const uint4& v, float m) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int h = 0; h < 4; ++h) {
+    m = fmaxf(m, fabsf(BitsFloat(w[h] << 16)));
+    m = fmaxf(m, fabsf(BitsFloat(w[h] & 0xFFFF0000u)));
+  }
+  return m;
+}
+// The 8 bf16 of a chunk quantized with scale s (rs = 1/s): 8 E4M3 bytes.
+__device__ __forceinline__ uint2 QuantizeChunk(const uint4& v, float s, float rs, bool fast) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  uint32_t q[2] = {0, 0};
+#pragma unroll
+  for (int h = 0; h < 4; ++h)  // elements 2h, 2h + 1 (little endian)
+    q[h / 2] |= QuantizePair(BitsFloat(w[h] << 16), BitsFloat(w[h] & 0xFFFF0000u), s, rs, fast) << (16 * (h % 2));
+  return make_uint2(q[0], q[1]);
+}
+
 // Fast path of QuantizeKernel for blocks whose rows are whole 16-byte chunks
 // (8 bf16) at 16-byte-aligned addresses and that fit the CTA's registers
 // (at most kFastChunks chunks per thread): each thread loads its chunks of the
@@ -233,12 +253,7 @@ __global__ void __launch_bounds__(kBlockThreads) QuantizeKernelVec(const Quantiz
       if (k < chunks) {
         const int r = k / chunks_per_row, c = k - r * chunks_per_row;
         v[i] = *reinterpret_cast<const uint4*>(base + r * j.in_row + 16 * c);
-        const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-#pragma unroll
-        for (int h = 0; h < 4; ++h) {
-          m = fmaxf(m, fabsf(BitsFloat(w[h] << 16)));
-          m = fmaxf(m, fabsf(BitsFloat(w[h] & 0xFFFF0000u)));
-        }
+        m = ChunkAmax(v[i], m);
       }
     }
     const float s = QuantScale(CtaMax(m), j.scale_format);
@@ -252,12 +267,7 @@ __global__ void __launch_bounds__(kBlockThreads) QuantizeKernelVec(const Quantiz
       const int k = threadIdx.x + i * kBlockThreads;
       if (k < chunks) {
         const int r = k / chunks_per_row, c = k - r * chunks_per_row;
-        const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-        uint32_t q[2] = {0, 0};
-#pragma unroll
-        for (int h = 0; h < 4; ++h)  // elements 2h, 2h + 1 (little endian)
-          q[h / 2] |= QuantizePair(BitsFloat(w[h] << 16), BitsFloat(w[h] & 0xFFFF0000u), s, rs, fast) << (16 * (h % 2));
-        *reinterpret_cast<uint2*>(obase + r * j.out_row + 8 * c) = make_uint2(q[0], q[1]);
+        *reinterpret_cast<uint2*>(obase + r * j.out_row + 8 * c) = QuantizeChunk(v[i], s, rs, fast);
       }
     }
   }
@@ -315,12 +325,7 @@ __global__ void __launch_bounds__(kBlockThreads * W) QuantizeKernelWide(const Qu
     for (int i = 0; i < kFastChunks; ++i) {
       const int r = (threadIdx.x + i * kThreads) / kRowChunks;
       if (col_ok && r < G.rows) {
-        const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-#pragma unroll
-        for (int h = 0; h < 4; ++h) {
-          m = fmaxf(m, fabsf(BitsFloat(w[h] << 16)));
-          m = fmaxf(m, fabsf(BitsFloat(w[h] & 0xFFFF0000u)));
-        }
+        m = ChunkAmax(v[i], m);
       }
     }
     for (int o = 8; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -339,12 +344,7 @@ __global__ void __launch_bounds__(kBlockThreads * W) QuantizeKernelWide(const Qu
     for (int i = 0; i < kFastChunks; ++i) {
       const int r = (threadIdx.x + i * kThreads) / kRowChunks;
       if (col_ok && r < G.rows) {
-        const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-        uint32_t q[2] = {0, 0};
-#pragma unroll
-        for (int h = 0; h < 4; ++h)
-          q[h / 2] |= QuantizePair(BitsFloat(w[h] << 16), BitsFloat(w[h] & 0xFFFF0000u), s, rs, fast) << (16 * (h % 2));
-        *reinterpret_cast<uint2*>(G.obase + r * j.out_row + 8 * col_chunk) = make_uint2(q[0], q[1]);
+        *reinterpret_cast<uint2*>(G.obase + r * j.out_row + 8 * col_chunk) = QuantizeChunk(v[i], s, rs, fast);
       }
     }
     if (nb < total) load(WideGroup<W>(j, nb, groups, brows, in, out), v);
