@@ -28,6 +28,10 @@ function(reshard_add_library name)
   add_library(${name} STATIC ${ARG_SOURCES})
   target_include_directories(${name} PUBLIC ${RESHARD_INCLUDE_ROOT})
   target_link_libraries(${name} PUBLIC ${ARG_LINKS} PRIVATE reshard_warnings ${ARG_PRIVATE_LINKS})
+  # RESHARD_UNITY_BUILD: the sources in batches. A file that defines a file-local
+  # helper under a name another file of the library also uses stays out of the
+  # batches (SKIP_UNITY_BUILD_INCLUSION next to the library's source list).
+  set_target_properties(${name} PROPERTIES UNITY_BUILD ${RESHARD_UNITY_BUILD})
   # The Python module (a shared object) links every library: position-independent then.
   if(RESHARD_HAVE_PYTHON)
     set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)

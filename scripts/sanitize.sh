@@ -20,8 +20,13 @@
 # the bad-input corpora feed the command are fuzzed under ASan (docs/fuzzing.md).
 # Tests labelled `slow` (whole-scenario runs whose code the smaller tests
 # already reach) run in the Release pass only as well.
+# Each GoogleTest program runs as one CTest test here (RESHARD_TEST_PER_PROGRAM:
+# one ASan start-up per program, not per test case; the failing case is in the
+# program's output). SANITIZE_PER_CASE=1 makes each case a CTest test again, to
+# select cases with -R.
 #   scripts/sanitize.sh                 # build-sanitize/, the tests above
 #   BUILD_DIR=build-asan JOBS=1 scripts/sanitize.sh -R model_   # extra args go to ctest
+#   SANITIZE_PER_CASE=1 scripts/sanitize.sh -R 'Planner\.'        # one test case at a time
 #   SANITIZE_CLI=1 scripts/sanitize.sh  # the command and the tests that run it under ASan too
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +37,8 @@ start_s=$(date +%s)
 cmake -G Ninja -B "$build_dir" -S . \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" -DRESHARD_SANITIZE=ON \
   -DRESHARD_WITH_NCCL=OFF -DRESHARD_BUILD_BENCH=OFF -DRESHARD_BUILD_PYTHON=OFF \
-  -DRESHARD_BUILD_CLI="$([[ -n "${SANITIZE_CLI:-}" ]] && echo ON || echo OFF)" >/dev/null
+  -DRESHARD_BUILD_CLI="$([[ -n "${SANITIZE_CLI:-}" ]] && echo ON || echo OFF)" \
+  -DRESHARD_TEST_PER_PROGRAM="$([[ -n "${SANITIZE_PER_CASE:-}" ]] && echo OFF || echo ON)" >/dev/null
 ninja -C "$build_dir" -j"$jobs"
 built_s=$(date +%s)
 

@@ -30,5 +30,5 @@ PY
 mkdir -p "$outdir"
 # Matplotlib without a display; quiet the debugger's note about frozen modules.
 export MPLBACKEND=Agg PYDEVD_DISABLE_FILE_VALIDATION=1
-exec jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=240 \
+exec jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=600 \
   --output-dir "$outdir" "$nb"
