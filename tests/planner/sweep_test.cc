@@ -193,6 +193,34 @@ TEST(SweepRun, CopiedSizesEqualPlanningEveryPoint) {
   EXPECT_EQ(a.why, b.why);
 }
 
+// Planning through one PlanSession per domain (the problem set up once, a
+// size cut once for its policies) gives every point of planning each with
+// MakePlan: a two-node scenario with relays, two domain sizes.
+TEST(SweepRun, SharedProblemEqualsPlanningEachPoint) {
+  Scenario s = ParseScenario(R"(
+name: relay
+model: tiny-llama
+cluster: {preset: dgx-h200, nodes: 2}
+source: {tp: 2, gpus: "0-1"}
+destination: {tp: 2, dp: 2, gpus: "8-11"}
+memory: {optimizer: {bytes_per_param: 12, offload: auto}}
+)",
+                             "<test>");
+  SweepGrid g;
+  g.segment_bytes = {int64_t{1} << 20, int64_t{64} << 20};
+  g.offload_fractions = {0, 1};
+  g.nvlink_domain_nodes = {1, 2};
+  SweepOptions each;
+  each.share_problem = false;
+  each.threads = 1;
+  SweepOptions shared;
+  shared.threads = 2;
+  const SweepResult a = Sweep(s, g, each);
+  const SweepResult b = Sweep(s, g, shared);
+  ASSERT_EQ(a.points.size(), 2u * 2 * 2 * 4);
+  EXPECT_EQ(nlohmann::json(a).dump(), nlohmann::json(b).dump());
+}
+
 TEST(SweepRun, RealModelAndInfeasiblePointsAreResults) {
   Scenario s = BuiltinScenario("llama3-8b-tp2-to-tp1x2");
   SweepGrid g;
