@@ -751,15 +751,7 @@ TEST(Planner, MemoryOnlyEmissionAndOffloadPredictionAreExact) {
 // planned before it (sizes revisited, policies, relays forced either way,
 // simulated and estimated plans, in an order that switches the routing).
 TEST(PlanSession, EveryPlanIsMakePlans) {
-  const Scenario s = ParseScenario(R"(
-name: relay
-model: tiny-llama
-cluster: {preset: dgx-h200, nodes: 2}
-source: {tp: 2, gpus: "0-1"}
-destination: {tp: 2, dp: 2, gpus: "8-11"}
-memory: {optimizer: {bytes_per_param: 12, offload: auto}}
-)",
-                                   "<test>");
+  const Scenario s = planner_testing::TwoNodeRelayScenario();
   PlanSession session(s);
   std::vector<PlannerOptions> all;
   for (int64_t size : {int64_t{1} << 20, int64_t{64} << 20, int64_t{1} << 20}) {

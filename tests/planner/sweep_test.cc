@@ -17,6 +17,7 @@
 #include "model/error.h"
 #include "model/scenario.h"
 #include "planner/sweep.h"
+#include "tests/planner/planner_test_util.h"
 
 namespace reshard {
 namespace {
@@ -197,15 +198,7 @@ TEST(SweepRun, CopiedSizesEqualPlanningEveryPoint) {
 // size cut once for its policies) gives every point of planning each with
 // MakePlan: a two-node scenario with relays, two domain sizes.
 TEST(SweepRun, SharedProblemEqualsPlanningEachPoint) {
-  Scenario s = ParseScenario(R"(
-name: relay
-model: tiny-llama
-cluster: {preset: dgx-h200, nodes: 2}
-source: {tp: 2, gpus: "0-1"}
-destination: {tp: 2, dp: 2, gpus: "8-11"}
-memory: {optimizer: {bytes_per_param: 12, offload: auto}}
-)",
-                             "<test>");
+  const Scenario s = planner_testing::TwoNodeRelayScenario();
   SweepGrid g;
   g.segment_bytes = {int64_t{1} << 20, int64_t{64} << 20};
   g.offload_fractions = {0, 1};
