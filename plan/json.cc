@@ -7,11 +7,15 @@
 // stay compact, diff line by line, and cost O(size) time and O(1) extra
 // memory per element.
 //
-// Reading: PlanFromJson walks a DOM. ReadPlan parses with a SAX handler that
-// converts each element of the big top-level arrays as soon as it is complete
-// and drops its DOM, so memory is the Plan plus one element; nlohmann's
-// callback parser is avoided on purpose: it rescans the parent container
-// after every object, which is quadratic in array length.
+// Reading: PlanFromJson walks a DOM. ReadPlan reads with a strict scanner
+// (json_fast.cc) that converts the common ops, buffers and pieces straight
+// into the Plan, several times faster than through a DOM, and hands
+// everything else, as text, to a SAX handler (PlanSax) that builds a DOM
+// like nlohmann's parser, converting each element of the big top-level
+// arrays as soon as it is complete and dropping its DOM; so memory is the
+// Plan plus one element. nlohmann's callback parser is avoided on purpose: it
+// rescans the parent container after every object, which is quadratic in
+// array length.
 // Every problem throws InputError(file, field, problem) with a JSON path
 // ("ops[12].region.buffer"); unknown fields are errors (with a suggestion),
 // so typos do not silently fall back to defaults.
@@ -344,10 +348,7 @@ class PlanSax : public nlohmann::json_sax<json>, public FastSink {
   // True when the container on top of a stack of `depth` is one of the
   // streamed top-level arrays, i.e. an element of it just completed.
   bool InStreamedArray(size_t depth) const {
-    return depth == 2 && stack_[0]->is_object() && stack_[1]->is_array() && Streams(top_key_);
-  }
-  static bool Streams(const std::string& k) {
-    return k == "tensors" || k == "buffers" || k == "ops" || k == "sources" || k == "destinations";
+    return depth == 2 && stack_[0]->is_object() && stack_[1]->is_array() && IsStreamedKey(top_key_);
   }
   void CheckVersionOnce() {
     if (!version_checked_) {  // a newer format should fail on its version, not on a new field
