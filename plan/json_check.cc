@@ -2,7 +2,6 @@
 // scanner found invalid, with the checks the DOM reader makes while parsing
 // (nesting depth, duplicate keys; same messages and paths) and no DOM, so
 // a syntax error at the end of a plan of hundreds of MB is named in seconds.
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,13 +30,12 @@ class CheckSax : public nlohmann::json_sax<json> {
   bool start_object(std::size_t /*n*/) override { return Open(true); }
   bool start_array(std::size_t /*n*/) override { return Open(false); }
   bool key(string_t& k) override {
-    auto& keys = stack_.back().keys;
-    if (!keys.insert(k).second) {
+    if (!frames_[depth_ - 1].Insert(k)) {
       std::string field = PathOfTop();
       field += field.empty() ? k : "." + k;
       throw InputError(r_.file(), field, "duplicate field");
     }
-    if (stack_.size() == 1) top_key_ = k;
+    if (depth_ == 1 && k != top_key_) top_key_ = k, converted_ = 0;
     return true;
   }
   bool end_object() override { return Close(); }
@@ -50,37 +48,58 @@ class CheckSax : public nlohmann::json_sax<json> {
   }
 
  private:
+  // An open container; an object's keys, kept for reuse across objects
+  // (a few per object: a linear scan, a set beyond 16).
   struct Frame {
     bool object = false;
-    std::set<std::string> keys;
+    std::vector<std::string> keys;
+    size_t used = 0;
+    std::set<std::string> many;
+    bool Insert(const std::string& k) {
+      if (used < 16) {
+        for (size_t i = 0; i < used; ++i)
+          if (keys[i] == k) return false;
+        if (used < keys.size()) keys[used] = k;
+        else keys.push_back(k);
+        ++used;
+        return true;
+      }
+      if (many.empty())
+        for (size_t i = 0; i < used; ++i) many.insert(keys[i]);
+      return many.insert(k).second;
+    }
   };
   bool Value() {
-    if (InStreamedArray()) ++converted_[top_key_];
+    if (InStreamedArray()) ++converted_;
     return true;
   }
   bool Open(bool object) {
-    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth))
+    if (depth_ >= static_cast<size_t>(kMaxJsonDepth))
       throw InputError(r_.file(), PathOfTop(), fmt::format("nested more than {} levels deep", kMaxJsonDepth));
-    stack_.push_back(Frame{object, {}});
+    if (depth_ == frames_.size()) frames_.emplace_back();
+    Frame& f = frames_[depth_++];
+    f.object = object;
+    f.used = 0;
+    f.many.clear();
     return true;
   }
   bool Close() {
-    stack_.pop_back();
+    --depth_;
     return Value();
   }
   bool InStreamedArray() const {
-    return stack_.size() == 2 && stack_[0].object && !stack_[1].object && IsStreamedKey(top_key_);
+    return depth_ == 2 && frames_[0].object && !frames_[1].object && IsStreamedKey(top_key_);
   }
   std::string PathOfTop() const {
-    const bool in_array = stack_.size() >= 2 && !stack_[1].object;
-    auto it = converted_.find(top_key_);
-    return TopPath(stack_.size(), in_array, top_key_, it == converted_.end() ? 0 : it->second);
+    const bool in_array = depth_ >= 2 && !frames_[1].object;
+    return TopPath(depth_, in_array, top_key_, converted_);
   }
 
   const Reader& r_;
-  std::vector<Frame> stack_;
+  std::vector<Frame> frames_;  // frames_[0, depth_) are open
+  size_t depth_ = 0;
   std::string top_key_;
-  std::map<std::string, size_t> converted_;
+  size_t converted_ = 0;  // elements of top_key_'s array completed
 };
 
 }  // namespace
