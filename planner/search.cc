@@ -3,7 +3,7 @@
 //
 // Candidates: segment sizes (given, or 4 MiB .. 1 GiB: powers of two, four
 // per doubling for large plans of many fragments), segments per round
-// (given, or 1 and 2), in-place thresholds (given, or 64 MiB then, for small
+// (given, or 1, 2 and all: a round per phase), in-place thresholds (given, or 64 MiB then, for small
 // plans, "never" and 0) and memory policies (planner/emitter.h), fastest
 // first: no offload, then the cheap memory savers (training weights to host,
 // destination per layer), then more optimizer offload. Each (size,
@@ -12,12 +12,15 @@
 //  * Small plans (at most simulate_max_fragments fragment pairs): every size
 //    is simulated at one segment per round and the fastest kept; the other
 //    thresholds are then tried at that size only, then more segments per
-//    round, kept only if kPerRoundGain faster (they hold more staging).
+//    round, kept only if kPerRoundGain faster (they hold more staging); a
+//    round per phase is tried at the largest size under every threshold.
 //    Thresholds that give the same segments as one already tried are
 //    skipped.
 //  * Large plans: a round-model estimate from the pair byte totals ranks the
 //    (size, per_round) pairs without cutting them (O(pairs) each); the best
-//    is planned (ties: fewer segments per round, then larger sizes);
+//    is planned (ties: fewer segments per round, then larger sizes); a
+//    round per phase goes first only if its estimate is kPerRoundGain
+//    better than the best of the others;
 //    sizes over max_segments compete only when none is under it; only if no
 //    policy fits are that size at one segment per round and then the
 //    smallest size tried. The first plan that fits is kept, timed by the
@@ -32,6 +35,9 @@
 // Large plans search first the side whose first candidate estimates faster;
 // the other side's candidates whose schedule estimate already loses to it
 // are not emitted.
+// A round per phase holds all of a GPU's staged segments at once: it is
+// planned under the first policy only (never bought with a memory saver),
+// and where that does not fit the next candidate is.
 // Memory pressure: once a policy does not fit, the next ones are emitted for
 // their memory answer only (planner/emitter.h's kMemoryOnly) before the full
 // plan, and one that only adds optimizer offload to a policy that did not
