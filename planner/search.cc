@@ -36,8 +36,9 @@
 // the other side's candidates whose schedule estimate already loses to it
 // are not emitted.
 // A round per phase holds all of a GPU's staged segments at once: it is
-// planned under the first policy only (never bought with a memory saver),
-// and where that does not fit the next candidate is.
+// planned under the first policy only (never bought with a memory saver);
+// where that does not fit, large plans try it at 64 MiB, then the next
+// candidate.
 // Memory pressure: once a policy does not fit, the next ones are emitted for
 // their memory answer only (planner/emitter.h's kMemoryOnly) before the full
 // plan, and one that only adds optimizer offload to a policy that did not
@@ -90,6 +91,10 @@ constexpr int64_t kFineSizesMinFragments = 20000;
 // Small plans: more segments per round (more staging) must be this much faster.
 constexpr double kPerRoundGain = 0.01;
 constexpr int64_t kDefaultDirectMinBytes = int64_t{64} << 20;
+// Large plans: a round per phase at the size it estimates best (usually
+// the largest) holds the most staging; where that does not fit it is tried
+// at this size (an op of it reaches ~85 % of NVLink, as above).
+constexpr int64_t kAllFallbackBytes = int64_t{64} << 20;
 
 // Memory policies in the order they are tried: fastest first.
 std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
@@ -291,7 +296,14 @@ std::vector<std::pair<size_t, int32_t>> SizeOrder(const Problem& prob, const std
   const Cand* first = best_of(false);
   const Cand* all = best_of(true);
   if (!first) first = all, all = nullptr;
-  if (all && all->estimate_s < first->estimate_s * (1 - kPerRoundGain)) order.emplace_back(all->size, all->per_round);
+  if (all && all->estimate_s < first->estimate_s * (1 - kPerRoundGain)) {
+    order.emplace_back(all->size, all->per_round);
+    // Where it does not fit: at kAllFallbackBytes, whose staging slots (the
+    // largest staged segment each) waste less.
+    const auto fallback = std::find(sizes.begin(), sizes.end(), kAllFallbackBytes);
+    if (fallback != sizes.end() && sizes[all->size] > kAllFallbackBytes)
+      order.emplace_back(static_cast<size_t>(fallback - sizes.begin()), kPerRoundAll);
+  }
   order.emplace_back(first->size, first->per_round);
   if (first->per_round != per_rounds.front()) order.emplace_back(first->size, per_rounds.front());
   const size_t smallest = static_cast<size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
@@ -388,7 +400,8 @@ class Search {
         NoteInfeasible(sched, policy, e.missing_bytes, e.worst_gpu, std::move(e.planned_peak));
         failed[key] = Failed{policy.offload_fraction, std::move(e.start_missing), std::move(e.shortfall)};
       };
-      if (!failed.empty() && !predicted_fit) {
+      // A round per phase often does not fit: its memory answer first.
+      if ((!failed.empty() || sched->all_in_one_round) && !predicted_fit) {
         EmittedPlan m = EmitPlan(prob_, *sched, policy, EmitMode::kMemoryOnly);
         if (!optimizer_slots_) optimizer_slots_ = OptimizerSlotBytes(m.plan);
         if (!m.fits) {
