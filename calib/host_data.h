@@ -74,8 +74,11 @@ inline constexpr const char* kPatternSize = "contiguous_size";  // the size curv
 // executor brackets every op (minus kPatternSize's 256 B: the events' GPU time).
 inline constexpr const char* kPatternBracketed = "event_bracketed";
 // The fp8 quantize kernel on `bytes` of bf16 input per launch (run_bytes =
-// bytes; the profile's quantize_kernel rates, not the copy kernel's).
+// bytes; the profile's quantize_kernel rates, not the copy kernel's): 128 x
+// 128 blocks, MXFP8's 1 x 32 blocks, one scale per matrix.
 inline constexpr const char* kPatternQuantize = "quantize";
+inline constexpr const char* kPatternQuantizeMx = "quantize_mxfp8";
+inline constexpr const char* kPatternQuantizeTensor = "quantize_tensor";
 
 // One copy-kernel configuration, timed by CUDA events over repetitions.
 struct CopyKernelSample {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -209,12 +210,20 @@ HostFit FitHost(const HostMeasurements& m) {
       }
     }
   }
-  // Quantize kernel: input bytes / median time, per launch size.
-  std::map<int64_t, std::vector<double>> quantize;
-  for (const CopyKernelSample& c : m.copies)
-    if (c.pattern == kPatternQuantize) quantize[c.bytes].insert(quantize[c.bytes].end(), c.seconds.begin(), c.seconds.end());
-  for (const auto& [bytes, seconds] : quantize)
-    if (MedianOf(seconds) > 0) fit.quantize_kernel.rates.push_back({bytes, static_cast<double>(bytes) / MedianOf(seconds)});
+  // Quantize kernel: input bytes / median time, per block shape and launch size.
+  std::map<std::pair<QuantScheme, int64_t>, std::vector<double>> quantize;
+  for (const CopyKernelSample& c : m.copies) {
+    std::optional<QuantScheme> scheme;
+    if (c.pattern == kPatternQuantize) scheme = QuantScheme::kBlock;
+    if (c.pattern == kPatternQuantizeMx) scheme = QuantScheme::kMx;
+    if (c.pattern == kPatternQuantizeTensor) scheme = QuantScheme::kTensor;
+    if (!scheme) continue;
+    auto& cell = quantize[{*scheme, c.bytes}];
+    cell.insert(cell.end(), c.seconds.begin(), c.seconds.end());
+  }
+  for (const auto& [key, seconds] : quantize)
+    if (MedianOf(seconds) > 0)
+      fit.quantize_kernel.rates.push_back({key.second, static_cast<double>(key.second) / MedianOf(seconds), key.first});
   if (!fit.quantize_kernel.rates.empty())
     fit.quantize_kernel.source = m.source + "; quantize kernel rates: bf16 bytes read / median time per launch";
   return fit;

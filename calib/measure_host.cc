@@ -444,14 +444,17 @@ void MeasureCopyKernel(const HostCalibrateOptions& o, int32_t sms, HostMeasureme
 // ---- quantize kernel ----------------------------------------------------------
 
 // The fp8 quantize kernel (gpu::LaunchQuantize, as the backend launches a
-// quantize tile: 8 CTAs per SM) on bf16 matrices of 4096 columns in 128 x 128
-// blocks with fp32 scales, 1 MiB ... 1 GiB of input, filled with the pattern
-// validate fills quantized tensors with. As the copy kernel: launches queued
-// behind a held stream between two events, L2 flushed before each repetition.
+// quantize tile: 8 CTAs per SM) on bf16 matrices of 4096 columns, 1 MiB ...
+// 1 GiB of input, filled with the pattern validate fills quantized tensors
+// with, for each block shape it runs differently: 128 x 128 blocks with fp32
+// scales, MXFP8's 1 x 32 blocks with E8M0 scales, and one fp32 scale for the
+// launch's whole matrix. As the copy kernel: launches queued behind a held
+// stream between two events, L2 flushed before each repetition.
 void MeasureQuantizeKernel(const HostCalibrateOptions& o, int32_t sms, HostMeasurements& m) {
-  constexpr int64_t kCols = 4096, kBlock = 128;
+  constexpr int64_t kCols = 4096;
   const int64_t max_bytes = o.quantize_max_bytes;
-  Device in(max_bytes), out(max_bytes / 2), sc(max_bytes / (2 * kBlock * kBlock) * 4 + 4);
+  // Scales: at most one byte per 32 elements (MXFP8) or 4 per 128 x 128.
+  Device in(max_bytes), out(max_bytes / 2), sc(max_bytes / 64 + 4096);
   int l2_bytes = 0;
   RESHARD_GPU(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
   const int64_t flush_bytes = std::max<int64_t>(2 * int64_t{l2_bytes}, int64_t{1} << 20);
@@ -468,30 +471,43 @@ void MeasureQuantizeKernel(const HostCalibrateOptions& o, int32_t sms, HostMeasu
   Gate gate;
   const int32_t warmup = o.quick ? 1 : 2;
   const int32_t reps = o.quick ? 4 : 9;
-  for (int64_t bytes = kMiB; bytes <= max_bytes; bytes *= 4) {
-    QuantizeJob j;
-    j.rows = bytes / (2 * kCols);
-    j.cols = kCols;
-    j.block_rows = j.block_cols = kBlock;
-    j.in_row = 2 * kCols;
-    j.out_row = kCols;
-    j.sc_row = 4 * j.BlockCols();
-    const int64_t k = std::clamp<int64_t>(max_bytes / bytes, 1, 16);  // launches per repetition
-    CopyKernelSample s;
-    s.pattern = kPatternQuantize;
-    s.run_bytes = bytes;
-    s.bytes = bytes;
-    s.blocks = sms * 8;
-    s.seconds = TimeQueued(st, gate, ev, flush, flush_bytes, warmup, reps, k, [&](int64_t q) {
-      j.in_offset = q * bytes;  // each launch on bytes of its own, as a refit's tiles are
-      j.out_offset = q * bytes / 2;
-      j.sc_offset = q * j.BlockRows() * j.sc_row;
-      RESHARD_GPU(gpu::LaunchQuantize(j, in.bytes(), out.bytes(), sc.bytes(), st.a, s.blocks));
-    });
-    if (o.progress)
-      o.progress(fmt::format("quantize_kernel: {} of bf16 per launch: {:.0f} GB/s of input", SizeName(bytes),
-                             static_cast<double>(bytes) / MedianOf(s.seconds) / 1e9));
-    m.copies.push_back(std::move(s));
+  struct Blocks {
+    const char* pattern;
+    const char* name;
+    int32_t scale_format, scale_bytes;
+  };
+  for (const Blocks& b : {Blocks{kPatternQuantize, "128 x 128", 0, 4}, Blocks{kPatternQuantizeMx, "1 x 32", 2, 1},
+                          Blocks{kPatternQuantizeTensor, "per matrix", 0, 4}}) {
+    for (int64_t bytes = kMiB; bytes <= max_bytes; bytes *= 4) {
+      QuantizeJob j;
+      j.rows = bytes / (2 * kCols);
+      j.cols = kCols;
+      j.block_rows = b.pattern == kPatternQuantize ? 128 : b.pattern == kPatternQuantizeMx ? 1 : j.rows;
+      j.block_cols = b.pattern == kPatternQuantize ? 128 : b.pattern == kPatternQuantizeMx ? 32 : kCols;
+      j.scale_format = b.scale_format;
+      j.scale_bytes = b.scale_bytes;
+      j.in_row = 2 * kCols;
+      j.out_row = kCols;
+      j.sc_row = b.scale_bytes * j.BlockCols();
+      // Each launch on bytes of its own, as a refit's tiles are; scale slots 4-byte aligned.
+      const int64_t sc_stride = (j.BlockRows() * j.sc_row + 3) / 4 * 4;
+      const int64_t k = std::clamp<int64_t>(max_bytes / bytes, 1, 16);  // launches per repetition
+      CopyKernelSample s;
+      s.pattern = b.pattern;
+      s.run_bytes = bytes;
+      s.bytes = bytes;
+      s.blocks = sms * 8;
+      s.seconds = TimeQueued(st, gate, ev, flush, flush_bytes, warmup, reps, k, [&](int64_t q) {
+        j.in_offset = q * bytes;
+        j.out_offset = q * bytes / 2;
+        j.sc_offset = q * sc_stride;
+        RESHARD_GPU(gpu::LaunchQuantize(j, in.bytes(), out.bytes(), sc.bytes(), st.a, s.blocks));
+      });
+      if (o.progress)
+        o.progress(fmt::format("quantize_kernel: {} blocks, {} of bf16 per launch: {:.0f} GB/s of input", b.name,
+                               SizeName(bytes), static_cast<double>(bytes) / MedianOf(s.seconds) / 1e9));
+      m.copies.push_back(std::move(s));
+    }
   }
 }
 

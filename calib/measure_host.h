@@ -19,7 +19,8 @@
 //    size curve).
 //  * quantize_kernel: the fp8 quantize kernel (gpu::LaunchQuantize) on bf16
 //    matrices of 1 MiB, 4 MiB ... quantize_max_bytes in 128 x 128 blocks,
-//    timed as the copy kernel (kPatternQuantize samples).
+//    MXFP8's 1 x 32 blocks and one scale per matrix, timed as the copy kernel
+//    (kPatternQuantize* samples).
 //  * cold: cudaHostAlloc and cudaHostRegister of 1, 4, 16 GiB (up to
 //    pin_max_bytes), a fresh pool grown by cudaMallocAsync of the same sizes.
 // CUDA / NCCL failures throw GpuError; no GPU: CalibrationUnavailable.

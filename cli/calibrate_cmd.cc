@@ -12,6 +12,7 @@
 // Exit codes: 0 written; 2 bad flags, or no GPU / a reshard built without
 // CUDA and NCCL (nothing to measure); 1 a CUDA / NCCL failure.
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -52,8 +53,53 @@ struct CalibrateCmdOptions {
   std::string pin_max_bytes = "16GiB";
   std::string copy_bytes = "256MiB";
   std::string quantize_bytes = "1GiB";
-  int32_t host_calls = 20000;
+  std::string host_calls = "20000";
 };
+
+// The numeric options, parsed and checked against their ranges before
+// anything is opened or measured: a bad value exits 2 naming the option and
+// the range it must lie in. Byte sizes are capped at 1 TiB (two to four
+// buffers of each must fit on one GPU or in host memory, and sums of them
+// must not overflow).
+struct CalibrateNumbers {
+  int64_t max_bytes = 0, pin_max_bytes = 0, copy_bytes = 0, quantize_bytes = 0;
+  int32_t host_calls = 0;
+};
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kTiB = int64_t{1} << 40;
+constexpr int64_t kMinHostCalls = 256;  // the batches timed need this many calls
+constexpr int64_t kMaxHostCalls = 10'000'000;
+
+int64_t SizeInRange(const std::string& text, const char* flag, int64_t lo, const char* lo_name, const char* why = "") {
+  const int64_t v = ParseBytes(text, "<cli>", flag);
+  if (v > kTiB)
+    throw InputError("<cli>", flag, fmt::format("{} bytes is more than 1 TiB (must be in [{}, 1 TiB]){}", v, lo_name, why));
+  if (v < lo) throw InputError("<cli>", flag, fmt::format("must be in [{}, 1 TiB], got {}", lo_name, text));
+  return v;
+}
+
+CalibrateNumbers CheckNumbers(const CalibrateCmdOptions& o) {
+  CalibrateNumbers n;
+  // Link sizes double (x4 with --quick) from 4 KiB: at least two of them.
+  n.max_bytes = SizeInRange(o.max_bytes, "--max-bytes", o.quick ? 16384 : 8192, o.quick ? "16 KiB" : "8 KiB",
+                            "; two buffers of it must fit on one GPU");
+  n.pin_max_bytes = SizeInRange(o.pin_max_bytes, "--pin-max-bytes", kMiB, "1 MiB");
+  n.copy_bytes = SizeInRange(o.copy_bytes, "--copy-bytes", 2 * kMiB, "2 MiB");
+  if (n.copy_bytes % kMiB != 0)
+    throw InputError("<cli>", "--copy-bytes", fmt::format("must be a whole number of MiB, got {}", o.copy_bytes));
+  n.quantize_bytes = SizeInRange(o.quantize_bytes, "--quantize-bytes", kMiB, "1 MiB");
+  int64_t calls = 0;
+  const char* b = o.host_calls.data();
+  const char* e = b + o.host_calls.size();
+  const auto [end, ec] = std::from_chars(b, e, calls);
+  if (ec != std::errc() || end != e || calls < kMinHostCalls || calls > kMaxHostCalls)
+    throw InputError("<cli>", "--host-calls",
+                     fmt::format("must be a whole number in [{}, {}], got '{}'", kMinHostCalls, kMaxHostCalls,
+                                 o.host_calls));
+  n.host_calls = static_cast<int32_t>(calls);
+  return n;
+}
 
 nlohmann::json SummaryJson(const std::string& output, const CalibrationData& d, const CalibrationFit& fit) {
   nlohmann::json links = nlohmann::json::object();
@@ -158,7 +204,7 @@ CalibrationData ReadMeasurements(const std::string& path) {
 }
 
 // Measures (or reads back with --refit); exits 2 where nothing can be measured.
-CalibrationData Measurements(const CalibrateCmdOptions& o, int64_t max_bytes) {
+CalibrationData Measurements(const CalibrateCmdOptions& o, const CalibrateNumbers& n) {
   if (!o.refit.empty()) return ReadMeasurements(o.refit);
   const bool host = !o.no_host_costs || !o.no_copy_kernel || !o.no_quantize_kernel || !o.no_cold;
   if (o.no_links && !host)
@@ -172,18 +218,16 @@ CalibrationData Measurements(const CalibrateCmdOptions& o, int64_t max_bytes) {
   ho.quantize_kernel = !o.no_quantize_kernel;
   ho.cold = !o.no_cold;
   ho.quick = o.quick;
-  ho.calls = o.host_calls;
-  ho.pin_max_bytes = ParseBytes(o.pin_max_bytes, "<cli>", "--pin-max-bytes");
-  ho.copy_bytes = ParseBytes(o.copy_bytes, "<cli>", "--copy-bytes");
-  ho.quantize_max_bytes = ParseBytes(o.quantize_bytes, "<cli>", "--quantize-bytes");
-  if (ho.quantize_max_bytes < (int64_t{1} << 20))
-    throw InputError("<cli>", "--quantize-bytes", fmt::format("must be at least 1 MiB, got {}", o.quantize_bytes));
+  ho.calls = n.host_calls;
+  ho.pin_max_bytes = n.pin_max_bytes;
+  ho.copy_bytes = n.copy_bytes;
+  ho.quantize_max_bytes = n.quantize_bytes;
   ho.progress = progress;
   try {
     CalibrationData d;
     if (!o.no_links) {
       CalibrateOptions co;
-      co.max_bytes = max_bytes;
+      co.max_bytes = n.max_bytes;
       co.quick = o.quick;
       co.progress = progress;
       d = MeasureNccl(co);
@@ -203,7 +247,7 @@ CalibrationData Measurements(const CalibrateCmdOptions& o, int64_t max_bytes) {
     ExitWith(kExitInput);
   }
 #else
-  (void)max_bytes;
+  (void)n;
   std::cerr << "error: `reshard calibrate` measures GPUs through CUDA and NCCL, and this reshard was built "
                "without them (CMake found no CUDA toolkit with NCCL; see the configure log); `--refit` re-fits "
                "an existing profile without GPUs\n";
@@ -212,18 +256,13 @@ CalibrationData Measurements(const CalibrateCmdOptions& o, int64_t max_bytes) {
 }
 
 void Run(const CalibrateCmdOptions& o) {
-  const int64_t max_bytes = ParseBytes(o.max_bytes, "<cli>", "--max-bytes");
-  // Two buffers of it on one GPU; larger values would overflow the size ladder.
-  constexpr int64_t kMaxLinkBytes = int64_t{1} << 40;
-  if (max_bytes > kMaxLinkBytes)
-    throw InputError("<cli>", "--max-bytes",
-                     fmt::format("{} bytes is more than 1 TiB; two buffers of it must fit on one GPU", max_bytes));
+  const CalibrateNumbers numbers = CheckNumbers(o);
   const std::filesystem::path out(o.output);
   std::error_code ec;
   if (out.has_parent_path() && !std::filesystem::is_directory(out.parent_path(), ec))
     throw InputError("<cli>", "-o", fmt::format("directory '{}' does not exist", out.parent_path().string()));
   CheckOutputFile(o.output, "<cli>", "-o", {o.refit});
-  const CalibrationData data = Measurements(o, max_bytes);
+  const CalibrationData data = Measurements(o, numbers);
   const FitOptions fo;
   const CalibrationFit fit = FitCalibration(data, fo);
   const nlohmann::json profile = CalibrationProfileJson(data, fit, fo);
@@ -266,7 +305,7 @@ void RegisterCalibrateCommand(CLI::App& app) {
   cmd->add_option("--pin-max-bytes", o->pin_max_bytes, "largest size pinned / mapped for the cold terms (default 16GiB)");
   cmd->add_option("--copy-bytes", o->copy_bytes, "bytes per copy-kernel launch (default 256MiB)");
   cmd->add_option("--quantize-bytes", o->quantize_bytes, "largest bf16 input of a quantize launch (default 1GiB)");
-  cmd->add_option("--host-calls", o->host_calls, "calls timed per host-cost series (default 20000)");
+  cmd->add_option("--host-calls", o->host_calls, "calls timed per host-cost series, 256 to 10000000 (default 20000)");
   cmd->callback([o]() { Run(*o); });
 }
 

@@ -6,10 +6,12 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -21,6 +23,14 @@
 namespace reshard::cli {
 
 namespace {
+
+// "12 rates by launch size (block, mxfp8, tensor)": the block shapes measured.
+std::string QuantizeRatesText(const QuantizeKernelProfile& q) {
+  std::vector<std::string_view> shapes;
+  for (const QuantizeRatePoint& p : q.rates)
+    if (shapes.empty() || shapes.back() != QuantSchemeName(p.scheme)) shapes.push_back(QuantSchemeName(p.scheme));
+  return fmt::format("{} rates by launch size ({})", q.rates.size(), fmt::join(shapes, ", "));
+}
 
 struct InspectOptions {
   ScenarioArgs scenario;
@@ -109,7 +119,7 @@ std::vector<CostTerm> CostTerms(const Cluster& c) {
                  c.copy_kernel.source});
   out.push_back({"quantize kernel",
                  c.quantize_kernel.Empty() ? "estimate: a copy of half its traffic at the device-copy rate"
-                                           : fmt::format("{} rates by launch size", c.quantize_kernel.rates.size()),
+                                           : QuantizeRatesText(c.quantize_kernel),
                  c.quantize_kernel.Empty() ? "sim/state.h QuantizeCopyBytes (not measured)" : c.quantize_kernel.source});
   out.push_back({"cold refit", fmt::format("{:.0f} ms per NCCL connection, pinning {:.2f} GB/s",
                                            static_cast<double>(c.host.nccl_connect_ns) * 1e-6, c.host.pin_bytes_per_s / 1e9),

@@ -6,6 +6,7 @@
 //
 // Exit 0 whenever the sweep ran, even when no point fits (that is the answer);
 // 2 on bad flags or input.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -194,6 +196,13 @@ void Run(const SweepCmdOptions& o) {
     bar.emplace();
     so.progress = [&bar](int64_t done, int64_t total) { bar->Update(done, total); };
   }
+  // Each point builds and drops plans of hundreds of MB: keep freed memory
+  // in the heap for the next point instead of handing it back to the kernel
+  // and faulting it in again (glibc maps blocks over 32 MiB by default and
+  // trims the heap top). About a seventh of the sweep's CPU time on
+  // qwen3-235b; the results are the same.
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   const SweepResult r = Sweep(s, grid, so);
   bar.reset();  // ends the bar's line before the output
   if (!o.csv.empty()) WriteCsv(r, o.csv);

@@ -107,18 +107,27 @@ double CopyKernelProfile::FloorNs(double bytes, double piece_bytes) const {
   return fixed + (floor_bytes_per_s > 0 ? bytes / floor_bytes_per_s * 1e9 : 0);
 }
 
-double QuantizeKernelProfile::Seconds(int64_t input_bytes) const {
+bool QuantizeKernelProfile::Has(QuantScheme scheme) const {
+  return std::any_of(rates.begin(), rates.end(), [&](const QuantizeRatePoint& p) { return p.scheme == scheme; });
+}
+
+double QuantizeKernelProfile::Seconds(int64_t input_bytes, QuantScheme scheme) const {
   if (rates.empty() || input_bytes <= 0) return 0;
+  if (!Has(scheme)) scheme = QuantScheme::kBlock;
+  std::vector<const QuantizeRatePoint*> pts;
+  for (const QuantizeRatePoint& p : rates)
+    if (p.scheme == scheme) pts.push_back(&p);
+  if (pts.empty()) return 0;  // neither this scheme nor 128 x 128 blocks measured
   const double x = std::log(static_cast<double>(input_bytes));
-  double rate = rates.back().bytes_per_s;
-  if (input_bytes <= rates.front().input_bytes) {
-    rate = rates.front().bytes_per_s;
+  double rate = pts.back()->bytes_per_s;
+  if (input_bytes <= pts.front()->input_bytes) {
+    rate = pts.front()->bytes_per_s;
   } else {
-    for (size_t i = 1; i < rates.size(); ++i) {
-      if (input_bytes > rates[i].input_bytes) continue;
-      const double x0 = std::log(static_cast<double>(rates[i - 1].input_bytes));
-      const double x1 = std::log(static_cast<double>(rates[i].input_bytes));
-      rate = rates[i - 1].bytes_per_s + (x - x0) / (x1 - x0) * (rates[i].bytes_per_s - rates[i - 1].bytes_per_s);
+    for (size_t i = 1; i < pts.size(); ++i) {
+      if (input_bytes > pts[i]->input_bytes) continue;
+      const double x0 = std::log(static_cast<double>(pts[i - 1]->input_bytes));
+      const double x1 = std::log(static_cast<double>(pts[i]->input_bytes));
+      rate = pts[i - 1]->bytes_per_s + (x - x0) / (x1 - x0) * (pts[i]->bytes_per_s - pts[i - 1]->bytes_per_s);
       break;
     }
   }
@@ -215,7 +224,11 @@ CopyKernelProfile CopyKernelProfileFromJson(const json& j, const std::string& fi
 
 void to_json(json& j, const QuantizeKernelProfile& q) {
   json rates = json::array();
-  for (const QuantizeRatePoint& p : q.rates) rates.push_back({{"input_bytes", p.input_bytes}, {"bytes_per_s", p.bytes_per_s}});
+  for (const QuantizeRatePoint& p : q.rates) {
+    json r{{"input_bytes", p.input_bytes}, {"bytes_per_s", p.bytes_per_s}};
+    if (p.scheme != QuantScheme::kBlock) r["scheme"] = QuantSchemeName(p.scheme);
+    rates.push_back(std::move(r));
+  }
   j = json{{"rates", rates}, {"source", q.source}};
 }
 
@@ -224,18 +237,22 @@ QuantizeKernelProfile QuantizeKernelProfileFromJson(const json& j, const std::st
   CheckKeys(j, file, field, {"rates", "source"});
   QuantizeKernelProfile q;
   if (auto it = j.find("source"); it != j.end()) q.source = GetString(*it, file, Dot(field, "source"));
-  ForEachRate(j, file, field, {"input_bytes", "bytes_per_s"}, [&](const json& p, const std::string& fi) {
+  ForEachRate(j, file, field, {"input_bytes", "bytes_per_s", "scheme"}, [&](const json& p, const std::string& fi) {
     QuantizeRatePoint r;
+    if (auto it = p.find("scheme"); it != p.end())
+      r.scheme = ParseQuantScheme(GetString(*it, file, fi + ".scheme"), file, fi + ".scheme");
     r.input_bytes = GetInt(Need(p, "input_bytes", file, fi), file, fi + ".input_bytes");
     r.bytes_per_s = GetNumber(Need(p, "bytes_per_s", file, fi), file, fi + ".bytes_per_s");
     if (r.input_bytes <= 0) Bad(file, fi + ".input_bytes", "must be > 0");
     if (!(r.bytes_per_s >= 1e3 && r.bytes_per_s <= 1e16)) Bad(file, fi + ".bytes_per_s", "must be in [1e3, 1e16]");
     for (const QuantizeRatePoint& o : q.rates)
-      if (o.input_bytes == r.input_bytes) Bad(file, fi, fmt::format("a second point for input_bytes {}", r.input_bytes));
+      if (o.input_bytes == r.input_bytes && o.scheme == r.scheme)
+        Bad(file, fi, fmt::format("a second {} point for input_bytes {}", QuantSchemeName(r.scheme), r.input_bytes));
     q.rates.push_back(r);
   });
-  std::sort(q.rates.begin(), q.rates.end(),
-            [](const QuantizeRatePoint& a, const QuantizeRatePoint& b) { return a.input_bytes < b.input_bytes; });
+  std::sort(q.rates.begin(), q.rates.end(), [](const QuantizeRatePoint& a, const QuantizeRatePoint& b) {
+    return a.scheme != b.scheme ? a.scheme < b.scheme : a.input_bytes < b.input_bytes;
+  });
   return q;
 }
 
@@ -259,7 +276,10 @@ std::string FingerprintText(const CopyKernelProfile& c) {
 std::string FingerprintText(const QuantizeKernelProfile& q) {
   if (q.Empty()) return "";
   std::string s = "quantize_kernel:";
-  for (const QuantizeRatePoint& p : q.rates) s += fmt::format("({},{})", p.input_bytes, p.bytes_per_s);
+  for (const QuantizeRatePoint& p : q.rates) {
+    if (p.scheme == QuantScheme::kBlock) s += fmt::format("({},{})", p.input_bytes, p.bytes_per_s);
+    else s += fmt::format("({}:{},{})", QuantSchemeName(p.scheme), p.input_bytes, p.bytes_per_s);
+  }
   return s + "\n";
 }
 

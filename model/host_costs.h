@@ -20,6 +20,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/quant.h"
+
 namespace reshard {
 
 struct HostCosts {
@@ -87,18 +89,24 @@ struct CopyKernelProfile {
 struct QuantizeRatePoint {
   int64_t input_bytes = 0;
   double bytes_per_s = 0;
+  // The block shape the kernel ran: 128 x 128 blocks (the backend's
+  // side-by-side kernel), MXFP8's 1 x 32 (the one-row kernel) or one scale per
+  // matrix (the two-pass kernels).
+  QuantScheme scheme = QuantScheme::kBlock;
   friend bool operator==(const QuantizeRatePoint&, const QuantizeRatePoint&) = default;
 };
 
 struct QuantizeKernelProfile {
-  std::vector<QuantizeRatePoint> rates;  // sorted by input_bytes
+  std::vector<QuantizeRatePoint> rates;  // sorted by (scheme, input_bytes)
   std::string source;
 
   bool Empty() const { return rates.empty(); }
-  // Seconds of one launch reading `input_bytes` of bf16: its rate
-  // interpolated log-linearly in input_bytes, clamped at the ends. O(points).
-  // 0 when empty.
-  double Seconds(int64_t input_bytes) const;
+  bool Has(QuantScheme scheme) const;  // points measured for this block shape
+  // Seconds of one launch reading `input_bytes` of bf16 in blocks of
+  // `scheme`: its rate interpolated log-linearly in input_bytes over that
+  // scheme's points (the 128 x 128 points when it has none), clamped at the
+  // ends. O(points). 0 when empty.
+  double Seconds(int64_t input_bytes, QuantScheme scheme = QuantScheme::kBlock) const;
   friend bool operator==(const QuantizeKernelProfile&, const QuantizeKernelProfile&) = default;
 };
 
@@ -110,7 +118,8 @@ void to_json(nlohmann::json& j, const HostCosts& h);
 void to_json(nlohmann::json& j, const CopyKernelProfile& c);
 void ApplyHostCostsJson(HostCosts& out, const nlohmann::json& j, const std::string& file, const std::string& field);
 CopyKernelProfile CopyKernelProfileFromJson(const nlohmann::json& j, const std::string& file, const std::string& field);
-// {"rates": [{"input_bytes", "bytes_per_s"}], "source"}.
+// {"rates": [{"input_bytes", "bytes_per_s", "scheme"}], "source"}; "scheme"
+// ("block", "tensor", "mxfp8") is left out for 128 x 128 blocks.
 void to_json(nlohmann::json& j, const QuantizeKernelProfile& q);
 QuantizeKernelProfile QuantizeKernelProfileFromJson(const nlohmann::json& j, const std::string& file,
                                                     const std::string& field);

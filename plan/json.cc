@@ -7,11 +7,15 @@
 // stay compact, diff line by line, and cost O(size) time and O(1) extra
 // memory per element.
 //
-// Reading: PlanFromJson walks a DOM. ReadPlan parses with a SAX handler that
-// converts each element of the big top-level arrays as soon as it is complete
-// and drops its DOM, so memory is the Plan plus one element; nlohmann's
-// callback parser is avoided on purpose: it rescans the parent container
-// after every object, which is quadratic in array length.
+// Reading: PlanFromJson walks a DOM. ReadPlan reads with a strict scanner
+// (json_fast.cc) that converts the common ops, buffers and pieces straight
+// into the Plan, several times faster than through a DOM, and hands
+// everything else, as text, to a SAX handler (PlanSax) that builds a DOM
+// like nlohmann's parser, converting each element of the big top-level
+// arrays as soon as it is complete and dropping its DOM; so memory is the
+// Plan plus one element. nlohmann's callback parser is avoided on purpose: it
+// rescans the parent container after every object, which is quadratic in
+// array length.
 // Every problem throws InputError(file, field, problem) with a JSON path
 // ("ops[12].region.buffer"); unknown fields are errors (with a suggestion),
 // so typos do not silently fall back to defaults.
@@ -32,6 +36,7 @@
 #include "model/error.h"
 #include "model/input_file.h"
 #include "model/output_file.h"
+#include "plan/json_fast.h"
 #include "plan/json_reader.h"
 #include "plan/plan.h"
 
@@ -196,15 +201,6 @@ Cluster ReadCluster(const json& j, const Reader& r) {
   }
 }
 
-// The top-level arrays. When ReadPlan streamed one, its elements are already
-// converted and the DOM holds an empty array in its place.
-struct Streamed {
-  std::optional<std::vector<PlanTensor>> tensors;
-  std::optional<std::vector<PlanBuffer>> buffers;
-  std::optional<std::vector<Op>> ops;
-  std::optional<std::vector<ContentPiece>> sources, destinations;
-};
-
 template <class T, class F>
 std::vector<T> ReadArray(const json& j, const Path& root, const char* key, const Reader& r, F read_one) {
   std::vector<T> out;
@@ -269,9 +265,21 @@ Plan ReadPlanObject(const json& j, const Reader& r, Streamed* streamed) {
 // Builds a DOM like nlohmann's own parser, except that each element of the
 // top-level arrays tensors / buffers / ops / sources / destinations is
 // converted when it completes and then dropped. Duplicate keys are errors.
-class PlanSax : public nlohmann::json_sax<json> {
+class PlanSax : public nlohmann::json_sax<json>, public FastSink {
  public:
   PlanSax(const Reader& r, Streamed& out) : r_(r), out_(out) {}
+
+  // FastSink: the fast path's events, as nlohmann would give them.
+  void OpenRoot() override { start_object(0); }
+  void CloseRoot() override { end_object(); }
+  void Key(std::string k) override { key(k); }
+  void OpenStreamed() override { start_array(0); }
+  void CloseStreamed() override { end_array(); }
+  void BeforeElement() override { CheckVersionOnce(); }
+  Streamed& Out() override { return out_; }
+  bool ParseValue(const char* b, const char* e) override {
+    return json::sax_parse(b, e, this, json::input_format_t::json, /*strict=*/true);
+  }
 
   json root;
   std::string error_message;
@@ -340,16 +348,16 @@ class PlanSax : public nlohmann::json_sax<json> {
   // True when the container on top of a stack of `depth` is one of the
   // streamed top-level arrays, i.e. an element of it just completed.
   bool InStreamedArray(size_t depth) const {
-    return depth == 2 && stack_[0]->is_object() && stack_[1]->is_array() && Streams(top_key_);
+    return depth == 2 && stack_[0]->is_object() && stack_[1]->is_array() && IsStreamedKey(top_key_);
   }
-  static bool Streams(const std::string& k) {
-    return k == "tensors" || k == "buffers" || k == "ops" || k == "sources" || k == "destinations";
-  }
-  void Convert() {
+  void CheckVersionOnce() {
     if (!version_checked_) {  // a newer format should fail on its version, not on a new field
       if (root.contains("format_version")) CheckVersion(root, r_);
       version_checked_ = true;
     }
+  }
+  void Convert() {
+    CheckVersionOnce();
     json& array = *stack_[1];
     const json& e = array.back();
     Path base;
@@ -376,11 +384,8 @@ class PlanSax : public nlohmann::json_sax<json> {
   // Names the object on top of the stack for duplicate-key errors, as far as
   // cheaply known: "ops[12]", or "ops[12]..." when nested deeper.
   std::string PathOfTop() const {
-    if (stack_.size() <= 1) return "";
-    std::string s = top_key_;
-    if (stack_.size() >= 3 && stack_[1]->is_array() && Streams(top_key_)) s += fmt::format("[{}]", Converted(top_key_));
-    if (stack_.size() > 3) s += "...";
-    return s;
+    const bool in_array = stack_.size() >= 2 && stack_[1]->is_array();
+    return TopPath(stack_.size(), in_array, top_key_, stack_.size() >= 3 ? Converted(top_key_) : 0);
   }
 
   const Reader& r_;
@@ -589,32 +594,41 @@ Plan ReadPlan(const std::string& path) {
       throw InputError(path, "", fmt::format("not a JSON plan: binary data (control byte 0x{:02x} at offset {})", ch, i));
   }
 
+  // The fast path reads valid plans; on invalid JSON nlohmann's diagnosis of
+  // the whole text names the problem; where the fast path is unsure, the DOM
+  // reader reads the plan from the start (json_fast.cc says why the three
+  // give the same plan and the same first error).
   Reader r(path);
-  Streamed streamed;
-  PlanSax sax(r, streamed);
-  bool ok = false;
+  auto out_of_memory = [&] {
+    return InputError(path, "", fmt::format("the plan ({} bytes) needs more memory than this process could get to read it",
+                                            text.size()));
+  };
   try {
-    ok = json::sax_parse(text, &sax, json::input_format_t::json, /*strict=*/true);
-  } catch (const std::bad_alloc&) {
-    throw InputError(path, "", fmt::format("the plan ({} bytes) needs more memory than this process could get to read it",
-                                           text.size()));
-  }
-  if (!ok) {
-    std::string msg = sax.error_message;  // "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    Streamed streamed;
+    PlanSax sax(r, streamed);
+    const FastReadResult fast = FastReadPlan(text, sax);
+    if (fast == FastReadResult::kDone) return ReadPlanObject(sax.root, r, &streamed);
+    SyntaxCheck check;
+    if (fast == FastReadResult::kSyntaxError) check = CheckPlanSyntax(text, r);
+    if (check.ok) {
+      Streamed slow_streamed;
+      PlanSax slow(r, slow_streamed);
+      check.ok = json::sax_parse(text, &slow, json::input_format_t::json, /*strict=*/true);
+      check.error_message = slow.error_message;
+      check.error_byte = slow.error_byte;
+      if (check.ok) return ReadPlanObject(slow.root, r, &slow_streamed);
+    }
+    std::string msg = check.error_message;  // "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
     if (auto pos = msg.find("] "); msg.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
       msg = msg.substr(pos + 2);
-    if (sax.error_byte > text.size() || msg.find("unexpected end of input") != std::string::npos) {
+    if (check.error_byte > text.size() || msg.find("unexpected end of input") != std::string::npos) {
       auto [line, col] = LineColumn(text, text.size());
       throw InputError(path, "", fmt::format("truncated: the JSON ends before the plan is complete (line {}, column {})",
                                              line, col));
     }
     throw InputError(path, "", "invalid JSON: " + msg);
-  }
-  try {
-    return ReadPlanObject(sax.root, r, &streamed);
   } catch (const std::bad_alloc&) {
-    throw InputError(path, "", fmt::format("the plan ({} bytes) needs more memory than this process could get to read it",
-                                           text.size()));
+    throw out_of_memory();
   }
 }
 

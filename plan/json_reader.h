@@ -56,6 +56,22 @@ struct Path {
   }
 };
 
+// The top-level arrays the readers convert element by element; and TopPath
+// names the container on top of a SAX parse's stack for duplicate-key and
+// depth errors, as far as cheaply known: "" at the top level, "ops[12]" in
+// an element of a top-level array (`converted` elements before it), with
+// "..." when nested deeper.
+inline bool IsStreamedKey(std::string_view k) {
+  return k == "tensors" || k == "buffers" || k == "ops" || k == "sources" || k == "destinations";
+}
+inline std::string TopPath(size_t depth, bool second_is_array, const std::string& top_key, size_t converted) {
+  if (depth <= 1) return "";
+  std::string s = top_key;
+  if (depth >= 3 && second_is_array && IsStreamedKey(top_key)) s += fmt::format("[{}]", converted);
+  if (depth > 3) s += "...";
+  return s;
+}
+
 inline std::string Preview(const json& v) {
   if (v.is_object()) return "an object";
   if (v.is_array()) return "an array";

@@ -132,4 +132,30 @@ struct PlanResult {
 // destination dtype other than the source's).
 PlanResult MakePlan(const Scenario& s, const PlannerOptions& options = {});
 
+// Plans one scenario under many options (a sweep's grid), sharing what does
+// not depend on them: the refit-fits check, the problem (step 3) with its
+// routing without and with relays, and the schedules (step 4) of the latest
+// segment size, so that the memory policies of one size are cut once.
+// Plan(o) returns what MakePlan(scenario, o) returns, bit for bit; o.inputs
+// must be unset. Not thread-safe: one session per thread.
+class PlanSession {
+ public:
+  explicit PlanSession(const Scenario& s);  // keeps a copy
+  ~PlanSession();
+  PlanSession(const PlanSession&) = delete;
+  PlanSession& operator=(const PlanSession&) = delete;
+
+  PlanResult Plan(const PlannerOptions& options);
+  // The bytes of the largest remote (sender, receiver) pair, with and
+  // without relays (whole elements): every segment size of at least that
+  // many bytes cuts the same segments (planner/segments.h). -1 where plans
+  // are not cut that way (FP8 destinations) or nothing fits whatever the
+  // plan. Throws what Plan throws for a scenario the planner refuses.
+  int64_t LargestRemotePairBytes();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace reshard

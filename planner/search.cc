@@ -329,16 +329,73 @@ bool SameSegments(const std::vector<Segment>& a, const std::vector<Segment>& b) 
          });
 }
 
+// Schedules already cut, shared by the searches of one problem (and by a
+// PlanSession's plans): keyed by (relayed routing, size, threshold, segments
+// per round). Only the latest segment size is kept: searches and sweeps go
+// size by size, and a large plan's schedule is hundreds of MB.
+class ScheduleCache {
+ public:
+  std::shared_ptr<const Schedule> Get(const Problem& prob, bool relayed, int64_t segment_bytes,
+                                      int64_t direct_min_bytes, int32_t per_round) {
+    if (segment_bytes != size_) {
+      entries_.clear();
+      size_ = segment_bytes;
+    }
+    auto& e = entries_[std::make_tuple(relayed, direct_min_bytes, per_round)];
+    if (!e) e = std::make_shared<const Schedule>(MakeSchedule(prob, segment_bytes, direct_min_bytes, per_round));
+    return e;
+  }
+
+ private:
+  int64_t size_ = -1;
+  std::map<std::tuple<bool, int64_t, int32_t>, std::shared_ptr<const Schedule>> entries_;
+};
+
+// A problem's routing without and with relays (Problem::AddRelays, made on
+// first use), switched by swapping the two: no copies after the first.
+class Routings {
+ public:
+  explicit Routings(Problem& prob) : prob_(prob) {}
+  // The relayed bytes (0: no box is relayed; both routings are the same).
+  int64_t RelayedBytes() {
+    if (relayed_bytes_ < 0) {
+      Use(false);
+      other_ = prob_.SaveRouting();
+      relayed_bytes_ = prob_.AddRelays();
+      relays_now_ = true;
+    }
+    return relayed_bytes_;
+  }
+  void Use(bool relays) {
+    if (relays == relays_now_) return;
+    RESHARD_CHECK(relayed_bytes_ >= 0, "the relayed routing is made before it is used");
+    std::swap(prob_.sourced, other_.sourced);
+    std::swap(prob_.pairs, other_.pairs);
+    std::swap(prob_.relayed_bytes, other_.relayed_bytes);
+    relays_now_ = relays;
+  }
+  // The problem holds relayed entries now.
+  bool Relayed() const { return relays_now_ && relayed_bytes_ > 0; }
+
+ private:
+  Problem& prob_;
+  Problem::Routing other_;
+  bool relays_now_ = false;
+  int64_t relayed_bytes_ = -1;
+};
+
 // The candidates planned so far: the fastest that fits, and the infeasible
 // one closest to fitting.
 class Search {
  public:
   // `beat_s`: large plans only emit candidates that may be faster than this
   // (the plan another search found); equal ones only if `wins_ties`.
-  Search(const Problem& prob, std::vector<int64_t> sizes, std::vector<int64_t> directs,
-         std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small, double beat_s,
-         bool wins_ties)
+  Search(const Problem& prob, ScheduleCache& cache, bool relayed, std::vector<int64_t> sizes,
+         std::vector<int64_t> directs, std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small,
+         double beat_s, bool wins_ties)
       : prob_(prob),
+        cache_(cache),
+        relayed_(relayed),
         sizes_(std::move(sizes)),
         directs_(std::move(directs)),
         per_rounds_(std::move(per_rounds)),
@@ -355,7 +412,8 @@ class Search {
   // offload is not emitted at all when PredictMissingBytes (exact) says it
   // cannot fit either.
   void Consider(size_t size_index, int64_t direct_min_bytes, int32_t per_round) {
-    auto sched = std::make_shared<Schedule>(MakeSchedule(prob_, sizes_[size_index], direct_min_bytes, per_round));
+    const std::shared_ptr<const Schedule> sched =
+        cache_.Get(prob_, relayed_, sizes_[size_index], direct_min_bytes, per_round);
     // Thresholds that leave every piece in the same class give the same plan:
     // plan it once (most MoE and small-piece plans).
     auto& tried = tried_[size_index];
@@ -472,7 +530,7 @@ class Search {
   }
 
   struct Candidate {
-    std::shared_ptr<Schedule> schedule;
+    std::shared_ptr<const Schedule> schedule;
     PlanPolicy policy;
     EmittedPlan emitted;
     double time_s = 0;
@@ -484,7 +542,7 @@ class Search {
   // The plan that did not fit closest to fitting (least missing bytes, the
   // first of equals). planned_peak is empty where its answer was predicted.
   struct Infeasible {
-    std::shared_ptr<Schedule> schedule;
+    std::shared_ptr<const Schedule> schedule;
     PlanPolicy policy;
     int64_t missing_bytes = 0;
     int32_t worst_gpu = -1;
@@ -496,6 +554,8 @@ class Search {
 
  private:
   const Problem& prob_;
+  ScheduleCache& cache_;
+  const bool relayed_;
   const std::vector<int64_t> sizes_, directs_;
   const std::vector<int32_t> per_rounds_;
   const std::vector<PlanPolicy> policies_;
@@ -509,7 +569,7 @@ class Search {
   std::optional<Infeasible> closest_infeasible_;
   std::optional<std::vector<std::vector<int64_t>>> optimizer_slots_;  // OptimizerSlotBytes, from the first plan
 
-  void NoteInfeasible(const std::shared_ptr<Schedule>& sched, const PlanPolicy& policy, int64_t missing_bytes,
+  void NoteInfeasible(const std::shared_ptr<const Schedule>& sched, const PlanPolicy& policy, int64_t missing_bytes,
                       int32_t worst_gpu, std::vector<int64_t> planned_peak) {
     if (sched->all_in_one_round) return;  // tried under one policy only: not the most frugal answer
     if (!closest_infeasible_ || missing_bytes < closest_infeasible_->missing_bytes)
@@ -533,24 +593,29 @@ void PredictWithSimulator(Plan& plan, PlanStats& stats) {
   stats.predicted_by = "simulator";
 }
 
-PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
-  if (s.quantization && s.destination_dtype != s.dtype) return MakeQuantizedPlan(s, options);  // planner/quantize.h
+namespace {
+
+PlanResult Infeasible(const Feasibility& floor) {
+  PlanResult res;
+  res.status = PlanStatus::kInfeasible;
+  res.gpu = floor.gpu;
+  res.missing_bytes = floor.missing_bytes;
+  res.message = floor.message;
+  return res;
+}
+
+void CheckPlannable(const Scenario& s) {
   if (s.destination_dtype != s.dtype)
     throw InputError(s.path, "destination.dtype",
                      fmt::format("the planner moves {} weights as they are; converting to {} during the refit is "
                                  "not supported yet",
                                  DTypeName(s.dtype), DTypeName(s.destination_dtype)));
-  // A GPU short of memory whatever the plan: say so at once instead of
-  // planning every candidate to find out.
-  if (const Feasibility floor = options.inputs ? Feasibility{} : CheckRefitFits(s); !floor.fits) {
-    PlanResult res;
-    res.status = PlanStatus::kInfeasible;
-    res.gpu = floor.gpu;
-    res.missing_bytes = floor.missing_bytes;
-    res.message = floor.message;
-    return res;
-  }
-  Problem prob(s, options.inputs.get());
+}
+
+// MakePlan's search on a problem already set up; `routes` and `cache` may
+// hold earlier plans' work (PlanSession), which changes nothing but time.
+PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem& prob, Routings& routes,
+                       ScheduleCache& cache) {
   const bool small = options.simulate && prob.Fragments() <= options.simulate_max_fragments;
   const std::vector<int64_t> sizes = SegmentSizes(s, options, small || prob.Fragments() <= kFineSizesMinFragments);
   const std::vector<int32_t> per_rounds = PerRounds(options);
@@ -558,8 +623,8 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   using Order = std::vector<std::pair<size_t, int32_t>>;
   auto order_of = [&](const Problem& p) { return SizeOrder(p, sizes, per_rounds, options, small); };
   auto run = [&](const Problem& p, const Order& order, double beat_s, bool wins_ties) {
-    auto search = std::make_unique<Search>(p, sizes, DirectThresholds(s, options, small), per_rounds,
-                                           Policies(s, options), small, beat_s, wins_ties);
+    auto search = std::make_unique<Search>(p, cache, routes.Relayed(), sizes, DirectThresholds(s, options, small),
+                                           per_rounds, Policies(s, options), small, beat_s, wins_ties);
     search->Run(order);
     return search;
   };
@@ -576,38 +641,39 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   std::unique_ptr<Search> plain, relayed;
   int64_t relayed_bytes = 0;
   if (options.relays == std::optional<bool>{false}) {
+    routes.Use(false);
     plain = run(prob, order_of(prob), kNone, true);
   } else if (options.relays == std::optional<bool>{true}) {
-    relayed_bytes = prob.AddRelays();
+    relayed_bytes = routes.RelayedBytes();
+    routes.Use(true);
     (relayed_bytes > 0 ? relayed : plain) = run(prob, order_of(prob), kNone, relayed_bytes == 0);
   } else {
+    routes.Use(false);
     const Order plain_order = order_of(prob);
     const double plain_first_s = small ? 0 : first_estimate(prob, plain_order);
-    Problem::Routing without = prob.SaveRouting();
-    relayed_bytes = prob.AddRelays();
+    relayed_bytes = routes.RelayedBytes();
+    routes.Use(true);
     if (relayed_bytes == 0) {
       plain = run(prob, plain_order, kNone, true);
     } else {
       const Order relay_order = order_of(prob);
       if (!small && first_estimate(prob, relay_order) < plain_first_s) {
         relayed = run(prob, relay_order, kNone, false);
-        Problem::Routing with = prob.SaveRouting();
-        prob.RestoreRouting(std::move(without));
+        routes.Use(false);
         plain = run(prob, plain_order, time_of(relayed), true);
-        if (!plain->best()) prob.RestoreRouting(std::move(with));  // the relayed search answers
       } else {
-        Problem::Routing with = prob.SaveRouting();
-        prob.RestoreRouting(std::move(without));
+        routes.Use(false);
         plain = run(prob, plain_order, kNone, true);
-        prob.RestoreRouting(std::move(with));
+        routes.Use(true);
         relayed = run(prob, relay_order, time_of(plain), false);
       }
     }
   }
-  // Where nothing fits the relayed search answers (prob holds its routing).
+  // Where nothing fits the relayed search answers.
   const bool use_relays = relayed && (relayed->best() ? time_of(relayed) < time_of(plain) : !(plain && plain->best()));
   std::unique_ptr<Search> search = std::move(use_relays ? relayed : plain);
   if (!use_relays) relayed_bytes = 0;
+  routes.Use(use_relays && relayed_bytes > 0);
   PlanResult res;
   res.stats.fragments = prob.Fragments();
   res.stats.relayed_bytes = relayed_bytes;
@@ -660,6 +726,69 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   res.stats.ops = static_cast<int64_t>(plan.ops.size());
   res.plan = std::move(plan);
   return res;
+}
+
+}  // namespace
+
+PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
+  if (s.quantization && s.destination_dtype != s.dtype) return MakeQuantizedPlan(s, options);  // planner/quantize.h
+  CheckPlannable(s);
+  // A GPU short of memory whatever the plan: say so at once instead of
+  // planning every candidate to find out.
+  if (!options.inputs)
+    if (const Feasibility floor = CheckRefitFits(s); !floor.fits) return Infeasible(floor);
+  Problem prob(s, options.inputs.get());
+  Routings routes(prob);
+  ScheduleCache cache;
+  return PlanProblem(s, options, prob, routes, cache);
+}
+
+struct PlanSession::Impl {
+  Scenario scenario;
+  std::optional<Feasibility> floor;
+  std::unique_ptr<Problem> prob;
+  std::unique_ptr<Routings> routes;
+  ScheduleCache cache;
+
+  bool Quantized() const { return scenario.quantization && scenario.destination_dtype != scenario.dtype; }
+  const Feasibility& Floor() {
+    if (!floor) floor = CheckRefitFits(scenario);
+    return *floor;
+  }
+  Problem& Prob() {
+    if (!prob) {
+      prob = std::make_unique<Problem>(scenario);
+      routes = std::make_unique<Routings>(*prob);
+    }
+    return *prob;
+  }
+};
+
+PlanSession::PlanSession(const Scenario& s) : impl_(std::make_unique<Impl>()) { impl_->scenario = s; }
+PlanSession::~PlanSession() = default;
+
+PlanResult PlanSession::Plan(const PlannerOptions& options) {
+  RESHARD_CHECK(!options.inputs, "a plan session plans its scenario's own layouts");
+  Impl& m = *impl_;
+  if (m.Quantized()) return MakeQuantizedPlan(m.scenario, options);
+  CheckPlannable(m.scenario);
+  if (const Feasibility& floor = m.Floor(); !floor.fits) return Infeasible(floor);
+  Problem& prob = m.Prob();
+  return PlanProblem(m.scenario, options, prob, *m.routes, m.cache);
+}
+
+int64_t PlanSession::LargestRemotePairBytes() {
+  Impl& m = *impl_;
+  if (m.Quantized() || m.scenario.destination_dtype != m.scenario.dtype || !m.Floor().fits) return -1;
+  Problem& prob = m.Prob();
+  int64_t largest = 0;
+  m.routes->RelayedBytes();
+  for (bool relays : {false, true}) {
+    m.routes->Use(relays);
+    for (const PairBytes& pb : prob.pairs)
+      if (pb.src_gpu != pb.dst_gpu) largest = std::max(largest, pb.bytes);
+  }
+  return largest / prob.elem_bytes * prob.elem_bytes;
 }
 
 }  // namespace reshard

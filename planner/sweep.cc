@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <system_error>
@@ -41,8 +43,9 @@ bool ValidDomain(const Cluster& c, int32_t d) {
   return true;
 }
 
-// One grid point, planned with its choices forced.
-SweepPoint Evaluate(const Scenario& base, SweepPoint p) {
+// One grid point, planned with its choices forced: by `session` (a plan
+// session of the point's domain) or, when null, by MakePlan.
+SweepPoint Evaluate(const Scenario& base, PlanSession* session, SweepPoint p) {
   Scenario s = base;
   s.cluster.nvlink_domain_nodes = p.nvlink_domain_nodes;
   PlannerOptions o;
@@ -53,7 +56,7 @@ SweepPoint Evaluate(const Scenario& base, SweepPoint p) {
   // Small plans still simulate the in-place thresholds (plan.direct_min_bytes
   // auto) and keep the fastest, as `reshard plan` does; large ones take the default.
   try {
-    const PlanResult r = MakePlan(s, o);
+    const PlanResult r = session ? session->Plan(o) : MakePlan(s, o);
     const std::vector<int64_t>& peaks = r.ok() ? r.plan.summary.predicted_peak_bytes : r.stats.planned_peak_bytes;
     if (!peaks.empty()) {
       const auto it = std::max_element(peaks.begin(), peaks.end());  // first GPU on ties
@@ -78,30 +81,6 @@ SweepPoint Evaluate(const Scenario& base, SweepPoint p) {
     p.error = e.what();
   }
   return p;
-}
-
-// The bytes of the largest remote (sender, receiver) pair of `s`, with and
-// without relays: every segment size of at least that many bytes cuts the
-// same segments. -1 where there is no such answer (quantized plans, a
-// scenario the planner refuses or that cannot fit whatever the plan): then
-// every point is planned. O(F) for the problem's F fragment pairs.
-int64_t LargestPairBytes(const Scenario& s) {
-  if (s.destination_dtype != s.dtype) return -1;
-  try {
-    if (!CheckRefitFits(s).fits) return -1;
-    Problem prob(s);
-    auto largest = [&] {
-      int64_t m = 0;
-      for (const PairBytes& pb : prob.pairs)
-        if (pb.src_gpu != pb.dst_gpu) m = std::max(m, pb.bytes);
-      return m;
-    };
-    const int64_t plain = largest();
-    prob.AddRelays();
-    return std::max(plain, largest()) / prob.elem_bytes * prob.elem_bytes;
-  } catch (const InputError&) {
-    return -1;
-  }
 }
 
 // The copy of point `from`'s results for `to`, which plans the same.
@@ -247,13 +226,39 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
           res.points.push_back(p);
         }
 
+  // Work queue: an atomic index over groups of points of one (domain,
+  // segment size), each written to its own slot. A worker plans through one
+  // plan session per domain (threads.size() x domains sessions at most), so
+  // a group's policies share the problem and its schedules.
+  int64_t threads = options.threads > 0 ? options.threads : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  std::vector<std::map<int32_t, std::unique_ptr<PlanSession>>> sessions(static_cast<size_t>(threads));
+  auto session_of = [&](size_t worker, int32_t domain) -> PlanSession* {
+    if (!options.share_problem) return nullptr;
+    std::unique_ptr<PlanSession>& x = sessions[worker][domain];
+    if (!x) {
+      Scenario sd = s;
+      sd.cluster.nvlink_domain_nodes = domain;
+      x = std::make_unique<PlanSession>(sd);
+    }
+    return x.get();
+  };
+
   // Points whose segment size plans as a smaller one's: copied after the others.
   std::vector<int64_t> source_of(res.points.size(), -1);
   if (options.reuse_equal_plans) {
     for (int32_t d : g.nvlink_domain_nodes) {
-      Scenario sd = s;
-      sd.cluster.nvlink_domain_nodes = d;
-      const int64_t largest = LargestPairBytes(sd);
+      int64_t largest = -1;
+      try {
+        if (PlanSession* x = session_of(0, d)) {
+          largest = x->LargestRemotePairBytes();
+        } else {
+          Scenario sd = s;
+          sd.cluster.nvlink_domain_nodes = d;
+          largest = PlanSession(sd).LargestRemotePairBytes();
+        }
+      } catch (const InputError&) {
+        largest = -1;  // each point reports the planner's refusal
+      }
       if (largest < 0) continue;
       // Each such point copies the first planned one of a size >= largest with the same other choices.
       for (size_t i = 0; i < res.points.size(); ++i) {
@@ -270,41 +275,48 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
       }
     }
   }
-  std::vector<size_t> to_plan;
-  for (size_t i = 0; i < res.points.size(); ++i)
-    if (source_of[i] < 0) to_plan.push_back(i);
+  // Groups of points to plan: grid order keeps a (domain, size) contiguous.
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < res.points.size(); ++i) {
+    if (source_of[i] >= 0) continue;
+    const SweepPoint& p = res.points[i];
+    if (groups.empty() || res.points[groups.back().front()].segment_bytes != p.segment_bytes ||
+        res.points[groups.back().front()].nvlink_domain_nodes != p.nvlink_domain_nodes)
+      groups.emplace_back();
+    groups.back().push_back(i);
+  }
 
-  // Work queue: an atomic index; each point written to its own slot.
   const int64_t total = static_cast<int64_t>(res.points.size());
-  const int64_t planned = static_cast<int64_t>(to_plan.size());
-  int64_t threads = options.threads > 0 ? options.threads : std::max<int64_t>(1, std::thread::hardware_concurrency());
-  threads = std::min(threads, std::max<int64_t>(1, planned));
+  const int64_t num_groups = static_cast<int64_t>(groups.size());
+  threads = std::min(threads, std::max<int64_t>(1, num_groups));
   std::atomic<int64_t> next{0};
   std::mutex progress_mu;
   int64_t done = 0;
-  auto work = [&] {
-    for (int64_t k; (k = next.fetch_add(1)) < planned;) {
-      const size_t i = to_plan[k];
-      res.points[i] = Evaluate(s, res.points[i]);
-      if (options.progress) {
-        std::lock_guard<std::mutex> lock(progress_mu);
-        options.progress(++done, total);
+  auto work = [&](size_t worker) {
+    for (int64_t k; (k = next.fetch_add(1)) < num_groups;) {
+      for (size_t i : groups[k]) {
+        res.points[i] = Evaluate(s, session_of(worker, res.points[i].nvlink_domain_nodes), res.points[i]);
+        if (options.progress) {
+          std::lock_guard<std::mutex> lock(progress_mu);
+          options.progress(++done, total);
+        }
       }
     }
   };
   if (threads == 1) {
-    work();
+    work(0);
   } else {
     std::vector<std::thread> pool;
     try {
-      for (int64_t t = 0; t < threads; ++t) pool.emplace_back(work);
+      for (int64_t t = 0; t < threads; ++t) pool.emplace_back(work, static_cast<size_t>(t));
     } catch (const std::system_error&) {
       // No more threads (ulimit, memory for stacks): the ones started take
-      // every point from the shared index; with none, this thread does.
-      if (pool.empty()) work();
+      // every group from the shared index; with none, this thread does.
+      if (pool.empty()) work(0);
     }
     for (std::thread& t : pool) t.join();
   }
+  sessions.clear();
   for (size_t i = 0; i < res.points.size(); ++i)
     if (source_of[i] >= 0) res.points[i] = SamePlanAs(res.points[source_of[i]], source_of[i], res.points[i]);
   if (options.progress)

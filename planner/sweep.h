@@ -7,8 +7,11 @@
 //
 // Each point is one MakePlan with every choice forced (PlannerOptions), so a
 // point's numbers are those `reshard simulate` would print for that plan.
-// Points are independent: they run on a pool of threads and land in the
-// grid's order, so results do not depend on the thread count.
+// Points are independent: they run on a pool of threads, a (domain, segment
+// size) at a time, and land in the grid's order, so results do not depend on
+// the thread count. A thread plans through one PlanSession per domain
+// (planner/planner.h): the problem is set up once and each size cut once for
+// its offload fractions and memory policies, with MakePlan's results.
 // Sizes that plan the same: a segment size at least as large as every
 // (sender, receiver) pair's bytes (with and without relays) cuts each pair
 // and transfer class into one segment, so every such size gives the same
@@ -61,6 +64,11 @@ struct SweepOptions {
   // Copy points whose segment size gives the plan of a smaller one (see the
   // file comment); false plans every point (tests compare the two).
   bool reuse_equal_plans = true;
+  // Plan each (domain, segment size)'s points through one PlanSession
+  // (planner/planner.h): the problem is set up once per domain and thread,
+  // and a size is cut once for its memory policies; false calls MakePlan
+  // per point (the same results; tests compare the two).
+  bool share_problem = true;
 };
 
 struct SweepPoint {

@@ -144,11 +144,23 @@ int64_t QuantizeLaunchBytes(const Plan& plan, const QuantizeTile& t) {
                               static_cast<double>(bcols));
 }
 
+QuantScheme QuantizeKernelScheme(const Plan& plan, const QuantizeTile& t) {
+  if (t.tensor < 0 || t.tensor >= static_cast<int32_t>(plan.tensors.size())) return QuantScheme::kBlock;
+  const PlanTensor& pt = plan.tensors[t.tensor];
+  const TensorQuant& q = pt.quant;
+  const int nd = pt.shape.ndim;
+  if (nd < 1) return QuantScheme::kBlock;
+  if (q.block_rows == 1) return QuantScheme::kMx;
+  const int64_t rows = nd >= 2 ? pt.shape.dim[nd - 2] : 1, cols = pt.shape.dim[nd - 1];
+  return q.block_rows >= rows && q.block_cols >= cols ? QuantScheme::kTensor : QuantScheme::kBlock;
+}
+
 double QuantizeKernelCap(const Plan& plan, const Op& op) {
   const QuantizeKernelProfile& profile = plan.cluster.quantize_kernel;
   if (profile.Empty()) return 0;
   double s = 0;
-  for (const QuantizeTile& t : op.tiles) s += profile.Seconds(QuantizeLaunchBytes(plan, t));
+  for (const QuantizeTile& t : op.tiles)
+    s += profile.Seconds(QuantizeLaunchBytes(plan, t), QuantizeKernelScheme(plan, t));
   return s > 0 ? static_cast<double>(QuantizeCopyBytes(op)) / (s * kNsPerS) : 0;
 }
 

@@ -61,14 +61,19 @@ double CopyKernelCap(const Op& op, const CopyKernelProfile& profile);
 int64_t QuantizeCopyBytes(const Op& op);
 // The bf16 bytes a quantize tile's launch works as: its input, scaled up
 // where the kernel leaves threads idle. 128-column blocks go up to four side
-// by side per CTA (executor/nccl/kernels.cu, QuantizeKernelWide: 4 when the
+// by side per CTA (executor/nccl/quantize_kernels.cu, QuantizeKernelWide: 4 when the
 // tile has 4 block columns or more, else 2 or 1), so a tile of 6 block
 // columns runs two groups of 4: it costs as 8 / 6 of its bytes.
 int64_t QuantizeLaunchBytes(const Plan& plan, const QuantizeTile& t);
+// The kernel a tile's blocks run on, as `calibrate` measures it: one-row
+// blocks (MXFP8) kMx, a block that covers the whole matrix kTensor, else
+// kBlock.
+QuantScheme QuantizeKernelScheme(const Plan& plan, const QuantizeTile& t);
 // A quantize op's ceiling (bytes/ns of QuantizeCopyBytes) from the measured
 // quantize kernel (plan.cluster.quantize_kernel): its tiles are launched one
 // after another, each taking the time measured for a launch of its
-// QuantizeLaunchBytes. 0 when the profile has no rates (the op then runs at
+// QuantizeLaunchBytes on its kernel (QuantizeKernelScheme; the 128 x 128
+// rates where that kernel was not measured). 0 when the profile has no rates (the op then runs at
 // the device-copy link's rate).
 double QuantizeKernelCap(const Plan& plan, const Op& op);
 

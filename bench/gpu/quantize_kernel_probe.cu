@@ -1,4 +1,4 @@
-// Probe of the NCCL backend's fp8 quantize kernels (executor/nccl/kernels.cu)
+// Probe of the NCCL backend's fp8 quantize kernels (executor/nccl/quantize_kernels.cu)
 // on one GPU: each path (generic; one block per CTA with the per-element
 // software conversion or the hardware one; 1, 2 or 4 blocks side by side per
 // CTA; the default choice) on one layer-sized
@@ -8,7 +8,9 @@
 // Before timing it checks that the hardware conversion equals E4M3FromFloat
 // on every non-NaN fp32 and that the fast division gives the IEEE one's E4M3
 // on every bf16 of a block's range against a spread of scales, and that
-// every path writes the same bytes.
+// every path writes the same bytes. Then the other block shapes against the
+// generic kernel: MXFP8's 1 x 32 blocks with E8M0 scales (the one-row kernel)
+// and one fp32 scale per matrix, one plane and eight (the two-pass kernels).
 // Prints one JSON object per line. Built by bench/CMakeLists.txt.
 #include <algorithm>
 #include <cstdint>
@@ -52,6 +54,8 @@ const char* PathName(QuantizePath p) {
     case QuantizePath::kWide1: return "wide1";
     case QuantizePath::kWide2: return "wide2";
     case QuantizePath::kWide4: return "wide4";
+    case QuantizePath::kRow: return "row";
+    case QuantizePath::kTensor: return "tensor";
     default: return "auto";
   }
 }
@@ -148,6 +152,55 @@ int Main() {
                     same ? "true" : "false");
         std::fflush(stdout);
       }
+    }
+  }
+
+  // 3. Other block shapes on the same bytes (weight-like fill), the generic
+  // kernel first as the reference.
+  struct Shape {
+    const char* name;
+    int64_t planes, rows, cols, block_rows, block_cols;
+    int32_t scale_format, scale_bytes;
+  };
+  const Shape shapes[] = {{"mxfp8_1x32_e8m0", 1, 53248, 4096, 1, 32, 2, 1},
+                          {"tensor_fp32", 1, 53248, 4096, 53248, 4096, 0, 4},
+                          {"tensor_fp32_8_planes", 8, 6656, 4096, 6656, 4096, 0, 4}};
+  unsigned char* sc2 = nullptr;
+  const int64_t sc2_bytes = 53248 * (4096 / 32);
+  RESHARD_GPU(cudaMalloc(&sc2, sc2_bytes));
+  std::vector<unsigned char> ref_sc2(sc2_bytes), got_sc2(sc2_bytes);
+  for (const Shape& sh : shapes) {
+    reshard::QuantizeJob q;
+    q.planes = sh.planes;
+    q.rows = sh.rows;
+    q.cols = sh.cols;
+    q.block_rows = sh.block_rows;
+    q.block_cols = sh.block_cols;
+    q.scale_format = sh.scale_format;
+    q.scale_bytes = sh.scale_bytes;
+    q.in_row = 2 * q.cols;
+    q.in_plane = q.rows * q.in_row;
+    q.out_row = q.cols;
+    q.out_plane = q.rows * q.out_row;
+    q.sc_row = q.BlockCols() * q.scale_bytes;
+    q.sc_plane = q.BlockRows() * q.sc_row;
+    for (QuantizePath path : {QuantizePath::kGeneric, QuantizePath::kAuto}) {
+      RESHARD_GPU(cudaMemsetAsync(out, 0xA5, n, s));
+      RESHARD_GPU(cudaMemsetAsync(sc2, 0x5A, sc2_bytes, s));
+      const float ms = time_it([&] { RESHARD_GPU(reshard::gpu::LaunchQuantize(q, in, out, sc2, s, sms * 8, path)); });
+      RESHARD_GPU(cudaMemcpyAsync(got_out.data(), out, n, cudaMemcpyDeviceToHost, s));
+      RESHARD_GPU(cudaMemcpyAsync(got_sc2.data(), sc2, sc2_bytes, cudaMemcpyDeviceToHost, s));
+      RESHARD_GPU(cudaStreamSynchronize(s));
+      if (path == QuantizePath::kGeneric) {
+        ref_out = got_out;
+        ref_sc2 = got_sc2;
+      }
+      const bool same = got_out == ref_out && got_sc2 == ref_sc2;
+      std::printf("{\"variant\": \"%s\", \"blocks\": \"%s\", \"ctas_per_sm\": 8, \"bf16_bytes\": %lld, "
+                  "\"median_ms\": %.4f, \"traffic_tb_s\": %.3f, \"of_memcpy\": %.3f, \"same_bytes\": %s}\n",
+                  PathName(path), sh.name, static_cast<long long>(in_bytes), ms, 1.5 * in_bytes / (ms * 1e-3) / 1e12,
+                  (1.5 * in_bytes / ms) / (2.0 * in_bytes / copy_ms), same ? "true" : "false");
+      std::fflush(stdout);
     }
   }
   return 0;

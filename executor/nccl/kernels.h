@@ -20,13 +20,16 @@
 //    that threads report (which ones, beyond the count, depends on timing) or
 //    the smallest mismatching index. Pieces of quantized values or scales
 //    (PieceMap::quant) are checked one quantization block per CTA: its scale
-//    recomputed from the pattern, then its elements (or its scale) compared.
-//  * Quantize: one CTA per 2-D quantization block, or per up to four
-//    128-column blocks side by side (grid-stride), one pass: the amax by a
-//    CTA reduction, the scale, then every element converted to E4M3
-//    (executor/quantize_math.h, bit for bit the host's; aligned blocks by
-//    the hardware conversion and a reciprocal with one correction step, the
-//    same bytes).
+//    recomputed from the pattern, then its elements (or its scale) compared;
+//    a large block (one scale per matrix) is spread over many CTAs, its amax
+//    reduced into the check's slot first.
+//  * Quantize (quantize_kernels.cu): one CTA per 2-D quantization block, or
+//    per up to four 128-column blocks side by side (grid-stride), one pass:
+//    the amax by a CTA reduction, the scale, then every element converted to
+//    E4M3; one-row blocks (MXFP8) a few lanes each; one scale per matrix in
+//    two passes over the grid (executor/quantize_math.h, bit for bit the
+//    host's; aligned blocks by the hardware conversion and a reciprocal with
+//    one correction step, the same bytes).
 #pragma once
 
 #include <algorithm>
@@ -92,6 +95,7 @@ cudaError_t LaunchGate(const volatile int* flag, long long max_ns, cudaStream_t 
 // work already queued on the device: inside a timed run that stalled every
 // stream behind a long offload. Called before timing.
 cudaError_t WarmKernels(cudaStream_t s);
+cudaError_t WarmQuantizeKernels(cudaStream_t s);  // the quantize kernels' part of WarmKernels
 
 inline constexpr int kMaxRecorded = 16;
 struct DeviceMismatch {
@@ -99,10 +103,15 @@ struct DeviceMismatch {
   unsigned long long expected;
   unsigned long long got;
 };
-// Every mismatch counted, the first kMaxRecorded reported recorded.
+// Large quantization blocks (one scale per matrix) a quantized piece's check
+// reduces with many CTAs per block first: at most this many blocks per piece.
+inline constexpr int kCheckAmaxBlocks = 512;
+// Every mismatch counted, the first kMaxRecorded reported recorded; zeroed
+// by the caller (block_amax is the check's own scratch).
 struct CheckSlot {
   unsigned long long count;
   DeviceMismatch first[kMaxRecorded];
+  unsigned int block_amax[kCheckAmaxBlocks];  // fp32 bits of each large block's amax
 };
 // Every mismatch counted and the smallest mismatching global index (start
 // it at {0, ULLONG_MAX}: ULLONG_MAX stays when there is none).
@@ -111,13 +120,15 @@ struct MismatchCount {
   unsigned long long first_index;
 };
 
-// Which quantize kernel runs a job: kAuto takes, for 128-column blocks at
-// aligned addresses, the kernel that quantizes up to 4 blocks side by side
-// per CTA (longer row runs from HBM), for other aligned blocks the
-// vectorized one-block kernel, both with the hardware E4M3 conversion; else
-// the generic kernel. The others force a path (bench/gpu/
+// Which quantize kernel runs a job: kAuto takes, at aligned addresses, for
+// one scale per matrix the two-pass kernels (kTensor), for one-row blocks of
+// 8-256 columns the lanes-per-block kernel (kRow), for 128-column blocks the
+// kernel that quantizes up to 4 blocks side by side per CTA (longer row runs
+// from HBM), for other blocks the vectorized one-block kernel, all with the
+// hardware E4M3 conversion; else the generic kernel. The others force a path
+// where it applies, else the generic kernel (bench/gpu/
 // quantize_kernel_probe.cu compares them; every path writes the same bytes).
-enum class QuantizePath { kAuto, kGeneric, kVecSoftware, kVecHardware, kWide1, kWide2, kWide4 };
+enum class QuantizePath { kAuto, kGeneric, kVecSoftware, kVecHardware, kWide1, kWide2, kWide4, kRow, kTensor };
 
 // Quantizes job `j` (byte offsets into in / out / sc, the buffers' bases).
 cudaError_t LaunchQuantize(const QuantizeJob& j, const unsigned char* in, unsigned char* out, unsigned char* sc,

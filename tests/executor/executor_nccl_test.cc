@@ -9,6 +9,8 @@
 #include "executor/executor.h"
 #include "executor/nccl/backend.h"
 #include "executor/pattern.h"
+#include "model/scenario.h"
+#include "planner/planner.h"
 #include "tests/executor/test_plans.h"
 
 namespace reshard {
@@ -133,6 +135,33 @@ TEST(NcclExecutor, CorruptionsAreCaught) {
   ASSERT_FALSE(m.mismatches.empty());
   EXPECT_EQ(m.mismatches[0].gpu, 0);
   EXPECT_GE(m.mismatches[0].index, 32 * 32);
+}
+
+// FP8 refits of tiny presets on one GPU, one case per quantize kernel the
+// backend picks (blocks of 32 x 32 and 128 x 128, MXFP8's 1 x 32 with E8M0
+// scales, one scale per matrix and per expert), quantized at the source and
+// at the destination: every fp8 byte and scale verified on the device.
+TEST(NcclExecutor, Fp8EveryQuantizeKernel) {
+  REQUIRE_GPUS(1);
+  const char* const models[] = {"tiny-llama", "tiny-moe"};
+  const char* const schemes[] = {"{block: [32, 32]}", "{block: [128, 128], scale: ue8m0}", "{scheme: mxfp8}",
+                                 "{scheme: tensor}"};
+  for (const char* model : models)
+    for (const char* scheme : schemes)
+      for (bool at_source : {false, true}) {
+        const std::string yaml = std::string("name: fp8-gpu\nmodel: ") + model +
+                                 "\ncluster: {preset: h200-x2, nodes: 1, gpus_per_node: 1}\nsource: {tp: 1}\n"
+                                 "destination: {tp: 1, dtype: fp8_e4m3, quantization: " +
+                                 scheme + "}\n";
+        SCOPED_TRACE(yaml + (at_source ? "at the source" : "at the destination"));
+        PlannerOptions po;
+        po.quantize_at_source = at_source;
+        const PlanResult r = MakePlan(ParseScenario(yaml, "<fp8-gpu>"), po);
+        ASSERT_TRUE(r.ok()) << r.message;
+        const Measurement m = Execute(r.plan, Nccl());
+        EXPECT_TRUE(m.verified) << FormatMeasurement(m, r.plan);
+        EXPECT_GT(m.checked_elements, 0);
+      }
 }
 
 }  // namespace

@@ -382,6 +382,35 @@ TEST(PlanJson, BadFiles) {
   }
 }
 
+// The file reader converts common elements without a DOM and hands unusual
+// ones to the DOM reader: valid but unusual spellings (escapes, integral
+// floats, -0, exponents, whitespace, reordered or escaped keys) must read as
+// the DOM reader (PlanFromJson) reads them.
+TEST(PlanJson, UnusualSpellingsReadAsTheDomReaderReadsThem) {
+  const std::string good = TempPath("spellings_good.json");
+  WritePlan(GoodPlan(), good);
+  std::ifstream in(good);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::pair<std::string, std::string> cases[] = {
+      {"\"gpu\":0", "\"gpu\":0.0"},         {"\"gpu\":0", "\"gpu\":-0"},
+      {"\"offset_bytes\":0,", "\"offset_bytes\":0e5,"}, {"\"kind\":", "\"\\u006bind\":"},
+      {",\"", " ,\n\t\""},                  {"\"label\":\"", "\"label\":\"\\u00e9\\n\xc3\xa9"},
+      {"\"id\":", "\"id\" : "},             {"\"stream\":0,", ""},
+      {"\"rows\":2,", "\"rows\":2E0,"},      {"\"sm_share\":0.5", "\"sm_share\":5e-1"},
+  };
+  const std::string path = TempPath("spellings.json");
+  for (const auto& [from, to] : cases) {
+    SCOPED_TRACE(from + " -> " + to);
+    std::string t = text;
+    size_t n = 0;
+    for (size_t pos = t.find(from); pos != std::string::npos; pos = t.find(from, pos + to.size()), ++n)
+      t.replace(pos, from.size(), to);
+    if (n == 0) continue;  // GoodPlan has no such field
+    WriteText(path, t);
+    EXPECT_EQ(ReadPlan(path), PlanFromJson(json::parse(t), path));
+  }
+}
+
 TEST(PlanJson, WriteToMissingDirectoryFails) {
   EXPECT_THROW(WritePlan(GoodPlan(), TempPath("no/such/dir/plan.json")), InputError);
 }

@@ -9,6 +9,8 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -836,6 +838,49 @@ TEST(Planner, MemoryOnlyEmissionAndOffloadPredictionAreExact) {
   }
   EXPECT_GT(predicted_fit, 0);    // some offload fractions fit ...
   EXPECT_GT(predicted_short, 4);  // ... and some, beyond no offload, do not
+}
+
+
+// A PlanSession shares the problem, its relayed routing and a size's
+// schedules across plans: each plan is MakePlan's, bit for bit, whatever was
+// planned before it (sizes revisited, policies, relays forced either way,
+// simulated and estimated plans, in an order that switches the routing).
+TEST(PlanSession, EveryPlanIsMakePlans) {
+  const Scenario s = planner_testing::TwoNodeRelayScenario();
+  PlanSession session(s);
+  std::vector<PlannerOptions> all;
+  for (int64_t size : {int64_t{1} << 20, int64_t{64} << 20, int64_t{1} << 20}) {
+    for (const auto& [fraction, per_layer, to_host] :
+         {std::tuple{0.0, false, false}, std::tuple{0.0, true, true}, std::tuple{1.0, false, true}}) {
+      PlannerOptions o;
+      o.segment_bytes = size;
+      o.offload_fraction = fraction;
+      o.destination_per_layer = per_layer;
+      o.source_to_host = to_host;
+      all.push_back(o);
+    }
+  }
+  PlannerOptions estimated, never, always, searched;
+  estimated.simulate = false;
+  never.relays = false;
+  always.relays = true;
+  all.insert(all.end(), {estimated, never, always, searched, estimated});
+  int64_t relayed = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const PlanResult a = session.Plan(all[i]);
+    const PlanResult b = MakePlan(s, all[i]);
+    ASSERT_EQ(a.ok(), b.ok()) << i;
+    ASSERT_TRUE(a.ok()) << i;
+    EXPECT_EQ(a.stats.relayed_bytes, b.stats.relayed_bytes) << i;
+    EXPECT_EQ(a.stats.segments, b.stats.segments) << i;
+    EXPECT_EQ(a.stats.planned_peak_bytes, b.stats.planned_peak_bytes) << i;
+    EXPECT_EQ(a.plan.summary.predicted_time_s, b.plan.summary.predicted_time_s) << i;
+    EXPECT_EQ(PlanToJson(a.plan).dump(), PlanToJson(b.plan).dump()) << i;
+    relayed += a.stats.relayed_bytes > 0;
+  }
+  EXPECT_GT(relayed, 0);  // the relayed routing is among those shared
+  EXPECT_LT(relayed, static_cast<int64_t>(all.size()));  // and the plain one
+  EXPECT_GT(session.LargestRemotePairBytes(), 0);
 }
 
 }  // namespace

@@ -36,6 +36,14 @@ inline std::string Yaml(const std::string& model, const std::string& cluster, co
 
 inline Scenario FromYaml(const std::string& yaml) { return ParseScenario(yaml, "<test>"); }
 
+// tiny-llama tp2 on node 0 -> tp2 dp2 on node 1 of two: plans with and
+// without relays (each box reaches two GPUs of node 1).
+inline Scenario TwoNodeRelayScenario() {
+  return FromYaml(Yaml("tiny-llama", "{preset: dgx-h200, nodes: 2}", "{tp: 2, gpus: \"0-1\"}",
+                       "{tp: 2, dp: 2, gpus: \"8-11\"}", "memory: {optimizer: {bytes_per_param: 12, offload: auto}}\n",
+                       "relay"));
+}
+
 // A named scenario of a parameterised test.
 struct Case {
   const char* name;

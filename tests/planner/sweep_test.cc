@@ -17,6 +17,7 @@
 #include "model/error.h"
 #include "model/scenario.h"
 #include "planner/sweep.h"
+#include "tests/planner/planner_test_util.h"
 
 namespace reshard {
 namespace {
@@ -191,6 +192,26 @@ TEST(SweepRun, CopiedSizesEqualPlanningEveryPoint) {
   EXPECT_LT(copied, static_cast<int64_t>(a.points.size()) - 8);  // the small sizes are planned
   EXPECT_EQ(a.recommended, b.recommended);
   EXPECT_EQ(a.why, b.why);
+}
+
+// Planning through one PlanSession per domain (the problem set up once, a
+// size cut once for its policies) gives every point of planning each with
+// MakePlan: a two-node scenario with relays, two domain sizes.
+TEST(SweepRun, SharedProblemEqualsPlanningEachPoint) {
+  const Scenario s = planner_testing::TwoNodeRelayScenario();
+  SweepGrid g;
+  g.segment_bytes = {int64_t{1} << 20, int64_t{64} << 20};
+  g.offload_fractions = {0, 1};
+  g.nvlink_domain_nodes = {1, 2};
+  SweepOptions each;
+  each.share_problem = false;
+  each.threads = 1;
+  SweepOptions shared;
+  shared.threads = 2;
+  const SweepResult a = Sweep(s, g, each);
+  const SweepResult b = Sweep(s, g, shared);
+  ASSERT_EQ(a.points.size(), 2u * 2 * 2 * 4);
+  EXPECT_EQ(nlohmann::json(a).dump(), nlohmann::json(b).dump());
 }
 
 TEST(SweepRun, RealModelAndInfeasiblePointsAreResults) {

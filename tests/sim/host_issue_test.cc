@@ -309,6 +309,43 @@ TEST(QuantizeKernel, TilesOfPartialBlockGroupsCostTheirPaddedGroup) {
   EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(1, 768)), 256 * 768 * 2);
 }
 
+TEST(QuantizeKernel, EachBlockShapeRunsAtItsOwnRates) {
+  // 128 x 128 points: 1 MiB 1 GB/s, 16 MiB 4 GB/s; MXFP8 points: 1 MiB
+  // 0.5 GB/s, 16 MiB 2 GB/s. A 4 MiB launch is halfway in log size: 2.5
+  // GB/s for 128 x 128, 1.25 GB/s for MXFP8; per-matrix scales were not
+  // measured, so they take the 128 x 128 rates.
+  QuantizeKernelProfile q;
+  q.rates = {{1 << 20, 1e9}, {16 << 20, 4e9}, {1 << 20, 0.5e9, QuantScheme::kMx}, {16 << 20, 2e9, QuantScheme::kMx}};
+  EXPECT_TRUE(q.Has(QuantScheme::kMx));
+  EXPECT_FALSE(q.Has(QuantScheme::kTensor));
+  EXPECT_DOUBLE_EQ(q.Seconds(4 << 20), (4 << 20) / 2.5e9);
+  EXPECT_DOUBLE_EQ(q.Seconds(4 << 20, QuantScheme::kMx), (4 << 20) / 1.25e9);
+  EXPECT_DOUBLE_EQ(q.Seconds(4 << 20, QuantScheme::kTensor), (4 << 20) / 2.5e9);
+  // Which kernel a tile runs on: from its tensor's blocks and shape.
+  Plan plan;
+  PlanTensor t;
+  t.shape = MakeShape({2048, 1024});
+  t.quant.role = QuantRole::kValues;
+  t.quant.block_rows = t.quant.block_cols = 128;
+  plan.tensors.push_back(t);  // 0: 128 x 128
+  t.quant.block_rows = 1, t.quant.block_cols = 32;
+  plan.tensors.push_back(t);  // 1: MXFP8
+  t.quant.block_rows = 2048, t.quant.block_cols = 1024;
+  plan.tensors.push_back(t);  // 2: one scale for the matrix
+  t.shape = MakeShape({8, 256, 512});
+  t.quant.block_rows = 256, t.quant.block_cols = 512;
+  plan.tensors.push_back(t);  // 3: one scale per expert
+  t.quant.block_rows = 128, t.quant.block_cols = 512;
+  plan.tensors.push_back(t);  // 4: 128 x 512 blocks of an expert
+  QuantizeTile tile;
+  const QuantScheme want[] = {QuantScheme::kBlock, QuantScheme::kMx, QuantScheme::kTensor, QuantScheme::kTensor,
+                              QuantScheme::kBlock};
+  for (int32_t i = 0; i < 5; ++i) {
+    tile.tensor = i;
+    EXPECT_EQ(sim_internal::QuantizeKernelScheme(plan, tile), want[i]) << "tensor " << i;
+  }
+}
+
 TEST(QuantizeKernel, ProfileJsonRoundTripsAndRejectsBadPoints) {
   QuantizeKernelProfile q;
   q.rates = {{1 << 20, 1e12}, {1 << 30, 3e12}};
@@ -318,6 +355,16 @@ TEST(QuantizeKernel, ProfileJsonRoundTripsAndRejectsBadPoints) {
   j["rates"][1]["input_bytes"] = 1 << 20;
   EXPECT_THROW(QuantizeKernelProfileFromJson(j, "p.json", "quantize_kernel"), InputError);
   j["rates"][1]["input_bytes"] = 0;
+  EXPECT_THROW(QuantizeKernelProfileFromJson(j, "p.json", "quantize_kernel"), InputError);
+  // Points of other block shapes carry "scheme"; one size per shape once.
+  q.rates = {{1 << 20, 1e12}, {1 << 20, 9e11, QuantScheme::kTensor}, {1 << 20, 2e11, QuantScheme::kMx}};
+  j = q;
+  EXPECT_FALSE(j["rates"][0].contains("scheme"));
+  EXPECT_EQ(j["rates"][1]["scheme"], "tensor");  // sorted by (scheme, input_bytes)
+  EXPECT_EQ(QuantizeKernelProfileFromJson(j, "p.json", "quantize_kernel"), q);
+  j["rates"][2]["scheme"] = "tensor";
+  EXPECT_THROW(QuantizeKernelProfileFromJson(j, "p.json", "quantize_kernel"), InputError);
+  j["rates"][2]["scheme"] = "nvfp4";
   EXPECT_THROW(QuantizeKernelProfileFromJson(j, "p.json", "quantize_kernel"), InputError);
 }
 

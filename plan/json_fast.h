@@ -1,0 +1,63 @@
+// The plan reader's fast path (json_fast.cc), internal to plan/: a strict
+// scanner that converts the common elements of plan.json's big arrays
+// straight into the Plan and hands the rest, as text, to the DOM-building
+// SAX handler (PlanSax in json.cc) through FastSink; and CheckPlanSyntax,
+// nlohmann's diagnosis of text the scanner found invalid.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "plan/json_reader.h"
+
+namespace reshard::plan_json {
+
+// The top-level arrays converted while parsing (the DOM keeps an empty
+// array in their place). Unset when the array was not streamed.
+struct Streamed {
+  std::optional<std::vector<PlanTensor>> tensors;
+  std::optional<std::vector<PlanBuffer>> buffers;
+  std::optional<std::vector<Op>> ops;
+  std::optional<std::vector<ContentPiece>> sources, destinations;
+};
+
+// What the fast path asks of the DOM-building handler; each call is the SAX
+// event the handler would get from nlohmann at that point of the text, so
+// its checks (duplicate keys, depth, format version, element errors) fire in
+// the same order and with the same messages.
+class FastSink {
+ public:
+  virtual ~FastSink() = default;
+  virtual void OpenRoot() = 0;                  // start_object of the plan
+  virtual void CloseRoot() = 0;                 // its end_object
+  virtual void Key(std::string key) = 0;        // a top-level key
+  virtual void OpenStreamed() = 0;              // start_array of tensors / ops / ...
+  virtual void CloseStreamed() = 0;             // its end_array
+  virtual void BeforeElement() = 0;             // an element converted by the fast path completes
+  virtual Streamed& Out() = 0;                  // where the fast path appends elements
+  // nlohmann's parse of [b, e), a value placed where the next SAX value goes
+  // (a top-level field, or an element of the open array); false on a syntax
+  // error (the fast path then defers to the DOM reader).
+  virtual bool ParseValue(const char* b, const char* e) = 0;
+};
+
+enum class FastReadResult {
+  kDone,         // read: the sink holds the plan's DOM and streamed arrays
+  kSyntaxError,  // the text is not valid JSON: CheckPlanSyntax says where and why
+  kUnsure,       // something the fast path does not decide: read it with the DOM reader
+};
+// O(bytes). InputErrors from the sink propagate.
+FastReadResult FastReadPlan(std::string_view text, FastSink& sink);
+
+struct SyntaxCheck {
+  bool ok = true;
+  std::string error_message;  // nlohmann's, when !ok
+  size_t error_byte = 0;
+};
+// nlohmann's parse of `text` with the depth and duplicate-key checks of the
+// DOM reader (InputError) and no DOM.
+SyntaxCheck CheckPlanSyntax(const std::string& text, const Reader& r);
+
+}  // namespace reshard::plan_json
