@@ -16,7 +16,8 @@
 //     equal segments of at most segment_bytes; a bipartite edge colouring
 //     orders them into colours in which a GPU sends and receives at most one
 //     segment, and per_round consecutive colours make a round (several
-//     flows per port keep it busy while one ramps up or ends).
+//     flows per port keep it busy while one ramps up or ends), or each
+//     phase is one round (no barriers; all its staging at once).
 //  5. Emission (planner/emitter.h): buffers, staging slots, packs, NCCL groups
 //     (matched pairs only, one per connected component of a round: no
 //     deadlock), unpacks and local copies, under a memory policy (optimizer
@@ -63,8 +64,9 @@ struct PlannerOptions {
   // doubling for large ones (their estimate is cheap; a pair's bytes cut
   // into whole segments makes the time jump between sizes).
   std::vector<int64_t> segment_candidates;
-  // Segments a GPU sends (receives) per round (planner/segments.h). 0:
-  // chosen among per_round_candidates (empty: 1 and 2).
+  // Segments a GPU sends (receives) per round (planner/segments.h;
+  // kPerRoundAll: a round per phase). 0: chosen among per_round_candidates
+  // (empty: 1, 2 and kPerRoundAll).
   int32_t per_round = 0;
   std::vector<int32_t> per_round_candidates;
   // -1: the scenario's plan.direct_min_bytes; when that is -1 too, small

@@ -221,7 +221,13 @@ std::optional<PlanResult> PlanAtSource(const Scenario& s, PlannerOptions options
 
 }  // namespace
 
-PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& options) {
+PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& given) {
+  // The quantize rewrites add ops the byte plan's issue check never saw; a
+  // round per phase (planner/segments.h) can close a cycle through them
+  // (quantize before a send, in one group with receives it waits for), so
+  // quantized plans keep rounds of 1 and 2 unless asked.
+  PlannerOptions options = given;
+  if (options.per_round == 0 && options.per_round_candidates.empty()) options.per_round_candidates = {1, 2};
   if (s.dtype != DType::kBF16)
     throw InputError(s.path, "destination.dtype",
                      fmt::format("quantizing to {} during the refit needs bf16 training weights, not {}",

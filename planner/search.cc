@@ -3,7 +3,7 @@
 //
 // Candidates: segment sizes (given, or 4 MiB .. 1 GiB: powers of two, four
 // per doubling for large plans of many fragments), segments per round
-// (given, or 1 and 2), in-place thresholds (given, or 64 MiB then, for small
+// (given, or 1, 2 and all: a round per phase), in-place thresholds (given, or 64 MiB then, for small
 // plans, "never" and 0) and memory policies (planner/emitter.h), fastest
 // first: no offload, then the cheap memory savers (training weights to host,
 // destination per layer), then more optimizer offload. Each (size,
@@ -12,12 +12,15 @@
 //  * Small plans (at most simulate_max_fragments fragment pairs): every size
 //    is simulated at one segment per round and the fastest kept; the other
 //    thresholds are then tried at that size only, then more segments per
-//    round, kept only if kPerRoundGain faster (they hold more staging).
+//    round, kept only if kPerRoundGain faster (they hold more staging); a
+//    round per phase is tried at the largest size under every threshold.
 //    Thresholds that give the same segments as one already tried are
 //    skipped.
 //  * Large plans: a round-model estimate from the pair byte totals ranks the
 //    (size, per_round) pairs without cutting them (O(pairs) each); the best
-//    is planned (ties: fewer segments per round, then larger sizes);
+//    is planned (ties: fewer segments per round, then larger sizes); a
+//    round per phase goes first only if its estimate is kPerRoundGain
+//    better than the best of the others;
 //    sizes over max_segments compete only when none is under it; only if no
 //    policy fits are that size at one segment per round and then the
 //    smallest size tried. The first plan that fits is kept, timed by the
@@ -32,6 +35,10 @@
 // Large plans search first the side whose first candidate estimates faster;
 // the other side's candidates whose schedule estimate already loses to it
 // are not emitted.
+// A round per phase holds all of a GPU's staged segments at once: it is
+// planned under the first policy only (never bought with a memory saver);
+// where that does not fit, large plans try it at 64 MiB, then the next
+// candidate.
 // Memory pressure: once a policy does not fit, the next ones are emitted for
 // their memory answer only (planner/emitter.h's kMemoryOnly) before the full
 // plan, and one that only adds optimizer offload to a policy that did not
@@ -84,6 +91,10 @@ constexpr int64_t kFineSizesMinFragments = 20000;
 // Small plans: more segments per round (more staging) must be this much faster.
 constexpr double kPerRoundGain = 0.01;
 constexpr int64_t kDefaultDirectMinBytes = int64_t{64} << 20;
+// Large plans: a round per phase at the size it estimates best (usually
+// the largest) holds the most staging; where that does not fit it is tried
+// at this size (an op of it reaches ~85 % of NVLink, as above).
+constexpr int64_t kAllFallbackBytes = int64_t{64} << 20;
 
 // Memory policies in the order they are tried: fastest first.
 std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
@@ -127,7 +138,52 @@ double QuickEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_rou
   return total_s;
 }
 
+// One round holding a phase's segments (kPerRoundAll): each port carries
+// all its bytes at its rate (ports of different link classes run side by
+// side), no flow faster than the largest segment's efficiency allows, plus a
+// latency; every pair assumed staged, the busiest GPU's packs before and its
+// unpacks after. O(pairs).
+double AllInOneRoundEstimate(const Problem& prob, int64_t segment_bytes, bool relay) {
+  const Cluster& c = prob.scenario.cluster;
+  const int32_t gpus = c.Gpus();
+  constexpr int kClasses = 4;  // LinkClass values
+  std::vector<double> out_s(static_cast<size_t>(gpus) * kClasses, 0), in_s(out_s.size(), 0);
+  std::vector<double> pack_s(gpus, 0), unpack_s(gpus, 0);
+  const LinkProfile& dc = c.device_copy;
+  double flow_s = 0;
+  bool any = false;
+  for (const PairBytes& pb : prob.pairs) {
+    if (pb.src_gpu == pb.dst_gpu || pb.relay != relay) continue;
+    any = true;
+    const int64_t nseg = (pb.bytes + segment_bytes - 1) / segment_bytes;
+    const int64_t each = (pb.bytes + nseg - 1) / nseg;
+    const LinkClass lc = c.Between(pb.src_gpu, pb.dst_gpu);
+    const LinkProfile& lp = c.Link(lc);
+    if (lp.bytes_per_s > 0) {
+      const double t = pb.bytes / lp.bytes_per_s;
+      out_s[static_cast<size_t>(pb.src_gpu) * kClasses + static_cast<int>(lc)] += t;
+      in_s[static_cast<size_t>(pb.dst_gpu) * kClasses + static_cast<int>(lc)] += t;
+      flow_s = std::max(flow_s, lp.latency_ns * 1e-9 + each / (lp.bytes_per_s * lp.Efficiency(each)));
+    }
+    if (dc.bytes_per_s > 0) {
+      const double copy_s = static_cast<double>(nseg) * (dc.latency_ns * 1e-9 + each / (dc.bytes_per_s * dc.Efficiency(each)));
+      pack_s[pb.src_gpu] += copy_s;
+      unpack_s[pb.dst_gpu] += copy_s;
+    }
+  }
+  if (!any) return 0;
+  double port_s = 0;
+  for (size_t k = 0; k < out_s.size(); ++k) {
+    const auto lc = static_cast<LinkClass>(k % kClasses);
+    const double lat_s = c.Link(lc).latency_ns * 1e-9;
+    port_s = std::max({port_s, lat_s + out_s[k], lat_s + in_s[k]});
+  }
+  return std::max(port_s, flow_s) + *std::max_element(pack_s.begin(), pack_s.end()) +
+         *std::max_element(unpack_s.begin(), unpack_s.end());
+}
+
 double PhaseEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round, bool relay) {
+  if (per_round == kPerRoundAll) return AllInOneRoundEstimate(prob, segment_bytes, relay);
   const Cluster& c = prob.scenario.cluster;
   const int32_t gpus = c.Gpus();
   std::vector<int64_t> out(gpus, 0), in(gpus, 0);
@@ -178,11 +234,11 @@ std::vector<int64_t> SegmentSizes(const Scenario& s, const PlannerOptions& optio
   return sizes;
 }
 
-// Segments per round tried: given, or 1 and 2.
+// Segments per round tried: given, or 1, 2 and all (a round per phase).
 std::vector<int32_t> PerRounds(const PlannerOptions& options) {
   if (options.per_round > 0) return {options.per_round};
   if (!options.per_round_candidates.empty()) return options.per_round_candidates;
-  return {1, 2};
+  return {1, 2, kPerRoundAll};
 }
 
 // (size index, segments per round) in the order they are tried. Small
@@ -222,15 +278,31 @@ std::vector<std::pair<size_t, int32_t>> SizeOrder(const Problem& prob, const std
       cands.push_back(Cand{i, b,
                            any_under && count[i] > options.max_segments ? std::numeric_limits<double>::infinity()
                                                                         : QuickEstimate(prob, sizes[i], b)});
-  const double best_q =
-      std::min_element(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.estimate_s < b.estimate_s; })
-          ->estimate_s;
-  const Cand* first = nullptr;
-  for (const Cand& c : cands) {
-    if (c.estimate_s > best_q * kTie) continue;
-    if (!first || c.per_round < first->per_round ||
-        (c.per_round == first->per_round && sizes[c.size] > sizes[first->size]))
-      first = &c;
+  // Rounds of a phase each (all staging at once) go first only when their
+  // estimate beats the others' by kPerRoundGain; else not at all.
+  auto best_of = [&](bool all) {
+    double best = std::numeric_limits<double>::infinity();
+    for (const Cand& c : cands)
+      if ((c.per_round == kPerRoundAll) == all) best = std::min(best, c.estimate_s);
+    const Cand* pick = nullptr;
+    for (const Cand& c : cands) {
+      if ((c.per_round == kPerRoundAll) != all || c.estimate_s > best * kTie) continue;
+      if (!pick || c.per_round < pick->per_round ||
+          (c.per_round == pick->per_round && sizes[c.size] > sizes[pick->size]))
+        pick = &c;
+    }
+    return pick;
+  };
+  const Cand* first = best_of(false);
+  const Cand* all = best_of(true);
+  if (!first) first = all, all = nullptr;
+  if (all && all->estimate_s < first->estimate_s * (1 - kPerRoundGain)) {
+    order.emplace_back(all->size, all->per_round);
+    // Where it does not fit: at kAllFallbackBytes, whose staging slots (the
+    // largest staged segment each) waste less.
+    const auto fallback = std::find(sizes.begin(), sizes.end(), kAllFallbackBytes);
+    if (fallback != sizes.end() && sizes[all->size] > kAllFallbackBytes)
+      order.emplace_back(static_cast<size_t>(fallback - sizes.begin()), kPerRoundAll);
   }
   order.emplace_back(first->size, first->per_round);
   if (first->per_round != per_rounds.front()) order.emplace_back(first->size, per_rounds.front());
@@ -359,7 +431,10 @@ class Search {
       std::vector<int64_t> start_missing, shortfall;
     };
     std::map<std::pair<bool, bool>, Failed> failed;
-    for (size_t pi = 0; pi < policies_.size(); ++pi) {
+    // A round per phase holds every staged segment at once: only where the
+    // memory is there without a saver (the first policy).
+    const size_t policies = sched->all_in_one_round ? std::min<size_t>(1, policies_.size()) : policies_.size();
+    for (size_t pi = 0; pi < policies; ++pi) {
       const PlanPolicy& policy = policies_[pi];
       const auto key = std::make_pair(policy.destination_per_layer, policy.source_to_host);
       bool predicted_fit = false;
@@ -383,7 +458,8 @@ class Search {
         NoteInfeasible(sched, policy, e.missing_bytes, e.worst_gpu, std::move(e.planned_peak));
         failed[key] = Failed{policy.offload_fraction, std::move(e.start_missing), std::move(e.shortfall)};
       };
-      if (!failed.empty() && !predicted_fit) {
+      // A round per phase often does not fit: its memory answer first.
+      if ((!failed.empty() || sched->all_in_one_round) && !predicted_fit) {
         EmittedPlan m = EmitPlan(prob_, *sched, policy, EmitMode::kMemoryOnly);
         if (!optimizer_slots_) optimizer_slots_ = OptimizerSlotBytes(m.plan);
         if (!m.fits) {
@@ -439,9 +515,18 @@ class Search {
       }
     }
     // Small plans: more segments per round at the best size and threshold.
-    if (small_ && best_)
-      for (size_t k = 1; k < per_rounds_.size(); ++k)
-        Consider(BestSize(), best_->schedule->direct_min_bytes, per_rounds_[k]);
+    if (!small_ || !best_) return;
+    const size_t at = BestSize();
+    const int64_t direct = best_->schedule->direct_min_bytes;
+    for (size_t k = 1; k < per_rounds_.size(); ++k)
+      if (per_rounds_[k] != kPerRoundAll) Consider(at, direct, per_rounds_[k]);
+    // A round per phase has no rounds to fill evenly: its segment size sets
+    // only the ops (fewest at the largest size), its threshold the staging
+    // (every staged segment is held at once). Tried at the largest size
+    // under every threshold.
+    if (std::find(per_rounds_.begin() + 1, per_rounds_.end(), kPerRoundAll) == per_rounds_.end()) return;
+    const size_t largest = static_cast<size_t>(std::max_element(sizes_.begin(), sizes_.end()) - sizes_.begin());
+    for (int64_t d : directs_) Consider(largest, d, kPerRoundAll);
   }
 
   struct Candidate {
@@ -486,6 +571,7 @@ class Search {
 
   void NoteInfeasible(const std::shared_ptr<const Schedule>& sched, const PlanPolicy& policy, int64_t missing_bytes,
                       int32_t worst_gpu, std::vector<int64_t> planned_peak) {
+    if (sched->all_in_one_round) return;  // tried under one policy only: not the most frugal answer
     if (!closest_infeasible_ || missing_bytes < closest_infeasible_->missing_bytes)
       closest_infeasible_ = Infeasible{sched, policy, missing_bytes, worst_gpu, std::move(planned_peak)};
   }

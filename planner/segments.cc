@@ -1,6 +1,7 @@
 #include "planner/segments.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <numeric>
 #include <tuple>
 #include <utility>
@@ -306,13 +307,29 @@ class RemotePairCutter {
 // order, relayed segments apart and after the others; then segments in
 // (round, pair) order and local batches in (GPU, priority, slot) order.
 void AssignRounds(Schedule& sc, int32_t gpus) {
-  const int32_t per_round = std::max(1, sc.per_round);
+  const int32_t asked = std::max(1, sc.per_round);
+  sc.all_in_one_round = asked == kPerRoundAll;
+  sc.per_round = sc.all_in_one_round ? 1 : asked;  // all: the largest phase's Δ, below
   sc.rounds = 0;
   for (bool relay : {false, true}) {
     std::vector<int32_t> order;
     for (int32_t x = 0; x < static_cast<int32_t>(sc.segments.size()); ++x)
       if (sc.segments[x].relay == relay) order.push_back(x);
     if (order.empty()) continue;
+    if (sc.all_in_one_round) {  // one round: Δ is the largest degree, no colouring
+      std::vector<int32_t> out(gpus, 0), in(gpus, 0);
+      int32_t delta = 0;
+      for (int32_t x : order) {
+        Segment& g = sc.segments[x];
+        g.round = sc.rounds;
+        delta = std::max({delta, ++out[g.src_gpu], ++in[g.dst_gpu]});
+      }
+      sc.per_round = std::max(sc.per_round, delta);
+      sc.rounds += 1;
+      if (relay) sc.relay_rounds = 1;
+      continue;
+    }
+    const int32_t per_round = asked;
     std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
       const Segment &a = sc.segments[x], &b = sc.segments[y];
       return std::tie(a.priority, a.src_gpu, a.dst_gpu) < std::tie(b.priority, b.src_gpu, b.dst_gpu);
@@ -387,11 +404,26 @@ void Estimate(Schedule& sc, const Cluster& c) {
   }
   for (int32_t x = 0; x < gpus; ++x) close(out[x]), close(in[x]);
   for (const LocalBatch& l : sc.locals) copy_s[l.gpu] += copy_time(l.bytes);
-  double transfer = std::accumulate(round_s.begin(), round_s.end(), 0.0);
-  // The first pack and the last unpack do not overlap anything.
   double edge = 0;
-  for (const Segment& g : sc.segments)
-    edge = std::max(edge, ((g.send_direct ? 0 : 1) + (g.recv_direct ? 0 : 1)) * copy_time(g.bytes));
+  if (sc.all_in_one_round) {
+    // Each round is a phase: all its packs precede its transfers and all its
+    // unpacks follow them, on the busiest GPU.
+    std::vector<double> pack_s(static_cast<size_t>(sc.rounds) * gpus, 0), unpack_s(pack_s.size(), 0);
+    for (const Segment& g : sc.segments) {
+      if (!g.send_direct) pack_s[static_cast<size_t>(g.round) * gpus + g.src_gpu] += copy_time(g.bytes);
+      if (!g.recv_direct) unpack_s[static_cast<size_t>(g.round) * gpus + g.dst_gpu] += copy_time(g.bytes);
+    }
+    for (int32_t r = 0; r < sc.rounds; ++r) {
+      const auto at = static_cast<std::ptrdiff_t>(r) * gpus;
+      round_s[r] += *std::max_element(pack_s.begin() + at, pack_s.begin() + at + gpus) +
+                    *std::max_element(unpack_s.begin() + at, unpack_s.begin() + at + gpus);
+    }
+  } else {
+    // The first pack and the last unpack do not overlap anything.
+    for (const Segment& g : sc.segments)
+      edge = std::max(edge, ((g.send_direct ? 0 : 1) + (g.recv_direct ? 0 : 1)) * copy_time(g.bytes));
+  }
+  const double transfer = std::accumulate(round_s.begin(), round_s.end(), 0.0);
   sc.estimate_s = std::max(transfer + edge, *std::max_element(copy_s.begin(), copy_s.end()));
 }
 

@@ -25,16 +25,23 @@
 // efficiency), and the round ends when its last flow does. Relayed
 // segments (Problem::AddRelays) are coloured apart, in rounds after all
 // others: their sender must have received the bytes first.
+// per_round = kPerRoundAll: each phase (the relayed segments are the
+// second) is one round holding all of a port's segments: no round barriers,
+// max-min sharing to the end; staging holds every staged segment of a GPU at
+// once, and its packs precede and its unpacks follow the round's transfers.
+// No colouring then: Δ is the largest degree.
 // Estimate: rounds one after another, each as long as its slowest port
 // (its segments' bytes at the port's rate, or the largest at its size's
 // efficiency, whichever is longer, plus a latency), with copies overlapping
-// them (the per-port model of large plans).
+// them (the per-port model of large plans); a phase of one round adds its
+// GPUs' packs before and unpacks after (nothing to overlap them with).
 //
 // Complexity: O(F log F) for the F parts (the per-pair sorts by address),
-// O(S·Δ) for colouring S segments into Δ rounds, O(S + F) for the estimate.
+// O(S·Δ) for colouring S segments into Δ rounds (O(S) for kPerRoundAll), O(S + F) for the estimate.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "model/box.h"
@@ -46,6 +53,10 @@ namespace reshard {
 // Parts of a segment sent one by one: bounds the p2p ops of one NCCL group
 // (per GPU and round: per_round outgoing and incoming segments).
 inline constexpr int64_t kMaxP2pPerSegment = 64;
+
+// Schedule per_round: every segment of a phase in one round (resolved to
+// that phase's Δ).
+inline constexpr int32_t kPerRoundAll = std::numeric_limits<int32_t>::max();
 
 // A (destination rank, fragment) with its chosen source, or a sub-box of it
 // where a segment boundary cut the fragment.
@@ -82,7 +93,8 @@ struct Schedule {
   ScratchVector<Part> parts;
   std::vector<Segment> segments;    // sorted by (round, src_gpu, dst_gpu)
   std::vector<LocalBatch> locals;   // sorted by (gpu, priority, src_slot)
-  int32_t per_round = 1;            // segments a GPU may send (receive) per round
+  int32_t per_round = 1;            // segments a GPU may send (receive) per round (kPerRoundAll: resolved to Δ)
+  bool all_in_one_round = false;    // asked kPerRoundAll: each phase is one round
   int32_t rounds = 0;
   int32_t relay_rounds = 0;         // of which the last ones, relayed segments only
   std::vector<int32_t> peers;       // per GPU: distinct send/recv peers
@@ -91,7 +103,8 @@ struct Schedule {
 
 // per_round: segments a GPU sends and receives per round (consecutive
 // colours merged), so that its NIC or NVLink port carries several flows at
-// once and stays busy while one of them ramps up or ends.
+// once and stays busy while one of them ramps up or ends; kPerRoundAll: a
+// round per phase.
 Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes, int32_t per_round = 1);
 
 }  // namespace reshard

@@ -520,6 +520,101 @@ TEST(Planner, PerLayerPolicyFitsWhereAllAtOnceDoesNot) {
 }
 
 
+// A round per phase (kPerRoundAll) on two GPUs of tiny-llama, TP2 -> TP1 x DP2:
+// each GPU sends the other its half of the sharded weights, P = 2,752,512
+// bytes (the norms are replicated: local), over an NVLink of 1 GB/s and 100
+// us per op (no efficiency curve), device copies nearly free (1e15 B/s, no
+// latency), everything staged, 1 MiB segments: 3 segments of 917,504 bytes
+// per direction, Δ = 3. Port-model estimates (simulate = false), a round
+// being 100 us + its port's bytes / 1 GB/s:
+//   one per round:  3 rounds of one segment: 3 x 1.017504 = 3.052512 ms
+//   two per round:  the search's ranking charges ceil(3 / 2) = 2 full rounds,
+//                   2 x 1.935008 = 3.870016 ms; the plan itself has a round
+//                   of two and one of one: 1.935008 + 1.017504 = 2.952512 ms
+//   all in one:     100 us + 2,752,512 B / 1 GB/s = 2.852512 ms
+// (copies add under 10 ns: 3 packs and 3 unpacks of 0.9 ns on a GPU), so
+// the search plans one round holding each GPU's 3 segments per direction.
+constexpr const char* kTwoSlowGpus =
+    "{nodes: 1, gpus_per_node: 2, gpu_memory: 8GiB, host_memory: 64GiB, cuda_context: 0, nccl_per_peer: 0, "
+    "nvlink: {GBps: 1, latency_us: 100}, pcie: {GBps: 50, latency_us: 0}, "
+    "device_copy: {GBps: 1000000, latency_us: 0}}";
+constexpr const char* kNoOffload = "memory: {optimizer: {bytes_per_param: 12, offload: none}, kv_cache: 0, reserve: 0}\n";
+
+PlannerOptions OneMiBStaged() {
+  PlannerOptions o;
+  o.simulate = false;  // the port model's own estimate, as derived above
+  o.segment_bytes = 1 << 20;
+  o.direct_min_bytes = std::numeric_limits<int64_t>::max();
+  return o;
+}
+
+TEST(Planner, OneRoundPerPhaseWinsWhereRoundsPayTheirLatency) {
+  const Scenario s = FromYaml(Yaml("tiny-llama", kTwoSlowGpus, "{tp: 2}", "{tp: 1, dp: 2}", kNoOffload));
+  PlanResult r = MakePlan(s, OneMiBStaged());
+  CheckPlan(s, r);
+  EXPECT_EQ(r.plan.summary.bytes_moved.nvlink, 2 * 2752512);
+  EXPECT_EQ(r.stats.segments, 6);
+  EXPECT_EQ(r.stats.rounds, 1);
+  EXPECT_EQ(r.stats.per_round, 3);
+  EXPECT_NEAR(r.plan.summary.predicted_time_s, 2.852512e-3, 1e-8);
+  for (int32_t per_round : {1, 2}) {  // the estimates above, forced
+    PlannerOptions o = OneMiBStaged();
+    o.per_round = per_round;
+    const PlanResult f = MakePlan(s, o);
+    ASSERT_TRUE(f.ok());
+    EXPECT_NEAR(f.plan.summary.predicted_time_s, per_round == 1 ? 3.052512e-3 : 2.952512e-3, 1e-8);
+  }
+}
+
+// The same refit on GPUs whose memory holds one round's staging but not all
+// of a GPU's segments at once: the round per phase is not chosen (nor bought
+// with a memory saver); one segment per round is.
+TEST(Planner, OneRoundPerPhaseNeedsItsStaging) {
+  Scenario s = FromYaml(Yaml("tiny-llama", kTwoSlowGpus, "{tp: 2}", "{tp: 1, dp: 2}", kNoOffload));
+  auto peak = [&](int32_t per_round) {
+    PlannerOptions o = OneMiBStaged();
+    o.per_round = per_round;
+    const PlanResult r = MakePlan(s, o);
+    EXPECT_TRUE(r.ok());
+    return *std::max_element(r.stats.planned_peak_bytes.begin(), r.stats.planned_peak_bytes.end());
+  };
+  const int64_t one = peak(1), all = peak(kPerRoundAll);
+  // 1 slot per direction against 3: 4 x 917,504 bytes more.
+  EXPECT_EQ(all - one, 4 * 917504);
+  s.cluster.gpu_memory_bytes = one;
+  PlanResult r = MakePlan(s, OneMiBStaged());
+  CheckPlan(s, r);
+  EXPECT_EQ(r.stats.rounds, 3);
+  EXPECT_EQ(r.stats.per_round, 1);
+  EXPECT_EQ(r.plan.summary.memory_policy, "dest-all-at-once");
+  EXPECT_NEAR(r.plan.summary.predicted_time_s, 3.052512e-3, 1e-8);
+}
+
+// Every segment of a phase in one round: every byte still arrives once, in
+// one round, or two where boxes are relayed over NVLink (the relayed
+// segments, sent on from destination buffers, are the second).
+TEST(Planner, OneRoundPerPhaseVerifies) {
+  const std::string relay = "{preset: dgx-h200, nodes: 2}";
+  const std::vector<Case> cases = {
+      {"moe_tp2ep2_to_ep", Yaml("tiny-moe", "dgx-h100", "{tp: 2, ep: 2, etp: 1, dp: 2, gpus: \"0-3\"}",
+                                "{tp: 2, dp: 2, ep: 4, gpus: \"0-3\"}")},
+      {"relayed", Yaml("tiny-llama", relay, "{tp: 2, gpus: \"0-1\"}", "{tp: 2, dp: 2, gpus: \"8-11\"}")},
+  };
+  for (const Case& c : cases) {
+    const Scenario s = FromYaml(c.yaml);
+    PlannerOptions o;
+    o.simulate = false;
+    o.segment_bytes = 1 << 20;
+    o.direct_min_bytes = 64 << 10;
+    o.per_round = kPerRoundAll;
+    if (std::string(c.name) == "relayed") o.relays = true;
+    PlanResult r = MakePlan(s, o);
+    CheckPlan(s, r);
+    EXPECT_EQ(r.stats.rounds, r.stats.relayed_bytes > 0 ? 2 : 1) << c.name;
+    if (std::string(c.name) == "relayed") EXPECT_GT(r.stats.relayed_bytes, 0);
+  }
+}
+
 // Across nodes: listing the destination GPUs node-reversed must not cost
 // local bytes when placement is free (whole blocks move between nodes), while
 // a fixed reversed placement loses them.
