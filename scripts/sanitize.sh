@@ -20,10 +20,12 @@
 # the bad-input corpora feed the command are fuzzed under ASan (docs/fuzzing.md).
 # Tests labelled `slow` (whole-scenario runs whose code the smaller tests
 # already reach) run in the Release pass only as well.
-# Each GoogleTest program runs as one CTest test here (RESHARD_TEST_PER_PROGRAM:
-# one ASan start-up per program, not per test case; the failing case is in the
-# program's output). SANITIZE_PER_CASE=1 makes each case a CTest test again, to
-# select cases with -R.
+# Each GoogleTest program runs as 4 CTest tests here (RESHARD_TEST_PER_PROGRAM,
+# RESHARD_TEST_SHARDS; SANITIZE_SHARDS=N to change): a few ASan start-ups per
+# program, not one per test case, and the longest program (planner_test, ~270 s
+# under ASan) spread over both cores; the failing case is in the output.
+# SANITIZE_PER_CASE=1 makes each case a CTest test again, to select cases
+# with -R.
 #   scripts/sanitize.sh                 # build-sanitize/, the tests above
 #   BUILD_DIR=build-asan JOBS=1 scripts/sanitize.sh -R model_   # extra args go to ctest
 #   SANITIZE_PER_CASE=1 scripts/sanitize.sh -R 'Planner\.'        # one test case at a time
@@ -38,7 +40,8 @@ cmake -G Ninja -B "$build_dir" -S . \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" -DRESHARD_SANITIZE=ON \
   -DRESHARD_WITH_NCCL=OFF -DRESHARD_BUILD_BENCH=OFF -DRESHARD_BUILD_PYTHON=OFF \
   -DRESHARD_BUILD_CLI="$([[ -n "${SANITIZE_CLI:-}" ]] && echo ON || echo OFF)" \
-  -DRESHARD_TEST_PER_PROGRAM="$([[ -n "${SANITIZE_PER_CASE:-}" ]] && echo OFF || echo ON)" >/dev/null
+  -DRESHARD_TEST_PER_PROGRAM="$([[ -n "${SANITIZE_PER_CASE:-}" ]] && echo OFF || echo ON)" \
+  -DRESHARD_TEST_SHARDS="${SANITIZE_SHARDS:-4}" >/dev/null
 ninja -C "$build_dir" -j"$jobs"
 built_s=$(date +%s)
 
