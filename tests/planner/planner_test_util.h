@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <ostream>
 #include <string>
@@ -95,15 +96,18 @@ struct ElementRun {
 // (right value, exactly one producer). `check_not_resent`: also fails when a
 // send carries an element that its receiving GPU held at the start (reshard's
 // planner promises it; the baselines do not).
-inline ElementRun RunOnElementIds(const Plan& p, bool check_not_resent) {
+// Id: the element id type, int32_t where the plan's elements allow: half the
+// shadow memory (filling fresh pages for the shadows is much of the run's time).
+template <typename Id>
+ElementRun RunOnElementIdsAs(const Plan& p, bool check_not_resent) {
   ElementRun ex;
   const int32_t nt = static_cast<int32_t>(p.tensors.size());
   std::vector<int64_t> tbase(nt + 1, 0);
   for (int32_t t = 0; t < nt; ++t) tbase[t + 1] = tbase[t] + p.tensors[t].shape.Elements();
   const int64_t eb = DTypeBytes(p.tensors.empty() ? DType::kBF16 : p.tensors[0].dtype);
-  std::vector<std::vector<int64_t>> mem(p.buffers.size());
-  std::vector<std::vector<int32_t>> writes(p.buffers.size());
-  auto shadow = [&](int32_t b) -> std::vector<int64_t>& {
+  std::vector<std::vector<Id>> mem(p.buffers.size());
+  std::vector<std::vector<uint8_t>> writes(p.buffers.size());  // producers per element, saturating at 255
+  auto shadow = [&](int32_t b) -> std::vector<Id>& {
     if (mem[b].empty()) mem[b].assign(p.buffers[b].bytes / eb, -1);
     return mem[b];
   };
@@ -118,7 +122,7 @@ inline ElementRun RunOnElementIds(const Plan& p, bool check_not_resent) {
     for (;;) {
       int64_t off = c.offset_elems;
       for (int d = 0; d < b.ndim; ++d) off += (idx[d] - b.lo[d]) * c.stride_elems[d];
-      fn(off, tbase[c.tensor] + LinearIndex(sh, idx));
+      fn(off, static_cast<Id>(tbase[c.tensor] + LinearIndex(sh, idx)));
       int d = b.ndim - 1;
       for (; d >= 0; --d) {
         if (++idx[d] < b.hi[d]) break;
@@ -132,7 +136,7 @@ inline ElementRun RunOnElementIds(const Plan& p, bool check_not_resent) {
   for (const ContentPiece& c : p.sources) {
     auto& m = shadow(c.buffer);
     const int32_t g = p.buffers[c.buffer].gpu;
-    for_each(c, [&](int64_t off, int64_t id) {
+    for_each(c, [&](int64_t off, Id id) {
       m[off] = id;
       if (check_not_resent) on_gpu[g][id] = true;
     });
@@ -147,13 +151,16 @@ inline ElementRun RunOnElementIds(const Plan& p, bool check_not_resent) {
     return out;
   };
   auto gather = [&](int32_t b, const Runs& runs) {
-    std::vector<int64_t> v;
+    std::vector<Id> v;
+    int64_t total = 0;
+    for (auto [o, n] : runs) total += n;
+    v.reserve(static_cast<size_t>(total));
     const auto& m = shadow(b);
     for (auto [o, n] : runs) v.insert(v.end(), m.begin() + o, m.begin() + o + n);
     return v;
   };
   // Writes `vals` into the runs of buffer b, counting producers of destination elements.
-  auto scatter = [&](int32_t b, const Runs& runs, const std::vector<int64_t>& vals) {
+  auto scatter = [&](int32_t b, const Runs& runs, const std::vector<Id>& vals) {
     auto& dm = shadow(b);
     const bool dest = p.buffers[b].role == BufferRole::kDestinationWeights;
     auto& w = writes[b];
@@ -162,20 +169,20 @@ inline ElementRun RunOnElementIds(const Plan& p, bool check_not_resent) {
     for (auto [o, n] : runs) {
       std::copy(vals.begin() + k, vals.begin() + k + n, dm.begin() + o);
       if (dest)
-        for (int64_t x = o; x < o + n; ++x) ++w[x];
+        for (int64_t x = o; x < o + n; ++x) w[x] += w[x] < 255;
       k += n;
     }
     if (dest) ex.written += static_cast<int64_t>(vals.size());
     return dest;
   };
-  std::map<int32_t, std::vector<int64_t>> in_flight;
+  std::map<int32_t, std::vector<Id>> in_flight;
   for (const Op& op : p.ops) {
     if (op.kind == OpKind::kCopy) {
       for (const CopyPair& cp : op.copies) {
         if (!moves_weights(p.buffers[cp.src.buffer].role) || !moves_weights(p.buffers[cp.dst.buffer].role)) continue;
         EXPECT_EQ(cp.src.Bytes(), cp.dst.Bytes()) << "op " << op.id << " (" << op.label << ")";
-        const std::vector<int64_t> vals = gather(cp.src.buffer, runs_of(cp.src));
-        if (std::any_of(vals.begin(), vals.end(), [](int64_t x) { return x < 0; })) {
+        const std::vector<Id> vals = gather(cp.src.buffer, runs_of(cp.src));
+        if (std::any_of(vals.begin(), vals.end(), [](Id x) { return x < 0; })) {
           ADD_FAILURE() << "op " << op.id << " (" << op.label << ") copies an unwritten element";
           return ex;
         }
@@ -183,9 +190,9 @@ inline ElementRun RunOnElementIds(const Plan& p, bool check_not_resent) {
           ex.local_bytes += static_cast<int64_t>(vals.size()) * eb;
       }
     } else if (op.kind == OpKind::kSend) {
-      std::vector<int64_t> payload = gather(op.region.buffer, runs_of(op.region));
+      std::vector<Id> payload = gather(op.region.buffer, runs_of(op.region));
       if (check_not_resent)
-        for (int64_t id : payload)
+        for (Id id : payload)
           if (id >= 0 && on_gpu[op.peer][id]) {
             ADD_FAILURE() << "op " << op.id << " sends an element gpu" << op.peer << " already holds";
             break;
@@ -212,12 +219,12 @@ inline ElementRun RunOnElementIds(const Plan& p, bool check_not_resent) {
   for (const ContentPiece& c : p.destinations) {
     auto& m = shadow(c.buffer);
     auto& w = writes[c.buffer];
-    for_each(c, [&](int64_t off, int64_t id) {
+    for_each(c, [&](int64_t off, Id id) {
       ++expected;
       const bool bad_value = m[off] != id, bad_count = (w.empty() ? 0 : w[off]) != 1;
       if ((bad_value || bad_count) && wrong + not_once == 0)
         ADD_FAILURE() << "buffer " << p.buffers[c.buffer].name << " element " << off << ": holds " << m[off]
-                      << ", expected " << id << ", written " << (w.empty() ? 0 : w[off]) << " times";
+                      << ", expected " << id << ", written " << (w.empty() ? 0 : int{w[off]}) << " times";
       wrong += bad_value;
       not_once += bad_count;
     });
@@ -226,6 +233,13 @@ inline ElementRun RunOnElementIds(const Plan& p, bool check_not_resent) {
   EXPECT_EQ(not_once, 0) << "destination elements without exactly one producer";
   EXPECT_EQ(ex.written, expected) << "elements written outside the destination pieces, or twice";
   return ex;
+}
+
+inline ElementRun RunOnElementIds(const Plan& p, bool check_not_resent) {
+  int64_t elements = 0;
+  for (const PlanTensor& t : p.tensors) elements += t.shape.Elements();
+  return elements < std::numeric_limits<int32_t>::max() ? RunOnElementIdsAs<int32_t>(p, check_not_resent)
+                                                        : RunOnElementIdsAs<int64_t>(p, check_not_resent);
 }
 
 }  // namespace reshard::planner_testing
