@@ -10,8 +10,8 @@
 # planner -> executor end to end, mpirun -np 2), calib/ — i.e. all the library
 # code that the command and the Python module are thin layers over.
 # What does not (Release only, scripts/test.sh): the `reshard` command itself and
-# the tests that run it (tests/cli/, executor_cli_test, the CLI cases of
-# sweep_test and baseline_e2e_test), the Python module and its pytest suites, the
+# the tests that run it (tests/cli/, executor_cli_test.cc, the CLI cases of
+# sweep_test.cc and baseline_e2e_test.cc), the Python module and its pytest suites, the
 # notebooks, the benchmarks and the NCCL backend (RESHARD_BUILD_CLI=OFF,
 # RESHARD_BUILD_BENCH=OFF, RESHARD_WITH_NCCL=OFF). Those drive the same library
 # code through a process per case, each an ASan start-up of the whole command,
@@ -19,11 +19,12 @@
 # code that these do not; cli/ itself is argument handling and output. The parsers
 # the bad-input corpora feed the command are fuzzed under ASan (docs/fuzzing.md).
 # Tests labelled `slow` (whole-scenario runs whose code the smaller tests
-# already reach) run in the Release pass only as well.
+# already reach) run in the Release pass only as well (and are not built here).
 # Each GoogleTest program runs as 4 CTest tests here (RESHARD_TEST_PER_PROGRAM,
 # RESHARD_TEST_SHARDS; SANITIZE_SHARDS=N to change): a few ASan start-ups per
-# program, not one per test case, and the longest program (planner_test, ~270 s
-# under ASan) spread over both cores; the failing case is in the output.
+# program (one per test folder), not one per test case, and the longest program
+# (planner_test, minutes under ASan; its shards start first) spread over both
+# cores; the failing case is in the output.
 # SANITIZE_PER_CASE=1 makes each case a CTest test again, to select cases
 # with -R.
 #   scripts/sanitize.sh                 # build-sanitize/, the tests above

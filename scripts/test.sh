@@ -4,8 +4,9 @@
 # their unit tests under ASan + UBSan and runs those (scripts/sanitize.sh says
 # which run there and why). CI runs exactly this (.ci/run).
 # Build time (README): the libraries compile in unity batches
-# (RESHARD_UNITY_BUILD), the tests at -O1 over one precompiled header; the
-# notebooks start first (CTest COST), as the longest tests.
+# (RESHARD_UNITY_BUILD), the tests (one program per folder) in the same
+# batches at -O1 over one precompiled header; the notebooks start first (CTest
+# COST), as the longest tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --notebooks   # Jupyter too: the notebooks/ are executed as tests

@@ -14,7 +14,9 @@
 #include "model/error.h"
 
 namespace reshard {
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace host_fit_test {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kGiB = int64_t{1} << 30;
@@ -205,5 +207,5 @@ TEST(HostFit, BadMeasurementsNameTheField) {
   EXPECT_THROW((void)FitHost(one), InputError);
 }
 
-}  // namespace
+}  // namespace host_fit_test
 }  // namespace reshard

@@ -24,7 +24,9 @@
 
 #include "tests/common/run_binary.h"
 
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace bad_inputs_test {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -617,4 +619,4 @@ TEST(Faults, ABadFaultSpecIsBadInput) {
                 "op 99 does not exist", out);
 }
 
-}  // namespace
+}  // namespace bad_inputs_test

@@ -16,7 +16,9 @@
 
 #include "tests/common/run_binary.h"
 
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace calibration_flag_test {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -165,4 +167,4 @@ TEST(CalibrationFlag, APlanJsonTakesItOnlyWithTheScenarioItChecks) {
   }
 }
 
-}  // namespace
+}  // namespace calibration_flag_test

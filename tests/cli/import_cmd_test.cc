@@ -12,7 +12,9 @@
 
 #include "tests/common/run_binary.h"
 
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace import_cmd_test {
 
 using ::testing::HasSubstr;
 using nlohmann::json;
@@ -149,4 +151,4 @@ TEST(ImportCmd, OutputIsAtomicAndNeverAnInput) {
   std::filesystem::remove(copy);
 }
 
-}  // namespace
+}  // namespace import_cmd_test

@@ -21,7 +21,9 @@
 
 #include "tests/common/run_binary.h"
 
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace json_doc_test {
 
 using nlohmann::json;
 
@@ -131,4 +133,4 @@ TEST(JsonDoc, EveryOutputFieldIsDocumentedAndEveryDocumentedFieldIsOutput) {
   }
 }
 
-}  // namespace
+}  // namespace json_doc_test

@@ -12,7 +12,9 @@
 
 #include "tests/common/run_binary.h"
 
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace memory_report_test {
 
 using ::testing::HasSubstr;
 
@@ -129,4 +131,4 @@ TEST(MemoryReport, HostBackendRefusesAPlanLargerThanHostMemory) {
   EXPECT_EQ(Reshard({"run", "tiny-llama-tp2-to-tp1x2", "--backend", "host"}).code, 0);  // fits this machine
 }
 
-}  // namespace
+}  // namespace memory_report_test

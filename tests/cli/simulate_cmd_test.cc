@@ -19,7 +19,9 @@
 
 #include "tests/common/run_binary.h"
 
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace simulate_cmd_test {
 
 using ::testing::HasSubstr;
 using nlohmann::json;
@@ -141,4 +143,4 @@ TEST(CliSimulate, UnwritableTraceExits2) {
   EXPECT_THAT(r.err, HasSubstr("--trace: cannot write"));  // checked before any work
 }
 
-}  // namespace
+}  // namespace simulate_cmd_test

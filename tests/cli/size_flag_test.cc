@@ -8,7 +8,9 @@
 
 #include "tests/common/run_binary.h"
 
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace size_flag_test {
 
 using ::testing::HasSubstr;
 
@@ -36,4 +38,4 @@ TEST(SizeFlag, SegmentBytesWithAPlanFileIsRefused) {
   EXPECT_THAT(r.err, HasSubstr("--segment-bytes: applies to a scenario"));
 }
 
-}  // namespace
+}  // namespace size_flag_test

@@ -22,7 +22,9 @@
 #include "tests/common/run_binary.h"
 
 namespace reshard {
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace executor_cli_test {
 
 using ::testing::HasSubstr;
 
@@ -123,5 +125,5 @@ TEST(ValidateCommand, ReportsSignedRelativeErrorsPerGpu) {
   }
 }
 
-}  // namespace
+}  // namespace executor_cli_test
 }  // namespace reshard

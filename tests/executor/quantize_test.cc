@@ -13,7 +13,9 @@
 #include "tests/executor/test_plans.h"
 
 namespace reshard {
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace quantize_test {
 
 using testplans::Box2;
 using testplans::PlanBuilder;
@@ -221,5 +223,5 @@ TEST(QuantizeOp, JsonRoundTrip) {
   EXPECT_NE(ToString(p).find("quantize"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace quantize_test
 }  // namespace reshard

@@ -14,7 +14,9 @@
 #include "model/error.h"
 
 namespace reshard {
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace cluster_test {
 
 using ::testing::HasSubstr;
 using nlohmann::json;
@@ -282,7 +284,7 @@ TEST(Profile, ReadmeExampleApplies) {
   EXPECT_GT(c.nvlink.bytes_per_s, 0);
 }
 
-}  // namespace
+}  // namespace cluster_test
 // 128 GB200 nodes in NVLink domains of 18: 128 = 7 x 18 + 2, so the last domain
 // holds 2 nodes; 126 = 7 x 18 and 144 = 8 x 18 are the multiples around it.
 TEST(Topology, PartialDomainIsWarnedWithItsNumbers) {

@@ -18,7 +18,9 @@
 #include "model/scenario.h"
 
 namespace reshard {
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace import_test {
 
 using ::testing::HasSubstr;
 
@@ -314,7 +316,6 @@ TEST(Import, MegatronAndVllmFlags) {
   EXPECT_EQ(e.field(), "--tensor-model-parallel-size");
 }
 
-}  // namespace
 // Held-out files from NeMo-RL and verl, unchanged, in the folder RESHARD_REAL_RECIPES names
 // (docs/import.md lists them with their sources; they are not part of the repository): the
 // importer reads what users have, or says what is missing. Skipped when the folder is not given.
@@ -392,4 +393,5 @@ TEST(Import, RealRecipesVerl) {
   EXPECT_EQ(s.model.config.name, "llama3-8b");
 }
 
+}  // namespace import_test
 }  // namespace reshard

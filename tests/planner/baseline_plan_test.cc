@@ -20,7 +20,9 @@
 #include "tests/planner/planner_test_util.h"
 
 namespace reshard {
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace baseline_plan_test {
 
 using namespace planner_testing;  // NOLINT: the shared test helpers
 
@@ -269,5 +271,5 @@ TEST(MegatronBaseline, UnknownNameAndDtypeConversionAreInputErrors) {
   EXPECT_THROW(MakeMegatronPlan(fp8), InputError);
 }
 
-}  // namespace
+}  // namespace baseline_plan_test
 }  // namespace reshard

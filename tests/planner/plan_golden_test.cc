@@ -9,7 +9,7 @@
 //    tests/data/planner_golden.json, which were made by the planner before
 //    its speed-ups. A deliberate change of what
 //    the planner emits changes them: regenerate with
-//      RESHARD_UPDATE_GOLDEN=1 <build>/tests/planner/plan_golden_test
+//      RESHARD_UPDATE_GOLDEN=1 <build>/tests/planner/planner_test --gtest_filter=GoldenPlans.*
 //    and say in the commit why the plans changed.
 #include <algorithm>
 #include <cstdint>
@@ -251,7 +251,7 @@ TEST(GoldenPlans, PlansAreUnchanged) {
     EXPECT_EQ(r.stats.segments, want["segments"].get<int64_t>()) << g.name;
     EXPECT_EQ(r.plan.summary.segment_bytes, want["segment_bytes"].get<int64_t>()) << g.name;
     EXPECT_EQ(std::string(digest), want["digest"].get<std::string>())
-        << g.name << ": the plan changed (if on purpose, regenerate: RESHARD_UPDATE_GOLDEN=1 plan_golden_test)";
+        << g.name << ": the plan changed (if on purpose, regenerate: RESHARD_UPDATE_GOLDEN=1 planner_test --gtest_filter=GoldenPlans.*)";
   }
   if (update) {
     std::ofstream(path) << made.dump(2) << "\n";

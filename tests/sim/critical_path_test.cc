@@ -10,7 +10,9 @@
 #include "tests/sim/plan_builder.h"
 
 namespace reshard {
-namespace {
+// Named, not anonymous: the test programs compile in unity batches
+// (RESHARD_UNITY_BUILD) and these helpers share names with another file's.
+namespace critical_path_test {
 
 using namespace sim_test;  // NOLINT: TestCluster, PlanBuilder, SimVerified
 
@@ -141,5 +143,5 @@ TEST(Simulate, NvlinkTransferSharesTheCopyPorts) {
   (void)r;
 }
 
-}  // namespace
+}  // namespace critical_path_test
 }  // namespace reshard
