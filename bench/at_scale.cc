@@ -11,8 +11,10 @@
 // chosen by the planner: the note says) and planned in the training dtype by
 // the Megatron-style one. Plans: reshard, megatron (default), and for fp8
 // destinations reshard-fp8-source / reshard-fp8-destination (the choice
-// forced) and reshard-bf16 (the destination left in bf16). Progress and wall
+// forced), reshard-fp8-RULE (one placement of planner/quantize.h's
+// QuantizePlacements, e.g. reshard-fp8-experts) and reshard-bf16 (the destination left in bf16). Progress and wall
 // times go to stderr.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -26,6 +28,7 @@
 #include "model/scenario.h"
 #include "planner/baseline_plan.h"
 #include "planner/planner.h"
+#include "planner/quantize.h"
 #include "sim/ports.h"
 #include "sim/simulator.h"
 
@@ -63,7 +66,19 @@ Row Measure(const Scenario& s, const std::string& which) {
     po.simulate = false;  // simulated below, timed apart
     if (which == "reshard-fp8-source") po.quantize_at_source = true;
     if (which == "reshard-fp8-destination") po.quantize_at_source = false;
-    r = MakePlan(s, po);
+    const std::string placement = which.rfind("reshard-fp8-", 0) == 0 ? which.substr(12) : "";
+    if (placement.empty() || placement == "source" || placement == "destination") {
+      r = MakePlan(s, po);
+    } else {  // one of QuantizePlacements, by its rule
+      const std::vector<QuantizePlacement> all = QuantizePlacements(s);
+      const auto c = std::find_if(all.begin(), all.end(), [&](const QuantizePlacement& q) { return q.rule == placement; });
+      if (c == all.end()) {
+        row.fits = false;
+        row.note = "placement not planned (it equals an earlier one)";
+        return row;
+      }
+      r = PlanQuantizedAt(s, po, c->at_source);
+    }
   } else {
     BaselineOptions bo;
     bo.simulate = false;
