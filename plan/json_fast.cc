@@ -31,6 +31,10 @@ namespace reshard::plan_json {
 namespace {
 
 struct SyntaxError {};  // the text is not JSON here: nlohmann diagnoses it
+// The text ends where the scanner needs more (all of it before was valid
+// JSON, as nlohmann's lexer would read it): nlohmann too would read to the
+// end and report it, so the reader need not ask it.
+struct EndOfText {};
 struct Unsure {};       // not sure it is an error: the DOM reader decides
 
 bool IsWs(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
@@ -66,8 +70,12 @@ class Scanner {
     return p_ < e_ && *p_ == c;
   }
   void Expect(char c) {
-    if (!Peek(c)) throw SyntaxError{};
-    ++p_;
+    if (Peek(c)) {
+      ++p_;
+      return;
+    }
+    if (p_ == e_) throw EndOfText{};
+    throw SyntaxError{};
   }
 
   // A string at p_ (after whitespace): its raw content, validated as
@@ -75,12 +83,13 @@ class Scanner {
   // bytes then differ from the value).
   std::string_view String(bool* plain) {
     Ws();
-    if (p_ == e_ || *p_ != '"') throw SyntaxError{};
+    if (p_ == e_) throw EndOfText{};
+    if (*p_ != '"') throw SyntaxError{};
     const char* s = ++p_;
     bool pl = true;
     for (;;) {
       while (p_ < e_ && kPlainByte[static_cast<unsigned char>(*p_)]) ++p_;
-      if (p_ == e_) throw SyntaxError{};
+      if (p_ == e_) throw EndOfText{};
       const auto c = static_cast<unsigned char>(*p_);
       if (c == '"') {
         std::string_view v(s, static_cast<size_t>(p_ - s));
@@ -107,7 +116,8 @@ class Scanner {
     n.begin = p_;
     const bool neg = p_ < e_ && *p_ == '-';
     if (neg) ++p_;
-    if (p_ == e_ || !IsDigit(*p_)) throw SyntaxError{};
+    if (p_ == e_) throw EndOfText{};
+    if (!IsDigit(*p_)) throw SyntaxError{};
     uint64_t mag = 0;
     bool overflow = false;
     const char* digits = p_;
@@ -126,14 +136,16 @@ class Scanner {
     if (p_ < e_ && *p_ == '.') {
       n.integer = false;
       ++p_;
-      if (p_ == e_ || !IsDigit(*p_)) throw SyntaxError{};
+      if (p_ == e_) throw EndOfText{};
+      if (!IsDigit(*p_)) throw SyntaxError{};
       while (p_ < e_ && IsDigit(*p_)) ++p_;
     }
     if (p_ < e_ && (*p_ == 'e' || *p_ == 'E')) {
       n.integer = false;
       ++p_;
       if (p_ < e_ && (*p_ == '+' || *p_ == '-')) ++p_;
-      if (p_ == e_ || !IsDigit(*p_)) throw SyntaxError{};
+      if (p_ == e_) throw EndOfText{};
+      if (!IsDigit(*p_)) throw SyntaxError{};
       while (p_ < e_ && IsDigit(*p_)) ++p_;
     }
     n.end = p_;
@@ -161,7 +173,7 @@ class Scanner {
     for (;;) {
       Ws();
       if (need_value) {
-        if (p_ == e_) throw SyntaxError{};
+        if (p_ == e_) throw EndOfText{};
         const char c = *p_;
         if (c == '{' || c == '[') {
           if (enclosing + stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) throw SyntaxError{};
@@ -181,7 +193,7 @@ class Scanner {
         continue;
       }
       if (stack_.empty()) return;
-      if (p_ == e_) throw SyntaxError{};
+      if (p_ == e_) throw EndOfText{};
       const char top = stack_.back();
       if (*p_ == ',') {
         ++p_;
@@ -238,7 +250,7 @@ class Scanner {
   // p_ at a backslash; a high surrogate must be followed by a low one.
   void Escape() {
     ++p_;
-    if (p_ == e_) throw SyntaxError{};
+    if (p_ == e_) throw EndOfText{};
     const char c = *p_++;
     if (std::strchr("\"\\/bfnrt", c) != nullptr && c != '\0') return;
     if (c != 'u') throw SyntaxError{};
@@ -426,7 +438,7 @@ class ElementReader {
       s_.Expect(':');
       if (!field(key)) return false;
       s_.Ws();
-      if (s_.p_ == s_.e_) throw SyntaxError{};
+      if (s_.p_ == s_.e_) throw EndOfText{};
       const char c = *s_.p_++;
       if (c == '}') return true;
       if (c != ',') throw SyntaxError{};
@@ -440,7 +452,7 @@ class ElementReader {
     for (;;) {
       if (!element()) return false;
       s_.Ws();
-      if (s_.p_ == s_.e_) throw SyntaxError{};
+      if (s_.p_ == s_.e_) throw EndOfText{};
       const char c = *s_.p_++;
       if (c == ']') return true;
       if (c != ',') throw SyntaxError{};
@@ -626,7 +638,7 @@ class Document {
           Value(1);
         }
         s_.Ws();
-        if (s_.p_ == s_.e_) throw SyntaxError{};
+        if (s_.p_ == s_.e_) throw EndOfText{};
         const char c = *s_.p_++;
         if (c == '}') break;
         if (c != ',') throw SyntaxError{};
@@ -676,7 +688,7 @@ class Document {
         Value(2);
       }
       s_.Ws();
-      if (s_.p_ == s_.e_) throw SyntaxError{};
+      if (s_.p_ == s_.e_) throw EndOfText{};
       const char c = *s_.p_++;
       if (c == ']') break;
       if (c != ',') throw SyntaxError{};
@@ -706,6 +718,8 @@ FastReadResult FastReadPlan(std::string_view text, FastSink& sink) {
     doc.Read();
   } catch (const SyntaxError&) {
     return FastReadResult::kSyntaxError;
+  } catch (const EndOfText&) {
+    return FastReadResult::kTruncated;
   } catch (const Unsure&) {
     return FastReadResult::kUnsure;
   }

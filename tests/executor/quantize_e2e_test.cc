@@ -238,9 +238,9 @@ plan: {segment_bytes: 64KiB}
   const PlanResult r = PlanQuantizedAt(s, po, it->at_source);
   ASSERT_TRUE(r.ok()) << r.message;
   ASSERT_TRUE(Verify(r.plan).ok()) << Verify(r.plan).problems[0];
-  // tiny-moe: 3 MoE layers x 3 stacked expert weights at the source, of 28
-  // quantized weights (4 layers x 4 attention + 1 dense MLP x 3 + 9 experts).
-  EXPECT_TRUE(r.plan.summary.memory_policy.ends_with("+quantize-at-source-9-of-28")) << r.plan.summary.memory_policy;
+  // tiny-moe: 4 MoE layers x 3 stacked expert weights at the source, of 28
+  // quantized weights (4 layers x (4 attention + 3 experts)).
+  EXPECT_TRUE(r.plan.summary.memory_policy.ends_with("+quantize-at-source-12-of-28")) << r.plan.summary.memory_policy;
   // Quantize ops on both sides: tiles reading the trainer's weights, and
   // tiles reading the destination's bf16 assembly buffers.
   int from_source = 0, after_assembly = 0;
