@@ -33,7 +33,8 @@ namespace {
 struct SyntaxError {};  // the text is not JSON here: nlohmann diagnoses it
 // The text ends where the scanner needs more (all of it before was valid
 // JSON, as nlohmann's lexer would read it): nlohmann too would read to the
-// end and report it, so the reader need not ask it.
+// end and report it, so the reader need not ask it. (A key repeated inside
+// the unfinished value is then not named: the plan is refused as truncated.)
 struct EndOfText {};
 struct Unsure {};       // not sure it is an error: the DOM reader decides
 
@@ -568,16 +569,19 @@ class ElementReader {
 // How many elements the array whose '[' is just before `p` holds, by a
 // structural scan (strings skipped, brackets counted; no validation), for
 // reserving the vector once instead of growing it: a quarter of the read
-// time went into reallocation and its page faults. O(bytes of the array).
+// time went into reallocation and its page faults. An array the text ends
+// in (a truncated plan) counts the elements begun, so it too is read at the
+// speed of a whole one before the end is reported. O(bytes of the array).
 size_t CountElements(const char* p, const char* e, const char** end) {
   size_t depth = 0, commas = 0;
   bool any = false;
+  auto ended = [&] { return *end = e, any ? commas + 1 : 0; };
   while (p < e) {
     const char c = *p++;
     if (c == '"') {
       for (;;) {
         const void* q = std::memchr(p, '"', static_cast<size_t>(e - p));
-        if (q == nullptr) return 0;
+        if (q == nullptr) return ended();
         const char* quote = static_cast<const char*>(q);
         size_t slashes = 0;
         while (quote - static_cast<std::ptrdiff_t>(slashes) > p && quote[-1 - static_cast<std::ptrdiff_t>(slashes)] == '\\')
@@ -597,7 +601,7 @@ size_t CountElements(const char* p, const char* e, const char** end) {
       any = true;
     }
   }
-  return 0;
+  return ended();
 }
 
 // Reserves room for the elements counted, bounded by the array's bytes (no
