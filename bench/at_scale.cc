@@ -3,7 +3,7 @@
 // in one NCCL group, no ordering, no memory bound) on the published at-scale
 // refits, both predicted by the same simulator, with each plan's lower bound.
 //
-//   at_scale [--markdown] [--json FILE] [--plans P,...] [SCENARIO...]
+//   at_scale [--markdown] [--json FILE] [--calibration FILE] [--plans P,...] [SCENARIO...]
 //
 // Default scenarios: deepseek-v3-pp16ep16-to-tp32dp8, qwen3-235b-tp4pp8ep16-to-tp8dp16,
 // kimi-k2-256-to-128 (built-ins; a SCENARIO ending in .yaml is read from that
@@ -167,7 +167,7 @@ nlohmann::json ToJson(const std::vector<Row>& rows) {
 int main(int argc, char** argv) {
   using namespace reshard;
   bool markdown = false;
-  std::string json_path;
+  std::string json_path, calibration;
   std::vector<std::string> names;
   std::vector<std::string> plans = {"reshard", "megatron"};
   for (int i = 1; i < argc; ++i) {
@@ -176,6 +176,8 @@ int main(int argc, char** argv) {
       markdown = true;
     } else if (a == "--json" && i + 1 < argc) {
       json_path = argv[++i];
+    } else if (a == "--calibration" && i + 1 < argc) {  // as the CLI's: replaces each scenario's links
+      calibration = argv[++i];
     } else if (a == "--plans" && i + 1 < argc) {  // e.g. --plans reshard
       plans.clear();
       std::string v = argv[++i];
@@ -185,7 +187,7 @@ int main(int argc, char** argv) {
         p = q + 1;
       }
     } else if (!a.empty() && a[0] == '-') {
-      std::cerr << "usage: at_scale [--markdown] [--json FILE] [--plans reshard,megatron] [SCENARIO...]\n";
+      std::cerr << "usage: at_scale [--markdown] [--json FILE] [--calibration FILE] [--plans reshard,megatron] [SCENARIO...]\n";
       return 2;
     } else {
       names.push_back(a);
@@ -197,7 +199,8 @@ int main(int argc, char** argv) {
   try {
     for (const std::string& n : names) {
       const bool file = n.size() > 5 && n.compare(n.size() - 5, 5, ".yaml") == 0;
-      const Scenario s = file ? LoadScenario(n) : BuiltinScenario(n);
+      Scenario s = file ? LoadScenario(n) : BuiltinScenario(n);
+      if (!calibration.empty()) ApplyProfileFile(s.cluster, calibration);
       for (const std::string& which : plans) {
         // reshard quantizes an fp8 destination (where, the planner chooses);
         // the Megatron-style plan moves the weights as they are.
