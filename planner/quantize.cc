@@ -219,9 +219,9 @@ std::optional<PlanResult> PlanAtSource(const Scenario& s, PlannerOptions options
   return res;
 }
 
-}  // namespace
-
-PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& given) {
+// The planner options every quantized plan is made with; refuses training
+// weights other than bf16.
+PlannerOptions QuantizedOptions(const Scenario& s, const PlannerOptions& given) {
   // The quantize rewrites add ops the byte plan's issue check never saw; a
   // round per phase (planner/segments.h) can close a cycle through them
   // (quantize before a send, in one group with receives it waits for), so
@@ -232,6 +232,13 @@ PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& given) {
     throw InputError(s.path, "destination.dtype",
                      fmt::format("quantizing to {} during the refit needs bf16 training weights, not {}",
                                  DTypeName(s.destination_dtype), DTypeName(s.dtype)));
+  return options;
+}
+
+}  // namespace
+
+PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& given) {
+  const PlannerOptions options = QuantizedOptions(s, given);
   std::optional<bool> forced = options.quantize_at_source;
   if (!forced && s.plan.quantize_at != PlanOptions::QuantizeAt::kAuto)
     forced = s.plan.quantize_at == PlanOptions::QuantizeAt::kSource;
@@ -240,8 +247,8 @@ PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& given) {
     std::optional<PlanResult> at_source = PlanAtSource(s, options, {});
     return at_source ? std::move(*at_source) : PlanAtDestination(s, options);
   }
-  // Each placement planned and predicted; the fastest kept, ties to the
-  // earlier (fewer weights at the source first).
+  // Each placement planned and predicted; the fastest that fits kept, ties
+  // to the earlier placement (the destination first).
   std::optional<PlanResult> best;
   for (const QuantizePlacement& c : QuantizePlacements(s)) {
     std::optional<PlanResult> r =
@@ -253,7 +260,8 @@ PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& given) {
   return std::move(*best);
 }
 
-PlanResult PlanQuantizedAt(const Scenario& s, const PlannerOptions& options, const std::vector<bool>& at_source) {
+PlanResult PlanQuantizedAt(const Scenario& s, const PlannerOptions& given, const std::vector<bool>& at_source) {
+  const PlannerOptions options = QuantizedOptions(s, given);
   if (std::find(at_source.begin(), at_source.end(), true) == at_source.end()) return PlanAtDestination(s, options);
   std::optional<PlanResult> r = PlanAtSource(s, options, at_source);
   return r ? std::move(*r) : PlanAtDestination(s, options);
