@@ -1,8 +1,9 @@
 // The plan reader's fast path (json_fast.cc), internal to plan/: a strict
 // scanner that converts the common elements of plan.json's big arrays
 // straight into the Plan and hands the rest, as text, to the DOM-building
-// SAX handler (PlanSax in json.cc) through FastSink; and CheckPlanSyntax,
-// nlohmann's diagnosis of text the scanner found invalid.
+// SAX handler (PlanSax in json.cc) through FastSink; CheckPlanSyntax,
+// nlohmann's diagnosis of text the scanner found invalid; and the error
+// handling both SAX handlers share (PlanSaxBase).
 #pragma once
 
 #include <optional>
