@@ -623,7 +623,9 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     const SizeOrders& o = use_relays ? relay_orders : plain_orders;
     if (!search->best()->schedule->all_in_one_round && !o.all_first && !o.all.empty() &&
         o.all_estimate_s < predicted->time_s) {
-      std::unique_ptr<Search> runner_up = run(prob, o.all, predicted->time_s, false);
+      // At its best size only: its smaller fallback, where that does not
+      // fit, doubled deepseek-v3's planning time for 2 %.
+      std::unique_ptr<Search> runner_up = run(prob, Order{o.all.front()}, predicted->time_s, false);
       if (runner_up->best()) {
         Prediction p = SimulateCandidate(runner_up->best()->emitted.plan);
         if (p.time_s < predicted->time_s) search = std::move(runner_up), predicted = std::move(p);
