@@ -17,7 +17,7 @@ issue for the Megatron-style plan (the bar reshard must clear; reshard still
 pays its executor's). CPU seconds are the child's user + system time
 (getrusage), comparable on a shared machine where wall time is not. `--keep`
 reuses a saved JSON instead of rerunning (the Megatron-style simulations of
-deepseek-v3 take minutes). Writes DIR/summary.json and the markdown table
+deepseek-v3 take minutes); with `--saved-only` nothing is run. Writes DIR/summary.json and the markdown table
 (stdout; with --markdown FILE also into FILE, between its
 "<!-- at_scale_table begin/end -->" markers if it has them) with the commit
 it ran at.
@@ -60,12 +60,14 @@ SCENARIOS = [
 ]
 
 
-def run(cmd, out_path, keep):
+def run(cmd, out_path, keep, saved_only=False):
     """Runs cmd (stdout: JSON) into out_path; returns (json, cpu_s or None)."""
     if keep and os.path.exists(out_path):
         with open(out_path) as f:
             saved = json.load(f)
         return saved["result"], saved.get("cpu_s")
+    if saved_only:
+        return None, None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -97,6 +99,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--python-issue", action="store_true")
+    ap.add_argument("--saved-only", action="store_true", help="with --keep: rows not saved stay empty")
     ap.add_argument("--only", choices=["reshard", "megatron"])
     ap.add_argument("--markdown")
     ap.add_argument("names", nargs="*")
@@ -108,7 +111,8 @@ def main():
         row = {"name": name, "scenario": scen, "what": what}
         if a.only != "megatron":
             print(f"{name}: reshard plan", file=sys.stderr, flush=True)
-            r, cpu = run([a.reshard, "plan", scen, "--json"], os.path.join(a.out, f"{name}.reshard.json"), a.keep)
+            r, cpu = run([a.reshard, "plan", scen, "--json"], os.path.join(a.out, f"{name}.reshard.json"), a.keep,
+                      a.saved_only)
             row["reshard"] = r and {k: r.get(k) for k in (
                 "time_s", "lower_bound_s", "routing_bound_s", "plan_efficiency", "segment_bytes", "rounds",
                 "segments_per_round", "round_per_phase", "relayed_bytes", "memory_policy", "peak_bytes")}
@@ -123,7 +127,7 @@ def main():
                 print(f"{name}: megatron ({issue})", file=sys.stderr, flush=True)
                 base = os.path.basename(m).removesuffix(".yaml")  # rows sharing a bf16 scenario share its file
                 r, cpu = run([a.reshard, "simulate", m, "--baseline", "megatron", *flags, "--json"],
-                             os.path.join(a.out, f"{base}.megatron-{issue}.json"), a.keep)
+                             os.path.join(a.out, f"{base}.megatron-{issue}.json"), a.keep, a.saved_only)
                 row[f"megatron_{issue}"] = r and {"time_s": r.get("time_s"), "lower_bound_s": r.get("lower_bound_s"),
                                                   "does_not_fit": r.get("exit") == 3}
                 row[f"megatron_{issue}_cpu_s"] = cpu
