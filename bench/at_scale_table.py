@@ -53,7 +53,7 @@ SCENARIOS = [
     ("qwen3-30b-a3b-ep8pp2", "scenarios/qwen3-30b-a3b-ep8pp2-to-tp8dp2.yaml", None,
      "built-in: EP8xPP2xDP8 -> TP8xDP2, 16+16 H100 (MoE, disagg)"),
     ("deepseek-v3-fp8", f"{FP8}/deepseek-v3-pp16ep16-to-tp8dp32-fp8.yaml",
-     f"{AT_SCALE}/table/deepseek-v3-pp16ep16-to-tp8dp32-bf16.yaml",
+     f"{AT_SCALE}-table/deepseek-v3-pp16ep16-to-tp8dp32-bf16.yaml",
      "held-out: PP16xEP16 -> vLLM TP8xDP32 EP256 fp8, 256+256 H100 (MoE, disagg)"),
     ("llama3-405b", "bench/results/2026-12-02-cpu-planner-pressure/llama3-405b-dgx-h100-tp4pp16-to-tp16dp8.yaml",
      None, "held-out: TP4xPP16 -> TP16xDP8, 128 H100 (dense, colocated)"),
