@@ -124,6 +124,7 @@ nlohmann::json PlanJson(const Scenario& s, const PlanResult& r, const std::strin
   j["nccl_groups"] = r.stats.groups;
   j["rounds"] = r.stats.rounds;
   j["segments_per_round"] = r.stats.per_round;
+  j["round_per_phase"] = r.stats.round_per_phase;
   j["relayed_bytes"] = r.stats.relayed_bytes;
   j["ops"] = r.stats.ops;
   AddPeakMemoryJson(j, r.stats.peak_parts, s.cluster, s.memory.reserve_bytes);

@@ -108,6 +108,7 @@ struct PlanStats {
   int64_t groups = 0;           // NCCL groups
   int64_t rounds = 0;
   int32_t per_round = 1;        // segments per GPU and direction per round
+  bool round_per_phase = false; // every segment of a phase in one round (per_round: the largest phase's)
   int64_t local_copy_ops = 0;
   int64_t fragments = 0;        // (destination rank, fragment) pairs
   int64_t ops = 0;

@@ -71,6 +71,7 @@
 #include "planner/emitter.h"
 #include "planner/problem.h"
 #include "planner/quantize.h"
+#include "planner/round_estimate.h"
 #include "planner/segments.h"
 #include "sim/ports.h"
 #include "sim/topology_bound.h"
@@ -120,101 +121,6 @@ std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
   return out;
 }
 
-double PhaseEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round, bool relay);
-
-// Round-model estimate of a segment size and segments per round from the
-// (sender, receiver) byte totals: ceil(Δ / per_round) rounds (König: Δ, the
-// most segments one GPU sends or receives, colours; per_round of them make a
-// round), each as long as the slowest port's round: per_round segments of
-// the largest size sharing the port, no flow faster than its size's
-// efficiency allows, plus a latency; with one segment per round a GPU that
-// both sends and receives has one staging slot per direction, so its next
-// pack and last unpack do not overlap the transfers: each round adds them.
-// Then the first pack and last unpack. Relayed pairs are a second phase of
-// rounds after the first, estimated alike. O(pairs).
-double QuickEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round) {
-  double total_s = 0;
-  for (bool relay : {false, true}) total_s += PhaseEstimate(prob, segment_bytes, per_round, relay);
-  return total_s;
-}
-
-// One round holding a phase's segments (kPerRoundAll): each port carries
-// all its bytes at its rate (ports of different link classes run side by
-// side), no flow faster than the largest segment's efficiency allows, plus a
-// latency; every pair assumed staged, the busiest GPU's packs before and its
-// unpacks after. O(pairs).
-double AllInOneRoundEstimate(const Problem& prob, int64_t segment_bytes, bool relay) {
-  const Cluster& c = prob.scenario.cluster;
-  const int32_t gpus = c.Gpus();
-  constexpr int kClasses = 4;  // LinkClass values
-  std::vector<double> out_s(static_cast<size_t>(gpus) * kClasses, 0), in_s(out_s.size(), 0);
-  std::vector<double> pack_s(gpus, 0), unpack_s(gpus, 0);
-  const LinkProfile& dc = c.device_copy;
-  double flow_s = 0;
-  bool any = false;
-  for (const PairBytes& pb : prob.pairs) {
-    if (pb.src_gpu == pb.dst_gpu || pb.relay != relay) continue;
-    any = true;
-    const int64_t nseg = (pb.bytes + segment_bytes - 1) / segment_bytes;
-    const int64_t each = (pb.bytes + nseg - 1) / nseg;
-    const LinkClass lc = c.Between(pb.src_gpu, pb.dst_gpu);
-    const LinkProfile& lp = c.Link(lc);
-    if (lp.bytes_per_s > 0) {
-      const double t = pb.bytes / lp.bytes_per_s;
-      out_s[static_cast<size_t>(pb.src_gpu) * kClasses + static_cast<int>(lc)] += t;
-      in_s[static_cast<size_t>(pb.dst_gpu) * kClasses + static_cast<int>(lc)] += t;
-      flow_s = std::max(flow_s, lp.latency_ns * 1e-9 + each / (lp.bytes_per_s * lp.Efficiency(each)));
-    }
-    if (dc.bytes_per_s > 0) {
-      const double copy_s = static_cast<double>(nseg) * (dc.latency_ns * 1e-9 + each / (dc.bytes_per_s * dc.Efficiency(each)));
-      pack_s[pb.src_gpu] += copy_s;
-      unpack_s[pb.dst_gpu] += copy_s;
-    }
-  }
-  if (!any) return 0;
-  double port_s = 0;
-  for (size_t k = 0; k < out_s.size(); ++k) {
-    const auto lc = static_cast<LinkClass>(k % kClasses);
-    const double lat_s = c.Link(lc).latency_ns * 1e-9;
-    port_s = std::max({port_s, lat_s + out_s[k], lat_s + in_s[k]});
-  }
-  return std::max(port_s, flow_s) + *std::max_element(pack_s.begin(), pack_s.end()) +
-         *std::max_element(unpack_s.begin(), unpack_s.end());
-}
-
-double PhaseEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round, bool relay) {
-  if (per_round == kPerRoundAll) return AllInOneRoundEstimate(prob, segment_bytes, relay);
-  const Cluster& c = prob.scenario.cluster;
-  const int32_t gpus = c.Gpus();
-  std::vector<int64_t> out(gpus, 0), in(gpus, 0);
-  int64_t largest = 0;
-  double round_s = 0;
-  for (const PairBytes& pb : prob.pairs) {
-    if (pb.src_gpu == pb.dst_gpu || pb.relay != relay) continue;
-    const int64_t nseg = (pb.bytes + segment_bytes - 1) / segment_bytes;
-    const int64_t each = (pb.bytes + nseg - 1) / nseg;
-    out[pb.src_gpu] += nseg;
-    in[pb.dst_gpu] += nseg;
-    largest = std::max(largest, each);
-    const LinkProfile& lp = c.Link(c.Between(pb.src_gpu, pb.dst_gpu));
-    if (lp.bytes_per_s > 0)
-      round_s = std::max(round_s, lp.latency_ns * 1e-9 + std::max(static_cast<double>(per_round) * each / lp.bytes_per_s,
-                                                                  each / (lp.bytes_per_s * lp.Efficiency(each))));
-  }
-  int64_t delta = 0;
-  bool both = false;
-  for (int32_t g = 0; g < gpus; ++g) {
-    delta = std::max({delta, out[g], in[g]});
-    both = both || (out[g] > 0 && in[g] > 0);
-  }
-  if (delta == 0) return 0;
-  const LinkProfile& dc = c.device_copy;
-  const double copy_s =
-      dc.bytes_per_s > 0 && largest > 0 ? dc.latency_ns * 1e-9 + largest / (dc.bytes_per_s * dc.Efficiency(largest)) : 0;
-  if (both && per_round == 1) round_s += 2 * copy_s;
-  return static_cast<double>((delta + per_round - 1) / per_round) * round_s + 2 * copy_s;
-}
-
 // The candidate segment sizes: powers of two for small plans (each is
 // simulated, or the plan has few fragments), four per doubling for large
 // ones (rounded to 64 KiB).
@@ -241,24 +147,36 @@ std::vector<int32_t> PerRounds(const PlannerOptions& options) {
   return {1, 2, kPerRoundAll};
 }
 
-// (size index, segments per round) in the order they are tried. Small
-// plans: every size, larger first (ties keep the first tried: fewer ops),
-// at the first per_round (the others are tried at the best size). Large
-// plans: the (size, per_round) of the best round estimate, preferring fewer
-// segments per round and then larger sizes within kTie of it; then, only if
-// no policy fits there, that size at the first per_round and the smallest
-// size (least staging): each emission of a large plan costs about as much
-// as planning itself.
-std::vector<std::pair<size_t, int32_t>> SizeOrder(const Problem& prob, const std::vector<int64_t>& sizes,
-                                                  const std::vector<int32_t>& per_rounds,
-                                                  const PlannerOptions& options, bool small) {
+using Order = std::vector<std::pair<size_t, int32_t>>;
+
+// The (size index, segments per round) candidates in the order they are
+// tried, and for large plans each round family's own: rounds of 1 or 2 and
+// a round per phase (with its best round estimate).
+struct SizeOrders {
+  Order order;
+  Order rounds, all;  // each family's candidates (in `order` or not)
+  double all_estimate_s = std::numeric_limits<double>::infinity();
+  bool all_first = false;  // `order` starts with the round-per-phase family
+};
+
+// Small plans: every size, larger first (ties keep the first tried: fewer
+// ops), at the first per_round (the others are tried at the best size).
+// Large plans: the (size, per_round) of the best round estimate, preferring
+// fewer segments per round and then larger sizes within kTie of it; then,
+// only if no policy fits there, that size at the first per_round and the
+// smallest size (least staging): each emission of a large plan costs about
+// as much as planning itself. A round per phase (at its best size, then at
+// kAllFallbackBytes) goes first only when its estimate beats the others' by
+// kPerRoundGain; else it is left to the runner-up check (PlanProblem).
+SizeOrders SizeOrder(const Problem& prob, const std::vector<int64_t>& sizes, const std::vector<int32_t>& per_rounds,
+                     const PlannerOptions& options, bool small) {
   std::vector<size_t> by_size(sizes.size());
   std::iota(by_size.begin(), by_size.end(), 0);
   std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
-  std::vector<std::pair<size_t, int32_t>> order;
+  SizeOrders out;
   if (small || (sizes.size() <= 1 && per_rounds.size() <= 1)) {
-    for (size_t i : by_size) order.emplace_back(i, per_rounds.front());
-    return order;
+    for (size_t i : by_size) out.order.emplace_back(i, per_rounds.front());
+    return out;
   }
   // Bound the plan's size: sizes whose segment count exceeds the cap only
   // compete when no size meets it.
@@ -278,8 +196,6 @@ std::vector<std::pair<size_t, int32_t>> SizeOrder(const Problem& prob, const std
       cands.push_back(Cand{i, b,
                            any_under && count[i] > options.max_segments ? std::numeric_limits<double>::infinity()
                                                                         : QuickEstimate(prob, sizes[i], b)});
-  // Rounds of a phase each (all staging at once) go first only when their
-  // estimate beats the others' by kPerRoundGain; else not at all.
   auto best_of = [&](bool all) {
     double best = std::numeric_limits<double>::infinity();
     for (const Cand& c : cands)
@@ -296,19 +212,23 @@ std::vector<std::pair<size_t, int32_t>> SizeOrder(const Problem& prob, const std
   const Cand* first = best_of(false);
   const Cand* all = best_of(true);
   if (!first) first = all, all = nullptr;
-  if (all && all->estimate_s < first->estimate_s * (1 - kPerRoundGain)) {
-    order.emplace_back(all->size, all->per_round);
+  if (all) {
+    out.all.emplace_back(all->size, all->per_round);
+    out.all_estimate_s = all->estimate_s;
     // Where it does not fit: at kAllFallbackBytes, whose staging slots (the
     // largest staged segment each) waste less.
     const auto fallback = std::find(sizes.begin(), sizes.end(), kAllFallbackBytes);
     if (fallback != sizes.end() && sizes[all->size] > kAllFallbackBytes)
-      order.emplace_back(static_cast<size_t>(fallback - sizes.begin()), kPerRoundAll);
+      out.all.emplace_back(static_cast<size_t>(fallback - sizes.begin()), kPerRoundAll);
   }
-  order.emplace_back(first->size, first->per_round);
-  if (first->per_round != per_rounds.front()) order.emplace_back(first->size, per_rounds.front());
+  out.rounds.emplace_back(first->size, first->per_round);
+  if (first->per_round != per_rounds.front()) out.rounds.emplace_back(first->size, per_rounds.front());
   const size_t smallest = static_cast<size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
-  if (smallest != first->size) order.emplace_back(smallest, per_rounds.front());
-  return order;
+  if (smallest != first->size) out.rounds.emplace_back(smallest, per_rounds.front());
+  out.all_first = all && all->estimate_s < first->estimate_s * (1 - kPerRoundGain);
+  if (out.all_first) out.order = out.all;
+  out.order.insert(out.order.end(), out.rounds.begin(), out.rounds.end());
+  return out;
 }
 
 // In-place thresholds tried (PlannerOptions::direct_min_bytes). Ties keep the
@@ -583,15 +503,25 @@ class Search {
 double LowerBoundSeconds(const Plan& plan) { return TopologyLowerBound(plan).time_s; }
 double RoutingBoundSeconds(const Plan& plan) { return LowerBound(plan).time_s; }
 
-void PredictWithSimulator(Plan& plan, PlanStats& stats) {
+namespace {
+
+// A candidate's prediction, as PredictWithSimulator makes it.
+Prediction SimulateCandidate(const Plan& plan) {
   SimOptions so{nullptr, false};
   so.lower_bound = false;  // the summary has it
-  const Prediction pred = Simulate(plan, so);
+  return Simulate(plan, so);
+}
+
+void ApplyPrediction(Plan& plan, PlanStats& stats, const Prediction& pred) {
   plan.summary.predicted_time_s = pred.time_s;
   plan.summary.predicted_peak_bytes = pred.peak_bytes;
   stats.peak_parts = pred.peak_parts;
   stats.predicted_by = "simulator";
 }
+
+}  // namespace
+
+void PredictWithSimulator(Plan& plan, PlanStats& stats) { ApplyPrediction(plan, stats, SimulateCandidate(plan)); }
 
 namespace {
 
@@ -620,7 +550,6 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   const std::vector<int64_t> sizes = SegmentSizes(s, options, small || prob.Fragments() <= kFineSizesMinFragments);
   const std::vector<int32_t> per_rounds = PerRounds(options);
   // `beat_s` / `wins_ties`: see Search.
-  using Order = std::vector<std::pair<size_t, int32_t>>;
   auto order_of = [&](const Problem& p) { return SizeOrder(p, sizes, per_rounds, options, small); };
   auto run = [&](const Problem& p, const Order& order, double beat_s, bool wins_ties) {
     auto search = std::make_unique<Search>(p, cache, routes.Relayed(), sizes, DirectThresholds(s, options, small),
@@ -639,24 +568,31 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   // plans search first the side whose first candidate estimates faster, so
   // the other side's candidates that cannot beat it are not emitted.
   std::unique_ptr<Search> plain, relayed;
+  SizeOrders plain_orders, relay_orders;  // the candidates of each routing
+  const Order& plain_order = plain_orders.order;
+  const Order& relay_order = relay_orders.order;
   int64_t relayed_bytes = 0;
   if (options.relays == std::optional<bool>{false}) {
     routes.Use(false);
-    plain = run(prob, order_of(prob), kNone, true);
+    plain_orders = order_of(prob);
+    plain = run(prob, plain_order, kNone, true);
   } else if (options.relays == std::optional<bool>{true}) {
     relayed_bytes = routes.RelayedBytes();
     routes.Use(true);
-    (relayed_bytes > 0 ? relayed : plain) = run(prob, order_of(prob), kNone, relayed_bytes == 0);
+    plain_orders = order_of(prob);  // one routing when nothing is relayed
+    if (relayed_bytes > 0) std::swap(plain_orders, relay_orders);
+    (relayed_bytes > 0 ? relayed : plain) = run(prob, relayed_bytes > 0 ? relay_order : plain_order, kNone,
+                                                relayed_bytes == 0);
   } else {
     routes.Use(false);
-    const Order plain_order = order_of(prob);
+    plain_orders = order_of(prob);
     const double plain_first_s = small ? 0 : first_estimate(prob, plain_order);
     relayed_bytes = routes.RelayedBytes();
     routes.Use(true);
     if (relayed_bytes == 0) {
       plain = run(prob, plain_order, kNone, true);
     } else {
-      const Order relay_order = order_of(prob);
+      relay_orders = order_of(prob);
       if (!small && first_estimate(prob, relay_order) < plain_first_s) {
         relayed = run(prob, relay_order, kNone, false);
         routes.Use(false);
@@ -674,6 +610,28 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   std::unique_ptr<Search> search = std::move(use_relays ? relayed : plain);
   if (!use_relays) relayed_bytes = 0;
   routes.Use(use_relays && relayed_bytes > 0);
+  // Large plans rank candidates by the round estimate, which is close for a
+  // round per phase but optimistic for rounds (ports idle while a round's
+  // flows ramp up, wait for their peers or end early: kimi-k2 by 9 %). So
+  // where rounds won, their error is measured on the plan in hand: it is
+  // simulated, and where a round per phase estimates below that, it is
+  // planned and simulated too; the faster is kept. (Where a round per phase
+  // won, the rounds' optimistic estimate was already the slower.)
+  std::optional<Prediction> predicted;
+  if (!small && options.simulate && search->best()) {
+    predicted = SimulateCandidate(search->best()->emitted.plan);
+    const SizeOrders& o = use_relays ? relay_orders : plain_orders;
+    if (!search->best()->schedule->all_in_one_round && !o.all_first && !o.all.empty() &&
+        o.all_estimate_s < predicted->time_s) {
+      // At its best size only: its smaller fallback, where that does not
+      // fit, doubled deepseek-v3's planning time for 2 %.
+      std::unique_ptr<Search> runner_up = run(prob, Order{o.all.front()}, predicted->time_s, false);
+      if (runner_up->best()) {
+        Prediction p = SimulateCandidate(runner_up->best()->emitted.plan);
+        if (p.time_s < predicted->time_s) search = std::move(runner_up), predicted = std::move(p);
+      }
+    }
+  }
   PlanResult res;
   res.stats.fragments = prob.Fragments();
   res.stats.relayed_bytes = relayed_bytes;
@@ -710,7 +668,9 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   sum.lower_bound_s = LowerBoundSeconds(plan);
   sum.routing_bound_s = RoutingBoundSeconds(plan);
   res.stats.planned_peak_bytes = best->emitted.planned_peak;
-  if (options.simulate) {
+  if (predicted) {
+    ApplyPrediction(plan, res.stats, *predicted);
+  } else if (options.simulate) {
     PredictWithSimulator(plan, res.stats);
   } else {
     sum.predicted_time_s = std::max(sc.estimate_s, best->emitted.pcie_estimate_s);
@@ -721,6 +681,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   res.stats.direct = std::count_if(sc.segments.begin(), sc.segments.end(), [](const Segment& g) { return g.Direct(); });
   res.stats.rounds = sc.rounds;
   res.stats.per_round = sc.per_round;
+  res.stats.round_per_phase = sc.all_in_one_round;
   res.stats.groups = best->emitted.groups;
   res.stats.local_copy_ops = best->emitted.local_ops;
   res.stats.ops = static_cast<int64_t>(plan.ops.size());

@@ -615,6 +615,40 @@ TEST(Planner, OneRoundPerPhaseVerifies) {
   }
 }
 
+// Plans ranked by the round estimate (simulate_max_fragments 0: the path of
+// large plans) but predicted by the simulator: where rounds win on the
+// estimate, the plan is simulated and a round per phase whose estimate is
+// below that is planned and simulated too, the faster kept. So a plan of
+// rounds is chosen only over a round per phase that simulates no faster,
+// or whose estimate already loses to the rounds' simulated time.
+TEST(Planner, RankedPlansSimulateTheRoundPerPhaseRunnerUp) {
+  int per_phase_faster = 0;  // chosen, and faster than the rounds
+  for (const Case& c : LayoutCases()) {
+    const Scenario s = FromYaml(c.yaml);
+    PlannerOptions o;
+    o.simulate_max_fragments = 0;
+    const PlanResult chosen = MakePlan(s, o);
+    ASSERT_TRUE(chosen.ok()) << c.name;
+    o.per_round_candidates = {1, 2};
+    const PlanResult rounds = MakePlan(s, o);
+    o.per_round_candidates = {kPerRoundAll};
+    const PlanResult all = MakePlan(s, o);
+    ASSERT_TRUE(rounds.ok() && all.ok()) << c.name;
+    const double t = chosen.plan.summary.predicted_time_s, tr = rounds.plan.summary.predicted_time_s,
+                 ta = all.plan.summary.predicted_time_s;
+    if (!chosen.stats.round_per_phase) {
+      EXPECT_EQ(t, tr) << c.name;  // the rounds the estimate ranked first
+      if (ta < t) {                // the round per phase was not tried: its estimate lost
+        o.simulate = false;
+        EXPECT_GE(MakePlan(s, o).plan.summary.predicted_time_s, t) << c.name;
+      }
+    } else if (t < tr) {
+      ++per_phase_faster;
+    }
+  }
+  EXPECT_GT(per_phase_faster, 0);  // 3 of these cases
+}
+
 // Across nodes: listing the destination GPUs node-reversed must not cost
 // local bytes when placement is free (whole blocks move between nodes), while
 // a fixed reversed placement loses them.
