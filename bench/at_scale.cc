@@ -3,7 +3,7 @@
 // in one NCCL group, no ordering, no memory bound) on the published at-scale
 // refits, both predicted by the same simulator, with each plan's lower bound.
 //
-//   at_scale [--markdown] [--json FILE] [--plans P,...] [SCENARIO...]
+//   at_scale [--markdown] [--json FILE] [--calibration FILE] [--plans P,...] [SCENARIO...]
 //
 // Default scenarios: deepseek-v3-pp16ep16-to-tp32dp8, qwen3-235b-tp4pp8ep16-to-tp8dp16,
 // kimi-k2-256-to-128 (built-ins; a SCENARIO ending in .yaml is read from that
@@ -11,8 +11,10 @@
 // chosen by the planner: the note says) and planned in the training dtype by
 // the Megatron-style one. Plans: reshard, megatron (default), and for fp8
 // destinations reshard-fp8-source / reshard-fp8-destination (the choice
-// forced) and reshard-bf16 (the destination left in bf16). Progress and wall
+// forced), reshard-fp8-RULE (one placement of planner/quantize.h's
+// QuantizePlacements, e.g. reshard-fp8-experts) and reshard-bf16 (the destination left in bf16). Progress and wall
 // times go to stderr.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -26,6 +28,7 @@
 #include "model/scenario.h"
 #include "planner/baseline_plan.h"
 #include "planner/planner.h"
+#include "planner/quantize.h"
 #include "sim/ports.h"
 #include "sim/simulator.h"
 
@@ -63,7 +66,19 @@ Row Measure(const Scenario& s, const std::string& which) {
     po.simulate = false;  // simulated below, timed apart
     if (which == "reshard-fp8-source") po.quantize_at_source = true;
     if (which == "reshard-fp8-destination") po.quantize_at_source = false;
-    r = MakePlan(s, po);
+    const std::string placement = which.rfind("reshard-fp8-", 0) == 0 ? which.substr(12) : "";
+    if (placement.empty() || placement == "source" || placement == "destination") {
+      r = MakePlan(s, po);
+    } else {  // one of QuantizePlacements, by its rule
+      const std::vector<QuantizePlacement> all = QuantizePlacements(s);
+      const auto c = std::find_if(all.begin(), all.end(), [&](const QuantizePlacement& q) { return q.rule == placement; });
+      if (c == all.end()) {
+        row.fits = false;
+        row.note = "placement not planned (it equals an earlier one)";
+        return row;
+      }
+      r = PlanQuantizedAt(s, po, c->at_source);
+    }
   } else {
     BaselineOptions bo;
     bo.simulate = false;
@@ -152,7 +167,7 @@ nlohmann::json ToJson(const std::vector<Row>& rows) {
 int main(int argc, char** argv) {
   using namespace reshard;
   bool markdown = false;
-  std::string json_path;
+  std::string json_path, calibration;
   std::vector<std::string> names;
   std::vector<std::string> plans = {"reshard", "megatron"};
   for (int i = 1; i < argc; ++i) {
@@ -161,6 +176,8 @@ int main(int argc, char** argv) {
       markdown = true;
     } else if (a == "--json" && i + 1 < argc) {
       json_path = argv[++i];
+    } else if (a == "--calibration" && i + 1 < argc) {  // as the CLI's: replaces each scenario's links
+      calibration = argv[++i];
     } else if (a == "--plans" && i + 1 < argc) {  // e.g. --plans reshard
       plans.clear();
       std::string v = argv[++i];
@@ -170,7 +187,7 @@ int main(int argc, char** argv) {
         p = q + 1;
       }
     } else if (!a.empty() && a[0] == '-') {
-      std::cerr << "usage: at_scale [--markdown] [--json FILE] [--plans reshard,megatron] [SCENARIO...]\n";
+      std::cerr << "usage: at_scale [--markdown] [--json FILE] [--calibration FILE] [--plans reshard,megatron] [SCENARIO...]\n";
       return 2;
     } else {
       names.push_back(a);
@@ -182,7 +199,8 @@ int main(int argc, char** argv) {
   try {
     for (const std::string& n : names) {
       const bool file = n.size() > 5 && n.compare(n.size() - 5, 5, ".yaml") == 0;
-      const Scenario s = file ? LoadScenario(n) : BuiltinScenario(n);
+      Scenario s = file ? LoadScenario(n) : BuiltinScenario(n);
+      if (!calibration.empty()) ApplyProfileFile(s.cluster, calibration);
       for (const std::string& which : plans) {
         // reshard quantizes an fp8 destination (where, the planner chooses);
         // the Megatron-style plan moves the weights as they are.

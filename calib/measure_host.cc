@@ -444,7 +444,7 @@ void MeasureCopyKernel(const HostCalibrateOptions& o, int32_t sms, HostMeasureme
 // ---- quantize kernel ----------------------------------------------------------
 
 // The fp8 quantize kernel (gpu::LaunchQuantize, as the backend launches a
-// quantize tile: 8 CTAs per SM) on bf16 matrices of 4096 columns, 1 MiB ...
+// quantize tile: gpu::kQuantizeCtasPerSm CTAs per SM) on bf16 matrices of 4096 columns, 1 MiB ...
 // 1 GiB of input, filled with the pattern validate fills quantized tensors
 // with, for each block shape it runs differently: 128 x 128 blocks with fp32
 // scales, MXFP8's 1 x 32 blocks with E8M0 scales, and one fp32 scale for the
@@ -496,7 +496,7 @@ void MeasureQuantizeKernel(const HostCalibrateOptions& o, int32_t sms, HostMeasu
       s.pattern = b.pattern;
       s.run_bytes = bytes;
       s.bytes = bytes;
-      s.blocks = sms * 8;
+      s.blocks = sms * gpu::kQuantizeCtasPerSm;
       s.seconds = TimeQueued(st, gate, ev, flush, flush_bytes, warmup, reps, k, [&](int64_t q) {
         j.in_offset = q * bytes;
         j.out_offset = q * bytes / 2;

@@ -36,7 +36,7 @@ void Print(const ExecuteArgs& a, const ExecuteOutcome& o) {
     PrintJson(RunJson(a, o));
     return;
   }
-  std::cout << FormatMeasurement(m, o.plan);
+  std::cout << FormatMeasurement(m, o.plan) << CheckRunLine(o);
   if (o.runs.size() > 1) {
     std::vector<std::string> ms;
     for (const Measurement& r : o.runs) ms.push_back(fmt::format("{:.3f}", r.time_s * 1e3));

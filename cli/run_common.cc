@@ -112,6 +112,9 @@ void AddExecuteOptions(CLI::App* cmd, ExecuteArgs& a) {
       ->check(PositiveFiniteNumber());
   cmd->add_flag("--no-warmup", a.no_warmup,
                 "time cold: do not connect NCCL peers or grow the allocator's pool before timing");
+  cmd->add_flag("--no-check-run", a.no_check_run,
+                "nccl: skip the untimed check run that poisons every buffer allocated during the run before the "
+                "timed runs (then memory the allocator reuses is not poisoned)");
   cmd->add_flag("--json", a.json, "machine-readable output (every field: docs/json.md)");
 }
 
@@ -157,9 +160,17 @@ ExecuteOutcome ExecutePlan(Plan plan, const ExecuteArgs& a, const MpiSession* mp
   eo.plan_source = a.target.target;
   eo.max_mismatches = a.max_mismatches;
   eo.warmup = !a.no_warmup;
-  for (int32_t i = 0; i < std::max(a.repeat, 1); ++i) {
+  // A destination buffer allocated during the run may get memory the pool
+  // took back from a buffer with the same bytes (a colocated source): only a
+  // run that poisons such memory proves every write happened. Timed runs skip
+  // the memsets.
+  const bool check_run = a.backend == "nccl" && !a.no_check_run;
+  for (int32_t i = check_run ? -1 : 0; i < std::max(a.repeat, 1); ++i) {
     try {
-      out.runs.push_back(Execute(out.plan, *backend, eo));
+      eo.check_run = i < 0;
+      Measurement m = Execute(out.plan, *backend, eo);
+      if (i < 0) out.check = std::move(m);
+      else out.runs.push_back(std::move(m));
     } catch (const RunError& e) {
       if (!one_process) throw;  // WithProcesses aborts the other processes
       out.failure = e.what();
@@ -175,7 +186,8 @@ ExecuteOutcome ExecutePlan(Plan plan, const ExecuteArgs& a, const MpiSession* mp
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return out.runs[x].time_s < out.runs[y].time_s; });
   out.chosen = order[order.size() / 2];
-  out.verified = std::all_of(out.runs.begin(), out.runs.end(), [](const Measurement& r) { return r.verified; });
+  out.verified = std::all_of(out.runs.begin(), out.runs.end(), [](const Measurement& r) { return r.verified; }) &&
+                 (!out.check || out.check->verified);
   return out;
 }
 
@@ -206,7 +218,21 @@ nlohmann::json MeasuredJson(const ExecuteOutcome& o) {
   std::vector<double> times;
   for (const Measurement& r : o.runs) times.push_back(r.time_s);
   j["runs_time_s"] = times;
+  if (o.check)
+    j["check_run"] = {{"verified", o.check->verified},
+                      {"mismatch_count", o.check->mismatch_count},
+                      {"checked_bytes", o.check->checked_bytes},
+                      {"time_s", o.check->time_s}};
   return j;
+}
+
+std::string CheckRunLine(const ExecuteOutcome& o) {
+  if (!o.check) return "";
+  const Measurement& c = *o.check;
+  return fmt::format("check run (untimed; every buffer allocated during the run poisoned first): {}, {:.3f} ms\n",
+                     c.verified ? "every destination byte verified"
+                                : fmt::format("NOT verified, {} mismatching elements", c.mismatch_count),
+                     c.time_s * 1e3);
 }
 
 Timeline MeasuredTimeline(const Measurement& m) {

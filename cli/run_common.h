@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ struct ExecuteArgs {
   int32_t max_mismatches = 20;
   double timeout_s = 0;  // --timeout; 0: the backend's default (host 60 s; NCCL RESHARD_NCCL_TIMEOUT_S or 300 s)
   bool no_warmup = false;
+  bool no_check_run = false;  // --no-check-run: the NCCL backend's poisoned check run skipped
   bool json = false;
 };
 void AddExecuteOptions(CLI::App* cmd, ExecuteArgs& a);
@@ -44,7 +46,10 @@ struct ExecuteOutcome {
   Plan plan;
   std::vector<Measurement> runs;  // rank 0: complete measurements
   size_t chosen = 0;              // the median run by time
-  bool verified = false;          // every run verified
+  // NCCL backend: one untimed check run before the timed ones, with every
+  // buffer allocated during the run poisoned first (ExecOptions::check_run).
+  std::optional<Measurement> check;
+  bool verified = false;          // every run verified, the check run too
   // A run that failed part-way (RunError: a fault, a timeout, a GPU error):
   // what happened and where. Nothing of it counts as verified.
   std::string failure;
@@ -62,7 +67,8 @@ void WithProcesses(const std::function<void(const MpiSession* mpi, bool root)>& 
 // Plans (or reads) the target, runs it args.repeat times on one backend.
 ExecuteOutcome ExecuteTarget(const ExecuteArgs& args, const MpiSession* mpi);
 // Runs `plan` args.repeat times on one backend (args.backend, timeout,
-// mismatches, warm-up; args.target names the plan in messages). The caller
+// mismatches, warm-up; args.target names the plan in messages), after one
+// check run on the NCCL backend (ExecuteOutcome::check). The caller
 // has verified the plan. Throws HostMemoryError (cli/host_memory.h) when the
 // host backend would need more than this machine's memory.
 ExecuteOutcome ExecutePlan(Plan plan, const ExecuteArgs& args, const MpiSession* mpi);
@@ -74,6 +80,8 @@ nlohmann::json PredictedJson(const Plan& plan);
 nlohmann::json RunJson(const ExecuteArgs& args, const ExecuteOutcome& o);
 // `measured`: the Measurement plus the plan-level fields and every run's time.
 nlohmann::json MeasuredJson(const ExecuteOutcome& o);
+// One line on the check run ("" when there was none).
+std::string CheckRunLine(const ExecuteOutcome& o);
 
 // The chosen run's measured op times (CUDA events on the NCCL backend) as a
 // trace timeline named "measured".

@@ -111,7 +111,7 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
     if (!over.empty()) ExitPeakAboveUsable(over);
     return;
   }
-  std::cout << FormatMeasurement(m, plan);
+  std::cout << FormatMeasurement(m, plan) << CheckRunLine(o);
   if (m.backend == "host")
     std::cout << "note: the host backend measures CPU threads and plan buffers, not GPUs; errors below say little\n";
   std::cout << fmt::format("refit time  predicted {:9.3f} ms  measured {:9.3f} ms  error {:+7.2f} %  (from the call "

@@ -128,6 +128,14 @@ class Backend {
   // host buffers may be kept for the next run instead (KeptHostBytes).
   virtual void End() = 0;
 
+  // Check runs (set before Begin): every device buffer allocated during the
+  // run is filled with the poison byte first (a memset ordered after the
+  // allocation on its stream), so memory the allocator hands back after a
+  // free cannot hold stale right bytes where a write is missing. It costs a
+  // memset per allocation, so timed runs leave it off. The host backend
+  // poisons every allocation always.
+  virtual void PoisonRunAllocations(bool on) { (void)on; }
+
   // Memory. stream < 0: allocate now (preexisting buffers, before timing).
   virtual void Allocate(const PlanBuffer& b, int32_t stream) = 0;
   virtual void Free(const PlanBuffer& b, int32_t stream) = 0;

@@ -342,6 +342,7 @@ Measurement Execute(const Plan& plan, Backend& backend, const ExecOptions& optio
   }
 
   // 2. Set up, untimed.
+  backend.PoisonRunAllocations(options.check_run);
   backend.Begin(plan);
   Measurement m;
   try {

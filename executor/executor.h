@@ -48,6 +48,9 @@ struct ExecOptions {
   std::string plan_source = "<plan>";  // names the plan in errors (a path)
   int32_t max_mismatches = 20;         // mismatches listed; all are counted
   bool warmup = true;                  // connect peers before timing
+  // Poison every buffer allocated during the run (Backend::PoisonRunAllocations):
+  // a check run, slower than a timed one by a memset per allocation.
+  bool check_run = false;
 };
 
 // One element that did not hold its expected value after the run.

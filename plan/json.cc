@@ -265,9 +265,9 @@ Plan ReadPlanObject(const json& j, const Reader& r, Streamed* streamed) {
 // Builds a DOM like nlohmann's own parser, except that each element of the
 // top-level arrays tensors / buffers / ops / sources / destinations is
 // converted when it completes and then dropped. Duplicate keys are errors.
-class PlanSax : public nlohmann::json_sax<json>, public FastSink {
+class PlanSax : public PlanSaxBase, public FastSink {
  public:
-  PlanSax(const Reader& r, Streamed& out) : r_(r), out_(out) {}
+  PlanSax(const Reader& r, Streamed& out) : PlanSaxBase(r), out_(out) {}
 
   // FastSink: the fast path's events, as nlohmann would give them.
   void OpenRoot() override { start_object(0); }
@@ -282,8 +282,6 @@ class PlanSax : public nlohmann::json_sax<json>, public FastSink {
   }
 
   json root;
-  std::string error_message;
-  size_t error_byte = 0;  // nlohmann's count of characters read; past the end when input ran out
 
   bool null() override { return Value(json(nullptr)); }
   bool boolean(bool v) override { return Value(json(v)); }
@@ -296,22 +294,12 @@ class PlanSax : public nlohmann::json_sax<json>, public FastSink {
   bool start_array(std::size_t /*n*/) override { return Open(json::array()); }
   bool key(string_t& k) override {
     const json& obj = *stack_.back();
-    if (obj.contains(k)) {
-      std::string field = PathOfTop();
-      field += field.empty() ? k : "." + k;
-      throw InputError(r_.file(), field, "duplicate field");
-    }
+    if (obj.contains(k)) DuplicateKey(k);
     key_ = std::move(k);
     return true;
   }
   bool end_object() override { return Close(); }
   bool end_array() override { return Close(); }
-  bool parse_error(std::size_t position, const std::string& /*last_token*/,
-                   const nlohmann::detail::exception& ex) override {
-    error_byte = position;
-    error_message = ex.what();
-    return false;
-  }
 
  private:
   // Places `v` into the container on top of the stack (or as the root) and
@@ -335,8 +323,7 @@ class PlanSax : public nlohmann::json_sax<json>, public FastSink {
     return true;
   }
   bool Open(json&& v) {
-    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth))
-      throw InputError(r_.file(), PathOfTop(), fmt::format("nested more than {} levels deep", kMaxJsonDepth));
+    CheckDepth(stack_.size());
     stack_.push_back(Place(std::move(v)));
     return true;
   }
@@ -381,14 +368,11 @@ class PlanSax : public nlohmann::json_sax<json>, public FastSink {
     if (k == "sources") return n(out_.sources);
     return n(out_.destinations);
   }
-  // Names the object on top of the stack for duplicate-key errors, as far as
-  // cheaply known: "ops[12]", or "ops[12]..." when nested deeper.
-  std::string PathOfTop() const {
+  std::string PathOfTop() const override {
     const bool in_array = stack_.size() >= 2 && stack_[1]->is_array();
     return TopPath(stack_.size(), in_array, top_key_, stack_.size() >= 3 ? Converted(top_key_) : 0);
   }
 
-  const Reader& r_;
   Streamed& out_;
   std::vector<json*> stack_;
   std::string key_, top_key_;
@@ -397,11 +381,10 @@ class PlanSax : public nlohmann::json_sax<json>, public FastSink {
 
 std::pair<int64_t, int64_t> LineColumn(const std::string& text, size_t byte) {
   byte = std::min(byte, text.size());
-  int64_t line = 1, col = 1;
-  for (size_t i = 0; i < byte; ++i) {
-    if (text[i] == '\n') ++line, col = 1;
-    else ++col;
-  }
+  const auto end = text.begin() + static_cast<std::ptrdiff_t>(byte);
+  const int64_t line = 1 + std::count(text.begin(), end, '\n');
+  const size_t last = byte == 0 ? std::string::npos : text.rfind('\n', byte - 1);
+  const int64_t col = static_cast<int64_t>(last == std::string::npos ? byte + 1 : byte - last);
   return {line, col};
 }
 
@@ -608,6 +591,13 @@ Plan ReadPlan(const std::string& path) {
     PlanSax sax(r, streamed);
     const FastReadResult fast = FastReadPlan(text, sax);
     if (fast == FastReadResult::kDone) return ReadPlanObject(sax.root, r, &streamed);
+    auto truncated = [&] {
+      auto [line, col] = LineColumn(text, text.size());
+      return InputError(path, "", fmt::format("truncated: the JSON ends before the plan is complete (line {}, column {})",
+                                              line, col));
+    };
+    // nlohmann would read the whole text again only to say the same.
+    if (fast == FastReadResult::kTruncated) throw truncated();
     SyntaxCheck check;
     if (fast == FastReadResult::kSyntaxError) check = CheckPlanSyntax(text, r);
     if (check.ok) {
@@ -621,11 +611,7 @@ Plan ReadPlan(const std::string& path) {
     std::string msg = check.error_message;  // "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
     if (auto pos = msg.find("] "); msg.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
       msg = msg.substr(pos + 2);
-    if (check.error_byte > text.size() || msg.find("unexpected end of input") != std::string::npos) {
-      auto [line, col] = LineColumn(text, text.size());
-      throw InputError(path, "", fmt::format("truncated: the JSON ends before the plan is complete (line {}, column {})",
-                                             line, col));
-    }
+    if (check.error_byte > text.size() || msg.find("unexpected end of input") != std::string::npos) throw truncated();
     throw InputError(path, "", "invalid JSON: " + msg);
   } catch (const std::bad_alloc&) {
     throw out_of_memory();

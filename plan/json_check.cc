@@ -14,11 +14,9 @@ namespace {
 
 // nlohmann's parse with only the checks PlanSax makes while parsing: depth and
 // duplicate keys, with the same messages; nothing is built.
-class CheckSax : public nlohmann::json_sax<json> {
+class CheckSax : public PlanSaxBase {
  public:
-  explicit CheckSax(const Reader& r) : r_(r) {}
-  std::string error_message;
-  size_t error_byte = 0;
+  explicit CheckSax(const Reader& r) : PlanSaxBase(r) {}
 
   bool null() override { return Value(); }
   bool boolean(bool /*v*/) override { return Value(); }
@@ -30,22 +28,12 @@ class CheckSax : public nlohmann::json_sax<json> {
   bool start_object(std::size_t /*n*/) override { return Open(true); }
   bool start_array(std::size_t /*n*/) override { return Open(false); }
   bool key(string_t& k) override {
-    if (!frames_[depth_ - 1].Insert(k)) {
-      std::string field = PathOfTop();
-      field += field.empty() ? k : "." + k;
-      throw InputError(r_.file(), field, "duplicate field");
-    }
+    if (!frames_[depth_ - 1].Insert(k)) DuplicateKey(k);
     if (depth_ == 1 && k != top_key_) top_key_ = k, converted_ = 0;
     return true;
   }
   bool end_object() override { return Close(); }
   bool end_array() override { return Close(); }
-  bool parse_error(std::size_t position, const std::string& /*last_token*/,
-                   const nlohmann::detail::exception& ex) override {
-    error_byte = position;
-    error_message = ex.what();
-    return false;
-  }
 
  private:
   // An open container; an object's keys, kept for reuse across objects
@@ -74,8 +62,7 @@ class CheckSax : public nlohmann::json_sax<json> {
     return true;
   }
   bool Open(bool object) {
-    if (depth_ >= static_cast<size_t>(kMaxJsonDepth))
-      throw InputError(r_.file(), PathOfTop(), fmt::format("nested more than {} levels deep", kMaxJsonDepth));
+    CheckDepth(depth_);
     if (depth_ == frames_.size()) frames_.emplace_back();
     Frame& f = frames_[depth_++];
     f.object = object;
@@ -90,12 +77,11 @@ class CheckSax : public nlohmann::json_sax<json> {
   bool InStreamedArray() const {
     return depth_ == 2 && frames_[0].object && !frames_[1].object && IsStreamedKey(top_key_);
   }
-  std::string PathOfTop() const {
+  std::string PathOfTop() const override {
     const bool in_array = depth_ >= 2 && !frames_[1].object;
     return TopPath(depth_, in_array, top_key_, converted_);
   }
 
-  const Reader& r_;
   std::vector<Frame> frames_;  // frames_[0, depth_) are open
   size_t depth_ = 0;
   std::string top_key_;

@@ -31,6 +31,11 @@ namespace reshard::plan_json {
 namespace {
 
 struct SyntaxError {};  // the text is not JSON here: nlohmann diagnoses it
+// The text ends where the scanner needs more (all of it before was valid
+// JSON, as nlohmann's lexer would read it): nlohmann too would read to the
+// end and report it, so the reader need not ask it. (A key repeated inside
+// the unfinished value is then not named: the plan is refused as truncated.)
+struct EndOfText {};
 struct Unsure {};       // not sure it is an error: the DOM reader decides
 
 bool IsWs(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
@@ -66,8 +71,12 @@ class Scanner {
     return p_ < e_ && *p_ == c;
   }
   void Expect(char c) {
-    if (!Peek(c)) throw SyntaxError{};
-    ++p_;
+    if (Peek(c)) {
+      ++p_;
+      return;
+    }
+    if (p_ == e_) throw EndOfText{};
+    throw SyntaxError{};
   }
 
   // A string at p_ (after whitespace): its raw content, validated as
@@ -75,12 +84,13 @@ class Scanner {
   // bytes then differ from the value).
   std::string_view String(bool* plain) {
     Ws();
-    if (p_ == e_ || *p_ != '"') throw SyntaxError{};
+    if (p_ == e_) throw EndOfText{};
+    if (*p_ != '"') throw SyntaxError{};
     const char* s = ++p_;
     bool pl = true;
     for (;;) {
       while (p_ < e_ && kPlainByte[static_cast<unsigned char>(*p_)]) ++p_;
-      if (p_ == e_) throw SyntaxError{};
+      if (p_ == e_) throw EndOfText{};
       const auto c = static_cast<unsigned char>(*p_);
       if (c == '"') {
         std::string_view v(s, static_cast<size_t>(p_ - s));
@@ -107,7 +117,8 @@ class Scanner {
     n.begin = p_;
     const bool neg = p_ < e_ && *p_ == '-';
     if (neg) ++p_;
-    if (p_ == e_ || !IsDigit(*p_)) throw SyntaxError{};
+    if (p_ == e_) throw EndOfText{};
+    if (!IsDigit(*p_)) throw SyntaxError{};
     uint64_t mag = 0;
     bool overflow = false;
     const char* digits = p_;
@@ -126,14 +137,16 @@ class Scanner {
     if (p_ < e_ && *p_ == '.') {
       n.integer = false;
       ++p_;
-      if (p_ == e_ || !IsDigit(*p_)) throw SyntaxError{};
+      if (p_ == e_) throw EndOfText{};
+      if (!IsDigit(*p_)) throw SyntaxError{};
       while (p_ < e_ && IsDigit(*p_)) ++p_;
     }
     if (p_ < e_ && (*p_ == 'e' || *p_ == 'E')) {
       n.integer = false;
       ++p_;
       if (p_ < e_ && (*p_ == '+' || *p_ == '-')) ++p_;
-      if (p_ == e_ || !IsDigit(*p_)) throw SyntaxError{};
+      if (p_ == e_) throw EndOfText{};
+      if (!IsDigit(*p_)) throw SyntaxError{};
       while (p_ < e_ && IsDigit(*p_)) ++p_;
     }
     n.end = p_;
@@ -161,7 +174,7 @@ class Scanner {
     for (;;) {
       Ws();
       if (need_value) {
-        if (p_ == e_) throw SyntaxError{};
+        if (p_ == e_) throw EndOfText{};
         const char c = *p_;
         if (c == '{' || c == '[') {
           if (enclosing + stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) throw SyntaxError{};
@@ -181,7 +194,7 @@ class Scanner {
         continue;
       }
       if (stack_.empty()) return;
-      if (p_ == e_) throw SyntaxError{};
+      if (p_ == e_) throw EndOfText{};
       const char top = stack_.back();
       if (*p_ == ',') {
         ++p_;
@@ -238,7 +251,7 @@ class Scanner {
   // p_ at a backslash; a high surrogate must be followed by a low one.
   void Escape() {
     ++p_;
-    if (p_ == e_) throw SyntaxError{};
+    if (p_ == e_) throw EndOfText{};
     const char c = *p_++;
     if (std::strchr("\"\\/bfnrt", c) != nullptr && c != '\0') return;
     if (c != 'u') throw SyntaxError{};
@@ -426,7 +439,7 @@ class ElementReader {
       s_.Expect(':');
       if (!field(key)) return false;
       s_.Ws();
-      if (s_.p_ == s_.e_) throw SyntaxError{};
+      if (s_.p_ == s_.e_) throw EndOfText{};
       const char c = *s_.p_++;
       if (c == '}') return true;
       if (c != ',') throw SyntaxError{};
@@ -440,7 +453,7 @@ class ElementReader {
     for (;;) {
       if (!element()) return false;
       s_.Ws();
-      if (s_.p_ == s_.e_) throw SyntaxError{};
+      if (s_.p_ == s_.e_) throw EndOfText{};
       const char c = *s_.p_++;
       if (c == ']') return true;
       if (c != ',') throw SyntaxError{};
@@ -556,16 +569,19 @@ class ElementReader {
 // How many elements the array whose '[' is just before `p` holds, by a
 // structural scan (strings skipped, brackets counted; no validation), for
 // reserving the vector once instead of growing it: a quarter of the read
-// time went into reallocation and its page faults. O(bytes of the array).
+// time went into reallocation and its page faults. An array the text ends
+// in (a truncated plan) counts the elements begun, so it too is read at the
+// speed of a whole one before the end is reported. O(bytes of the array).
 size_t CountElements(const char* p, const char* e, const char** end) {
   size_t depth = 0, commas = 0;
   bool any = false;
+  auto ended = [&] { return *end = e, any ? commas + 1 : 0; };
   while (p < e) {
     const char c = *p++;
     if (c == '"') {
       for (;;) {
         const void* q = std::memchr(p, '"', static_cast<size_t>(e - p));
-        if (q == nullptr) return 0;
+        if (q == nullptr) return ended();
         const char* quote = static_cast<const char*>(q);
         size_t slashes = 0;
         while (quote - static_cast<std::ptrdiff_t>(slashes) > p && quote[-1 - static_cast<std::ptrdiff_t>(slashes)] == '\\')
@@ -585,7 +601,7 @@ size_t CountElements(const char* p, const char* e, const char** end) {
       any = true;
     }
   }
-  return 0;
+  return ended();
 }
 
 // Reserves room for the elements counted, bounded by the array's bytes (no
@@ -626,7 +642,7 @@ class Document {
           Value(1);
         }
         s_.Ws();
-        if (s_.p_ == s_.e_) throw SyntaxError{};
+        if (s_.p_ == s_.e_) throw EndOfText{};
         const char c = *s_.p_++;
         if (c == '}') break;
         if (c != ',') throw SyntaxError{};
@@ -676,7 +692,7 @@ class Document {
         Value(2);
       }
       s_.Ws();
-      if (s_.p_ == s_.e_) throw SyntaxError{};
+      if (s_.p_ == s_.e_) throw EndOfText{};
       const char c = *s_.p_++;
       if (c == ']') break;
       if (c != ',') throw SyntaxError{};
@@ -706,6 +722,8 @@ FastReadResult FastReadPlan(std::string_view text, FastSink& sink) {
     doc.Read();
   } catch (const SyntaxError&) {
     return FastReadResult::kSyntaxError;
+  } catch (const EndOfText&) {
+    return FastReadResult::kTruncated;
   } catch (const Unsure&) {
     return FastReadResult::kUnsure;
   }

@@ -91,9 +91,9 @@ struct PlannerOptions {
   // the plan's memory and the planning time at 8k GPUs.
   int64_t max_segments = 1'000'000;
   // FP8 destinations (planner/quantize.h): unset, the scenario's
-  // plan.quantize_at (auto: planned quantizing at the destination and, where
-  // any weight can be, at the source, the faster kept); true: at the source
-  // where a weight can be; false: at the destination.
+  // plan.quantize_at (auto: a few per-weight placements planned, the one
+  // predicted fastest kept); true: at the source where a weight can be;
+  // false: at the destination.
   std::optional<bool> quantize_at_source;
   // Layouts and start memory to plan with instead of the scenario's own
   // (planner/problem.h; set by the FP8 planner for its byte view).

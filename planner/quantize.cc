@@ -191,9 +191,9 @@ PlanResult PlanAtDestination(const Scenario& s, const PlannerOptions& options) {
   return res;
 }
 
-// nullopt where no weight can be quantized at its source.
-std::optional<PlanResult> PlanAtSource(const Scenario& s, PlannerOptions options) {
-  const std::optional<SourceQuantView> v = MakeSourceQuantView(s);
+// nullopt where no weight of `wanted` (empty: any) can be quantized at its source.
+std::optional<PlanResult> PlanAtSource(const Scenario& s, PlannerOptions options, const std::vector<bool>& wanted) {
+  const std::optional<SourceQuantView> v = MakeSourceQuantView(s, wanted);
   if (!v) return std::nullopt;
   Feasibility floor = CheckStartFits(v->scenario, v->inputs->memory_at_start);
   if (floor.fits)
@@ -219,9 +219,9 @@ std::optional<PlanResult> PlanAtSource(const Scenario& s, PlannerOptions options
   return res;
 }
 
-}  // namespace
-
-PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& given) {
+// The planner options every quantized plan is made with; refuses training
+// weights other than bf16.
+PlannerOptions QuantizedOptions(const Scenario& s, const PlannerOptions& given) {
   // The quantize rewrites add ops the byte plan's issue check never saw; a
   // round per phase (planner/segments.h) can close a cycle through them
   // (quantize before a send, in one group with receives it waits for), so
@@ -232,19 +232,39 @@ PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& given) {
     throw InputError(s.path, "destination.dtype",
                      fmt::format("quantizing to {} during the refit needs bf16 training weights, not {}",
                                  DTypeName(s.destination_dtype), DTypeName(s.dtype)));
+  return options;
+}
+
+}  // namespace
+
+PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& given) {
+  const PlannerOptions options = QuantizedOptions(s, given);
   std::optional<bool> forced = options.quantize_at_source;
   if (!forced && s.plan.quantize_at != PlanOptions::QuantizeAt::kAuto)
     forced = s.plan.quantize_at == PlanOptions::QuantizeAt::kSource;
   if (forced == std::optional<bool>{false}) return PlanAtDestination(s, options);
-  std::optional<PlanResult> at_source = PlanAtSource(s, options);
-  if (forced == std::optional<bool>{true} && at_source) return std::move(*at_source);
-  PlanResult at_destination = PlanAtDestination(s, options);
-  if (!at_source || !at_source->ok()) return at_destination;
-  if (!at_destination.ok()) return std::move(*at_source);
-  // Ties keep the destination: fewer ops, no staging on the trainer's GPUs.
-  return at_source->plan.summary.predicted_time_s < at_destination.plan.summary.predicted_time_s
-             ? std::move(*at_source)
-             : at_destination;
+  if (forced == std::optional<bool>{true}) {
+    std::optional<PlanResult> at_source = PlanAtSource(s, options, {});
+    return at_source ? std::move(*at_source) : PlanAtDestination(s, options);
+  }
+  // Each placement planned and predicted; the fastest that fits kept, ties
+  // to the earlier placement (the destination first).
+  std::optional<PlanResult> best;
+  for (const QuantizePlacement& c : QuantizePlacements(s)) {
+    std::optional<PlanResult> r =
+        c.at_source_count == 0 ? std::optional<PlanResult>(PlanAtDestination(s, options)) : PlanAtSource(s, options, c.at_source);
+    if (!r) continue;
+    if (!best || (r->ok() && (!best->ok() || r->plan.summary.predicted_time_s < best->plan.summary.predicted_time_s)))
+      best = std::move(r);
+  }
+  return std::move(*best);
+}
+
+PlanResult PlanQuantizedAt(const Scenario& s, const PlannerOptions& given, const std::vector<bool>& at_source) {
+  const PlannerOptions options = QuantizedOptions(s, given);
+  if (std::find(at_source.begin(), at_source.end(), true) == at_source.end()) return PlanAtDestination(s, options);
+  std::optional<PlanResult> r = PlanAtSource(s, options, at_source);
+  return r ? std::move(*r) : PlanAtDestination(s, options);
 }
 
 QuantizedBytes DestinationQuantizedBytes(const Plan& p) {

@@ -17,13 +17,22 @@
 // pieces cut a block stay bf16 and are quantized at the destination in the
 // same plan.
 //
-// MakeQuantizedPlan plans both and keeps the one predicted faster
-// (PlannerOptions::quantize_at_source forces one).
+// Where is chosen per weight, by the simulator (MakeQuantizedPlan): each
+// way has its costs — at the source fp8 plus scales over the links and a
+// quantize on the trainer's GPU per piece it sends; at the destination bf16
+// over the links, a quantize per destination replica and an assembly
+// buffer — so a few placements (QuantizePlacements: every weight at the
+// destination, every one at the source, at the source only the weights
+// whose bytes cross a GPU boundary or the network, only the experts, only
+// the dense weights) are planned and predicted, and the fastest kept
+// (PlannerOptions::quantize_at_source forces one extreme).
 //
 // Complexity: O(ops + destination pieces + tensors) for the rewrite.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "model/scenario.h"
 #include "plan/plan.h"
@@ -38,10 +47,28 @@ namespace reshard {
 // tensor cuts a block (vLLM refuses those too).
 void QuantizeAtDestination(const Scenario& s, Plan& p);
 
-// MakePlan for a scenario with a quantized destination: plans it quantized
-// at the destination (the bf16 view of `s`, rewritten) and, where any weight
-// can be, at the source; predicts both and keeps the faster (ties: the
-// destination).
+// A candidate placement: which weights are quantized at the source.
+struct QuantizePlacement {
+  std::string rule;             // "destination", "source", "gpu-boundary", "node-boundary", "experts", "dense"
+  std::vector<bool> at_source;  // per model tensor; only weights whose source pieces cover whole blocks
+  int32_t at_source_count = 0;
+};
+// The placements MakeQuantizedPlan predicts, in this order, each mask once:
+// none at the source; every weight that can be; those with destination
+// bytes on a GPU (node) that holds no trainer copy of them; the experts;
+// the dense weights. Placements that equal an earlier one, or (after the
+// first) put nothing at the source, are left out. O(source pieces log +
+// destination pieces x trainer boxes per GPU).
+std::vector<QuantizePlacement> QuantizePlacements(const Scenario& s);
+
+// `s` planned with the weights of `at_source` (per model tensor) quantized
+// at the source, the rest at the destination; all at the destination when
+// none is set or none can be.
+PlanResult PlanQuantizedAt(const Scenario& s, const PlannerOptions& options, const std::vector<bool>& at_source);
+
+// MakePlan for a scenario with a quantized destination: plans every
+// placement of QuantizePlacements, predicts each and keeps the fastest
+// (ties: the earlier, so the destination over the source).
 PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& options);
 
 // Bytes of what a plan sends, by what it sends, when quantized tensors travel

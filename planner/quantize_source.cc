@@ -60,8 +60,8 @@ void SortPieces(Shard& sh) {
   });
 }
 
-// Whether every source piece of tensor t covers whole blocks with a
-// contiguous last dimension: then its holder quantizes it alone.
+}  // namespace
+
 std::vector<bool> SourceQuantizable(const Scenario& s, const Layout& src) {
   const QuantConfig& q = *s.quantization;
   std::vector<bool> ok(s.model.tensors.size(), false);
@@ -76,9 +76,7 @@ std::vector<bool> SourceQuantizable(const Scenario& s, const Layout& src) {
   return ok;
 }
 
-}  // namespace
-
-std::optional<SourceQuantView> MakeSourceQuantView(const Scenario& s) {
+std::optional<SourceQuantView> MakeSourceQuantView(const Scenario& s, const std::vector<bool>& wanted) {
   RESHARD_CHECK(s.quantization.has_value() && s.dtype == DType::kBF16, "a bf16 scenario with a quantized destination");
   const QuantConfig& q = *s.quantization;
   const ModelSpec& m = s.model;
@@ -99,7 +97,9 @@ std::optional<SourceQuantView> MakeSourceQuantView(const Scenario& s) {
   SourceQuantView v;
   v.model_tensors = n;
   v.values.assign(n, -1);
-  const std::vector<bool> at_source = SourceQuantizable(s, src);
+  std::vector<bool> at_source = SourceQuantizable(s, src);
+  RESHARD_CHECK(wanted.empty() || wanted.size() == at_source.size(), "a wish per model tensor");
+  for (size_t t = 0; t < wanted.size(); ++t) at_source[t] = at_source[t] && wanted[t];
   const int64_t sb = DTypeBytes(ScaleDType(q.scale));
   ModelSpec vm = m;
   v.elem_bytes.assign(n, DTypeBytes(s.dtype));

@@ -47,10 +47,17 @@ struct SourceQuantView {
 };
 
 // The byte view of `s` (a bf16-trained scenario with a quantized
-// destination); nullopt when no weight can be quantized at its source.
+// destination); nullopt when no weight is quantized at its source. `wanted`
+// (per model tensor; empty: every one) says which weights to quantize at the
+// source: those of them that can be, the rest at the destination.
 // Throws InputError(s.path, "destination.tp", ...) where a destination rank
 // cuts a block, as QuantizeAtDestination.
-std::optional<SourceQuantView> MakeSourceQuantView(const Scenario& s);
+std::optional<SourceQuantView> MakeSourceQuantView(const Scenario& s, const std::vector<bool>& wanted = {});
+
+// Per model tensor: whether its trainer pieces let its holders quantize it
+// alone (a quantized weight whose every source piece covers whole blocks,
+// its last dimension contiguous).
+std::vector<bool> SourceQuantizable(const Scenario& s, const Layout& src);
 
 // Rewrites `p`, a plan of `v.scenario`, into a plan of `s` (see above), the
 // weights not quantized at the source still bf16 at the destination.

@@ -187,7 +187,8 @@ int Main() {
     for (QuantizePath path : {QuantizePath::kGeneric, QuantizePath::kAuto}) {
       RESHARD_GPU(cudaMemsetAsync(out, 0xA5, n, s));
       RESHARD_GPU(cudaMemsetAsync(sc2, 0x5A, sc2_bytes, s));
-      const float ms = time_it([&] { RESHARD_GPU(reshard::gpu::LaunchQuantize(q, in, out, sc2, s, sms * 8, path)); });
+      const float ms = time_it([&] { RESHARD_GPU(reshard::gpu::LaunchQuantize(q, in, out, sc2, s, sms * reshard::gpu::kQuantizeCtasPerSm, path));
+      });
       RESHARD_GPU(cudaMemcpyAsync(got_out.data(), out, n, cudaMemcpyDeviceToHost, s));
       RESHARD_GPU(cudaMemcpyAsync(got_sc2.data(), sc2, sc2_bytes, cudaMemcpyDeviceToHost, s));
       RESHARD_GPU(cudaStreamSynchronize(s));
@@ -196,9 +197,9 @@ int Main() {
         ref_sc2 = got_sc2;
       }
       const bool same = got_out == ref_out && got_sc2 == ref_sc2;
-      std::printf("{\"variant\": \"%s\", \"blocks\": \"%s\", \"ctas_per_sm\": 8, \"bf16_bytes\": %lld, "
+      std::printf("{\"variant\": \"%s\", \"blocks\": \"%s\", \"ctas_per_sm\": %d, \"bf16_bytes\": %lld, "
                   "\"median_ms\": %.4f, \"traffic_tb_s\": %.3f, \"of_memcpy\": %.3f, \"same_bytes\": %s}\n",
-                  PathName(path), sh.name, static_cast<long long>(in_bytes), ms, 1.5 * in_bytes / (ms * 1e-3) / 1e12,
+                  PathName(path), sh.name, reshard::gpu::kQuantizeCtasPerSm, static_cast<long long>(in_bytes), ms, 1.5 * in_bytes / (ms * 1e-3) / 1e12,
                   (1.5 * in_bytes / ms) / (2.0 * in_bytes / copy_ms), same ? "true" : "false");
       std::fflush(stdout);
     }

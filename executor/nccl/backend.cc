@@ -296,8 +296,11 @@ class NcclBackend final : public Backend {
                                  g.context_bytes / double(1 << 30), g.comm_bytes / double(1 << 30)));
     }
     RESHARD_GPU(e);
-    if (stream < 0) RESHARD_GPU(cudaMemsetAsync(ptr_[b.id], kPoison, static_cast<size_t>(b.bytes), s));
+    if (stream < 0 || poison_run_allocations_)
+      RESHARD_GPU(cudaMemsetAsync(ptr_[b.id], kPoison, static_cast<size_t>(b.bytes), s));
   }
+
+  void PoisonRunAllocations(bool on) override { poison_run_allocations_ = on; }
 
   void Free(const PlanBuffer& b, int32_t stream) override {
     GpuState& g = State(b.gpu);
@@ -318,6 +321,7 @@ class NcclBackend final : public Backend {
   // host_copies_by_kernel; the rest of them to the kernel.
   void Copy(int32_t gpu, int32_t stream, std::span<const CopyPair> pairs, double sm_share) override {
     if (gpu == failed_gpu_) return;  // injected fault
+    if (last_started_ == opt_.drop_copy_op) return;  // test hook: a missing write
     GpuState& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
     cudaStream_t s = g.streams[stream];
@@ -364,7 +368,7 @@ class NcclBackend final : public Backend {
     RESHARD_GPU(gpu::LaunchCopy(dev, count, chunks, true, s, max_blocks));
   }
 
-  // One launch per tile; 8 CTAs per SM (256 threads each) keep HBM busy.
+  // One launch per tile, on a grid of kQuantizeCtasPerSm CTAs per SM.
   void Quantize(int32_t gpu, int32_t stream, std::span<const QuantizeJob> jobs) override {
     if (gpu == failed_gpu_) return;  // injected fault
     GpuState& g = State(gpu);
@@ -372,7 +376,8 @@ class NcclBackend final : public Backend {
     for (const QuantizeJob& j : jobs)
       RESHARD_GPU(gpu::LaunchQuantize(j, static_cast<const unsigned char*>(Ptr(j.in_buffer)),
                                       static_cast<unsigned char*>(Ptr(j.out_buffer)),
-                                      static_cast<unsigned char*>(Ptr(j.sc_buffer)), g.streams[stream], g.sms * 8));
+                                      static_cast<unsigned char*>(Ptr(j.sc_buffer)), g.streams[stream],
+                                      g.sms * gpu::kQuantizeCtasPerSm));
   }
 
   void GroupStart() override { RESHARD_NCCL(ncclGroupStart()); }
@@ -740,6 +745,7 @@ class NcclBackend final : public Backend {
   const Plan* plan_ = nullptr;
   int32_t last_started_ = -1;  // the op being issued (OpStart)
   bool begun_ = false;
+  bool poison_run_allocations_ = false;  // a check run (Backend::PoisonRunAllocations)
   int32_t gpu_count_ = 0;
   std::vector<int32_t> local_gpus_;
   std::vector<int> devices_;

@@ -62,6 +62,9 @@ struct NcclBackendOptions {
   // Drills (the CLI's RESHARD_FAULT="gpu=G,op=N"): GPU G issues no work from
   // op N on, so its peers time out and the run is aborted.
   FaultInjection fault;
+  // Test hook: the copy op with this id issues nothing, a missing write for
+  // the byte check to catch (the host backend's lose_receive). -1: off.
+  int32_t drop_copy_op = -1;
 };
 
 std::unique_ptr<Backend> MakeNcclBackend(const NcclBackendOptions& options = {});

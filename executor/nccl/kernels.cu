@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(kBlockThreads) QuantCheckKernel(const unsigned
     }
     // Values: the block's elements inside the piece.
     const float rs = 1.0f / s;
-    const bool fast = FastScale(s);
+    const int mode = ScaleMode(s);
     const int64_t ir0 = max(br0, B.r0), ir1 = min(br1, B.r0 + B.nr), ic0 = max(bc0, B.c0), ic1 = min(bc1, B.c0 + B.nc);
     const int64_t w = ic1 - ic0, n = (ir1 - ir0) * w;
     for (int64_t k = part * blockDim.x + threadIdx.x; k < n; k += static_cast<int64_t>(parts) * blockDim.x) {
@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(kBlockThreads) QuantCheckKernel(const unsigned
       const int64_t l = m.offset_elems + pp * m.local_stride[0] + (r - B.r0) * m.local_stride[1] +
                         (c - B.c0) * m.local_stride[2];
       const float x = pattern(r, c);
-      const uint64_t want = QuantizePair(x, x, s, rs, fast) & 0xFFu;
+      const uint64_t want = QuantizePair(x, x, s, rs, mode) & 0xFFu;
       const uint64_t got = base[l];
       if (got != want) record((plane * B.rows + r) * B.cols + c, want, got);
     }

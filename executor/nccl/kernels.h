@@ -131,6 +131,12 @@ struct MismatchCount {
 enum class QuantizePath { kAuto, kGeneric, kVecSoftware, kVecHardware, kWide1, kWide2, kWide4, kRow, kTensor };
 
 // Quantizes job `j` (byte offsets into in / out / sc, the buffers' bases).
+// CTAs per SM a quantize launch may use (the backend's and calibrate's
+// max_blocks = SMs x this): the 128-column kernel with at most 64 registers a
+// thread keeps 4 CTAs of 256 threads resident per SM, and a grid of 16 per SM
+// moved 0.767 of cudaMemcpyAsync's traffic rate on an H200 against 0.754 with
+// 8 (bench/gpu/quantize_kernel_probe.cu).
+inline constexpr int32_t kQuantizeCtasPerSm = 16;
 cudaError_t LaunchQuantize(const QuantizeJob& j, const unsigned char* in, unsigned char* out, unsigned char* sc,
                            cudaStream_t s, int32_t max_blocks, QuantizePath path = QuantizePath::kAuto);
 

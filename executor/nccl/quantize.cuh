@@ -55,14 +55,29 @@ __device__ __forceinline__ float DivByScale(float x, float s, float r) {
   if (fabsf(q) < 0x1p-11f) return copysignf(0.0f, x);
   return fmaf(fmaf(-s, q, x), r, q);
 }
-__device__ __forceinline__ uint32_t QuantizePair(float a, float b, float s, float r, bool fast) {
-  if (!fast) return QuantizeElement(a, s) | static_cast<uint32_t>(QuantizeElement(b, s)) << 8;
+// How a block's values are divided by its scale s (ScaleMode):
+//  * kQuantSoftware: QuantizeElement per element (s or 1/s not normal);
+//  * kQuantDivide: DivByScale;
+//  * kQuantPow2: s is a power of two (E8M0 / UE8M0 scales), so x * (1/s) is
+//    x / s exactly, or below 2^-126 where E4M3 rounds both to a signed zero.
+enum : int { kQuantSoftware = 0, kQuantDivide = 1, kQuantPow2 = 2 };
+__device__ __forceinline__ uint32_t QuantizePair(float a, float b, float s, float r, int mode) {
+  if (mode == kQuantSoftware) return QuantizeElement(a, s) | static_cast<uint32_t>(QuantizeElement(b, s)) << 8;
+  if (mode == kQuantPow2) return __nv_cvt_float2_to_fp8x2(make_float2(a * r, b * r), __NV_SATFINITE, __NV_E4M3);
   return __nv_cvt_float2_to_fp8x2(make_float2(DivByScale(a, s, r), DivByScale(b, s, r)), __NV_SATFINITE, __NV_E4M3);
 }
 // Whether DivByScale is exact for scale s (s and 1/s normal).
 __device__ __forceinline__ bool FastScale(float s) { return s >= 0x1p-125f && s <= 0x1p125f; }
+// The mode for scale s with the hardware conversion.
+__device__ __forceinline__ int ScaleMode(float s) {
+  if (!FastScale(s)) return kQuantSoftware;
+  return (__float_as_uint(s) & 0x7FFFFFu) == 0 ? kQuantPow2 : kQuantDivide;
+}
 
-// The largest |x| of m and the 8 bf16 of a 16-byte chunk.
+// The largest |x| of m and the 8 bf16 of a 16-byte chunk. (Hopper's packed
+// 16-bit integer max on the magnitudes' bits, __vimax3_s16x2, gave the same
+// bytes but took the per-matrix kernel from 0.525 to 0.492 of the HBM bound
+// on an H200: bench/results/2026-12-02-h200-kernels-check-run.)
 __device__ __forceinline__ float ChunkAmax(const uint4& v, float m) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -73,12 +88,12 @@ __device__ __forceinline__ float ChunkAmax(const uint4& v, float m) {
   return m;
 }
 // The 8 bf16 of a chunk quantized with scale s (rs = 1/s): 8 E4M3 bytes.
-__device__ __forceinline__ uint2 QuantizeChunk(const uint4& v, float s, float rs, bool fast) {
+__device__ __forceinline__ uint2 QuantizeChunk(const uint4& v, float s, float rs, int mode) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
   uint32_t q[2] = {0, 0};
 #pragma unroll
   for (int h = 0; h < 4; ++h)  // elements 2h, 2h + 1 (little endian)
-    q[h / 2] |= QuantizePair(BitsFloat(w[h] << 16), BitsFloat(w[h] & 0xFFFF0000u), s, rs, fast) << (16 * (h % 2));
+    q[h / 2] |= QuantizePair(BitsFloat(w[h] << 16), BitsFloat(w[h] & 0xFFFF0000u), s, rs, mode) << (16 * (h % 2));
   return make_uint2(q[0], q[1]);
 }
 

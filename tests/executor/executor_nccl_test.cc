@@ -137,6 +137,36 @@ TEST(NcclExecutor, CorruptionsAreCaught) {
   EXPECT_GE(m.mismatches[0].index, 32 * 32);
 }
 
+// A destination allocated during the run into memory the pool took back
+// from a buffer with the same bytes, its copy dropped (test hook): a timed
+// run cannot see the missing write (stale right bytes), the check run's
+// poison memset can.
+TEST(NcclExecutor, CheckRunPoisonsReusedMemory) {
+  REQUIRE_GPUS(1);
+  int32_t d_copy = -1;
+  const Plan p = testplans::ReusedMemoryPlan(1024, 1024, &d_copy);
+  NcclBackendOptions o;
+  o.drop_copy_op = d_copy;
+  const std::unique_ptr<Backend> nccl = MakeNcclBackend(o);
+  ExecOptions timed;
+  const Measurement stale = Execute(p, *nccl, timed);
+  EXPECT_TRUE(stale.verified) << "the pool did not hand the staging buffer's memory to the destination, so this "
+                                 "plan no longer exercises reuse: "
+                              << FormatMeasurement(stale, p);
+  ExecOptions check;
+  check.check_run = true;
+  const Measurement m = Execute(p, *nccl, check);
+  EXPECT_FALSE(m.verified);
+  // Every element mismatches but those whose expected bits are the poison's
+  // (0xA5A5: about 1 in 65,536).
+  int64_t poison_like = 0;
+  for (int64_t i = 0; i < 1024 * 1024; ++i) poison_like += PatternValue(0, i, 2) == 0xA5A5;
+  EXPECT_EQ(m.mismatch_count, 1024 * 1024 - poison_like);
+  // Without the hook the check run verifies.
+  const Measurement ok = Execute(p, *MakeNcclBackend(), check);
+  EXPECT_TRUE(ok.verified) << FormatMeasurement(ok, p);
+}
+
 // FP8 refits of tiny presets on one GPU, one case per quantize kernel the
 // backend picks (blocks of 32 x 32 and 128 x 128, MXFP8's 1 x 32 with E8M0
 // scales, one scale per matrix and per expert), quantized at the source and

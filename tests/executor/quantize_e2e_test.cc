@@ -215,6 +215,47 @@ plan: {segment_bytes: 64KiB, direct_min_bytes: 0}
   EXPECT_FALSE(Verify(small).ok());
 }
 
+// A per-weight placement: the experts (whose trainer copy is on another
+// node) quantized at the source, the dense weights (a trainer copy on the
+// engine's GPU) at the destination, in one plan; every fp8 byte and scale
+// verified on the host backend.
+TEST(Fp8Mixed, ExpertsAtTheSourceDenseAtTheDestinationVerified) {
+  const Scenario s = ParseScenario(R"(
+name: fp8-mixed
+model: tiny-moe
+cluster: {preset: dgx-h100, nodes: 2, gpus_per_node: 2, nics_per_node: 1}
+source: {tp: 1, ep: 2, dp: 2, gpus: "0,2"}
+destination: {tp: 1, dtype: fp8_e4m3, quantization: {block: [64, 64]}, gpus: "0"}
+plan: {segment_bytes: 64KiB}
+)",
+                                   "<fp8-mixed>");
+  const std::vector<QuantizePlacement> placements = QuantizePlacements(s);
+  const auto it = std::find_if(placements.begin(), placements.end(),
+                               [](const QuantizePlacement& c) { return c.rule == "gpu-boundary"; });
+  ASSERT_NE(it, placements.end());
+  PlannerOptions po;
+  po.simulate = false;
+  const PlanResult r = PlanQuantizedAt(s, po, it->at_source);
+  ASSERT_TRUE(r.ok()) << r.message;
+  ASSERT_TRUE(Verify(r.plan).ok()) << Verify(r.plan).problems[0];
+  // tiny-moe: 4 MoE layers x 3 stacked expert weights at the source, of 28
+  // quantized weights (4 layers x (4 attention + 3 experts)).
+  EXPECT_TRUE(r.plan.summary.memory_policy.ends_with("+quantize-at-source-12-of-28")) << r.plan.summary.memory_policy;
+  // Quantize ops on both sides: tiles reading the trainer's weights, and
+  // tiles reading the destination's bf16 assembly buffers.
+  int from_source = 0, after_assembly = 0;
+  for (const Op& op : r.plan.ops)
+    for (const QuantizeTile& t : op.tiles) {
+      const bool src = r.plan.buffers[t.input.buffer].role == BufferRole::kSourceWeights;
+      from_source += src;
+      after_assembly += !src;
+    }
+  EXPECT_GT(from_source, 0);
+  EXPECT_GT(after_assembly, 0);
+  testing::ExpectHostRunVerifies(r.plan, "fp8_mixed_experts_at_source");
+  EXPECT_EQ(PlanFromJson(PlanToJson(r.plan), "<fp8>"), r.plan);
+}
+
 TEST(Fp8Planner, ASplitThatCutsABlockNamesTheField) {
   // tiny-llama's k_proj has 2 KV heads x 32 = 64 rows: TP2 gives each rank 32
   // rows, half a 64-row block.

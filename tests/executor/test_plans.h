@@ -289,6 +289,27 @@ inline Plan OffloadReloadPlan(int64_t rows = 32, int64_t cols = 16) {
   return b.Build();
 }
 
+// One GPU: a staging buffer A gets a copy of the source W and is freed, then
+// the destination D (as large as A, on the same stream) is allocated, so the
+// allocator's pool may hand it A's memory, which holds D's expected bytes;
+// then the copy W -> D (op id in `*d_copy`).
+inline Plan ReusedMemoryPlan(int64_t rows, int64_t cols, int32_t* d_copy) {
+  PlanBuilder b(1, "reused-memory");
+  const int32_t t = b.Tensor("layers.0.mlp.down_proj.weight", MakeShape({rows, cols}));
+  const int64_t bytes = rows * cols * 2;
+  const int32_t src = b.Buffer(0, bytes, BufferRole::kSourceWeights, true, "train.w");
+  const int32_t a = b.Buffer(0, bytes, BufferRole::kStaging, false, "staging");
+  const int32_t d = b.Buffer(0, bytes, BufferRole::kDestinationWeights, false, "gen.w");
+  b.Source(src, t, Box2(0, rows, 0, cols), 0, {cols, 1, 1});
+  const int32_t aa = b.Alloc(0, kStreamCompute, a);
+  const int32_t ca = b.Copy(0, kStreamCompute, {{ContiguousRegion(src, 0, bytes), ContiguousRegion(a, 0, bytes)}}, {aa});
+  const int32_t fa = b.Free(0, kStreamCompute, a, {ca});
+  const int32_t ad = b.Alloc(0, kStreamCompute, d, {fa});
+  *d_copy = b.Copy(0, kStreamCompute, {{ContiguousRegion(src, 0, bytes), ContiguousRegion(d, 0, bytes)}}, {ad});
+  b.Destination(d, t, Box2(0, rows, 0, cols), 0, {cols, 1, 1});
+  return b.Build();
+}
+
 // Stacked experts E [experts, rows, cols] (3-D): GPU g holds experts of
 // block g (EP); every GPU wants rows of block g of every expert (TP along
 // dimension 1). Local part: one 3-level strided copy; remote part: pack (3

@@ -1,4 +1,5 @@
 // Tests of the Plan IR: JSON round trips, Verify's rules, file errors, printing.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
@@ -367,6 +369,28 @@ TEST(PlanJson, BadFiles) {
     SCOPED_TRACE(cut);
     WriteText(path, text.substr(0, cut));
     ExpectFileError(path, "truncated");
+  }
+  {
+    // Cut inside a streamed array of 3000 ops (its begun elements counted and
+    // reserved at once, the scanner answering "truncated" at the end), and
+    // the same text with a syntax error before the cut: that error is named.
+    json big = PlanToJson(GoodPlan());
+    const json op = big["ops"][0];
+    for (int64_t i = static_cast<int64_t>(big["ops"].size()); i < 3000; ++i) {
+      big["ops"].push_back(op);
+      big["ops"].back()["id"] = i;
+      big["ops"].back()["deps"] = json::array();
+    }
+    const std::string b = big.dump(1);
+    const std::string cut = b.substr(0, b.size() / 2);
+    WriteText(path, cut);
+    const auto lines = std::count(cut.begin(), cut.end(), '\n') + 1;
+    ExpectFileError(path, fmt::format("truncated: the JSON ends before the plan is complete (line {}, column {})", lines,
+                                      cut.size() - cut.rfind('\n')));
+    std::string bad = cut;
+    bad[bad.find("\"deps\"")] = '\'';
+    WriteText(path, bad);
+    ExpectFileError(path, "invalid JSON: parse error");
   }
   // Duplicate keys are refused rather than silently taking the last.
   json j = PlanToJson(GoodPlan());
