@@ -98,7 +98,7 @@ void AddTargetOptions(CLI::App* cmd, TargetArgs& t) {
                        "; with a plan.json, applies to --scenario (a plan carries the cluster it was planned for)");
 }
 
-Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json) {
+Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json, bool predict_baseline) {
   if (LooksLikePlanFile(t.target)) {
     if (!t.baseline.empty()) throw InputError("<cli>", "--baseline", "applies to a scenario, not to a plan.json");
     if (!t.segment_bytes.empty())
@@ -118,6 +118,7 @@ Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json) {
   const Scenario s = LoadScenarioArg(t.target, t.calibration);
   PlannerOptions po;
   po.segment_bytes = SegmentBytesFlag(t.segment_bytes, s);
+  if (!t.baseline.empty()) po.simulate = predict_baseline;
   PlanResult r = PlanScenario(s, po, t.baseline);
   if (!r.ok()) ExitInfeasible(s, r, infeasible_json);
   RecordScenario(r.plan, s);

@@ -52,8 +52,10 @@ void AddTargetOptions(CLI::App* cmd, TargetArgs& t);
 // with a plan.json applies only to --scenario (the cluster the plan must
 // match); without --scenario it is refused (exit 2), as is --baseline. A
 // scenario that does not fit exits 3 (ExitInfeasible; its JSON when
-// `infeasible_json`).
-Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json);
+// `infeasible_json`). `predict_baseline` false: a baseline plan is not
+// simulated while planned (for a caller that simulates it itself; its
+// summary's predicted time is then 0).
+Plan PlanOfTarget(const TargetArgs& t, bool infeasible_json, bool predict_baseline = true);
 
 // Stamps the plan of scenario `s` with ScenarioFingerprint(s) (the planner
 // does not yet record it itself).

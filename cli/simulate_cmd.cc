@@ -171,7 +171,8 @@ void PrintHuman(const Plan& plan, const Prediction& pr, const std::string& trace
 void Run(const SimulateCmdOptions& o) {
   // Bad input writes nothing: checked before any work.
   CheckOutputPath(o.trace, "--trace", {o.target.target, o.target.scenario, o.target.calibration});
-  const Plan plan = PlanOfTarget(o.target, o.json);
+  // A baseline is simulated once, here (planning it would simulate it too).
+  const Plan plan = PlanOfTarget(o.target, o.json, /*predict_baseline=*/false);
   SimOptions so;
   so.issue = IssueOf(o);
   so.one_process = o.one_process;

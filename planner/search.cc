@@ -69,6 +69,7 @@
 #include "model/error.h"
 #include "plan/issue_order.h"
 #include "planner/emitter.h"
+#include "planner/known_plan.h"
 #include "planner/problem.h"
 #include "planner/quantize.h"
 #include "planner/round_estimate.h"
@@ -543,9 +544,10 @@ void CheckPlannable(const Scenario& s) {
 }
 
 // MakePlan's search on a problem already set up; `routes` and `cache` may
-// hold earlier plans' work (PlanSession), which changes nothing but time.
+// hold earlier plans' work (PlanSession), and so may `known`: that changes
+// nothing but time.
 PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem& prob, Routings& routes,
-                       ScheduleCache& cache) {
+                       ScheduleCache& cache, KnownPlan* known = nullptr) {
   const bool small = options.simulate && prob.Fragments() <= options.simulate_max_fragments;
   const std::vector<int64_t> sizes = SegmentSizes(s, options, small || prob.Fragments() <= kFineSizesMinFragments);
   const std::vector<int32_t> per_rounds = PerRounds(options);
@@ -665,14 +667,17 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   sum.offload_fraction = best->policy.offload_fraction;
   sum.memory_policy = best->policy.Name();
   sum.bytes_moved = CountBytesMoved(plan);
-  sum.lower_bound_s = LowerBoundSeconds(plan);
-  sum.routing_bound_s = RoutingBoundSeconds(plan);
   res.stats.planned_peak_bytes = best->emitted.planned_peak;
-  if (predicted) {
-    ApplyPrediction(plan, res.stats, *predicted);
-  } else if (options.simulate) {
-    PredictWithSimulator(plan, res.stats);
-  } else {
+  const bool taken = !predicted && known && options.simulate && TakeKnown(*known, plan, res.stats);  // known_plan.h
+  if (!taken) {
+    sum.lower_bound_s = LowerBoundSeconds(plan);
+    sum.routing_bound_s = RoutingBoundSeconds(plan);
+  }
+  if (predicted || (options.simulate && !taken)) {
+    if (predicted) ApplyPrediction(plan, res.stats, *predicted);
+    else PredictWithSimulator(plan, res.stats);
+    if (known) Keep(*known, plan, res.stats);
+  } else if (!options.simulate) {
     sum.predicted_time_s = std::max(sc.estimate_s, best->emitted.pcie_estimate_s);
     sum.predicted_peak_bytes = best->emitted.planned_peak;
     res.stats.predicted_by = "port model";
@@ -710,7 +715,7 @@ struct PlanSession::Impl {
   std::unique_ptr<Problem> prob;
   std::unique_ptr<Routings> routes;
   ScheduleCache cache;
-
+  KnownPlan known;  // the last plan simulated (planner/known_plan.h)
   bool Quantized() const { return scenario.quantization && scenario.destination_dtype != scenario.dtype; }
   const Feasibility& Floor() {
     if (!floor) floor = CheckRefitFits(scenario);
@@ -735,7 +740,7 @@ PlanResult PlanSession::Plan(const PlannerOptions& options) {
   CheckPlannable(m.scenario);
   if (const Feasibility& floor = m.Floor(); !floor.fits) return Infeasible(floor);
   Problem& prob = m.Prob();
-  return PlanProblem(m.scenario, options, prob, *m.routes, m.cache);
+  return PlanProblem(m.scenario, options, prob, *m.routes, m.cache, &m.known);
 }
 
 int64_t PlanSession::LargestRemotePairBytes() {

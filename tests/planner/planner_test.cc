@@ -25,6 +25,7 @@
 #include "planner/segments.h"
 #include "plan/issue_order.h"
 #include "plan/plan.h"
+#include "planner/known_plan.h"
 #include "planner/planner.h"
 #include "planner/rounds.h"
 #include "planner/transfer_set.h"
@@ -915,6 +916,54 @@ TEST(PlanSession, EveryPlanIsMakePlans) {
   EXPECT_GT(relayed, 0);  // the relayed routing is among those shared
   EXPECT_LT(relayed, static_cast<int64_t>(all.size()));  // and the plain one
   EXPECT_GT(session.LargestRemotePairBytes(), 0);
+  // Planned twice in a row: the second takes the kept simulation, with the same numbers.
+  session.Plan(searched);
+  const PlanResult again = session.Plan(searched);
+  const PlanResult fresh = MakePlan(s, searched);
+  EXPECT_EQ(PlanToJson(again.plan).dump(), PlanToJson(fresh.plan).dump());
+  ASSERT_EQ(again.stats.peak_parts.size(), fresh.stats.peak_parts.size());
+  for (size_t g = 0; g < fresh.stats.peak_parts.size(); ++g)
+    EXPECT_EQ(again.stats.peak_parts[g].Total(), fresh.stats.peak_parts[g].Total()) << g;
+}
+
+// A kept plan's numbers go to an equal plan (summaries aside) and to no other.
+TEST(KnownPlan, TakenOnlyByAnEqualPlan) {
+  const Scenario s = planner_testing::TwoNodeRelayScenario();
+  PlanResult r = MakePlan(s);
+  ASSERT_TRUE(r.ok());
+  KnownPlan known;
+  PlanStats stats;
+  EXPECT_FALSE(TakeKnown(known, r.plan, stats));  // nothing kept yet
+  r.plan.summary.lower_bound_s = 1;
+  r.plan.summary.routing_bound_s = 2;
+  r.plan.summary.predicted_time_s = 3;
+  r.plan.summary.predicted_peak_bytes = {4, 5};
+  stats.peak_parts.resize(2);
+  stats.peak_parts[1].staging_bytes = 6;
+  Keep(known, r.plan, stats);
+
+  Plan same = r.plan;
+  same.summary = PlanSummary{};
+  same.summary.memory_policy = "another policy's name";
+  PlanStats taken;
+  ASSERT_TRUE(TakeKnown(known, same, taken));
+  EXPECT_EQ(same.summary.lower_bound_s, 1);
+  EXPECT_EQ(same.summary.routing_bound_s, 2);
+  EXPECT_EQ(same.summary.predicted_time_s, 3);
+  EXPECT_EQ(same.summary.predicted_peak_bytes, (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(same.summary.memory_policy, "another policy's name");  // the rest of the summary is its own
+  ASSERT_EQ(taken.peak_parts.size(), 2u);
+  EXPECT_EQ(taken.peak_parts[1].staging_bytes, 6);
+  EXPECT_EQ(taken.predicted_by, "simulator");
+
+  Plan other = r.plan;
+  other.summary = PlanSummary{};
+  ASSERT_FALSE(other.ops.empty());
+  other.ops.back().label += "'";  // one op differs
+  PlanStats untouched;
+  EXPECT_FALSE(TakeKnown(known, other, untouched));
+  EXPECT_EQ(other.summary.predicted_time_s, 0);
+  EXPECT_TRUE(untouched.peak_parts.empty());
 }
 
 }  // namespace
