@@ -201,4 +201,17 @@ void ForEachIssueStep(const Plan& p, const std::function<void(const IssueStep&)>
   if (!problems.empty()) throw PlanRefused(plan_source, problems);
 }
 
+std::vector<uint8_t> OpEventCounts(const Plan& plan) {
+  std::vector<uint8_t> n(plan.ops.size(), 2);
+  for (const Op& op : plan.ops)
+    if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) n[op.id] = 0;
+  for (const Op& op : plan.ops)
+    for (int32_t d : op.deps) {
+      if (d < 0 || static_cast<size_t>(d) >= plan.ops.size() || n[d] != 0) continue;
+      const Op& dep = plan.ops[d];
+      if (dep.gpu != op.gpu || dep.stream != op.stream) n[d] = 1;
+    }
+  return n;
+}
+
 }  // namespace reshard

@@ -46,4 +46,13 @@ std::vector<IssueStep> IssueOrder(const Plan& plan, const std::string& plan_sour
 void ForEachIssueStep(const Plan& plan, const std::function<void(const IssueStep&)>& visit,
                       const std::string& plan_source = "<plan>");
 
+// The CUDA events reshard's executor records for each op: 2 (start and end
+// stamps) for an op with GPU work; for an alloc or a free, 1 where an op on
+// another stream or GPU depends on it (stream-ordered memory is handed over
+// by an event), else 0: it is stamped from what precedes it on its stream and
+// its dependencies. Each event takes stream time (Cluster::host.event_gpu_ns
+// per pair), 34 allocation brackets 0.11 ms of an 8.4 ms one-H200 refit.
+// The simulator charges the same events. O(ops + deps).
+std::vector<uint8_t> OpEventCounts(const Plan& plan);
+
 }  // namespace reshard

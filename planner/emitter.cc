@@ -381,20 +381,37 @@ class Emitter {
     if (!relay_rounds_started_) buffers_[buffer].last_write[stream == kStreamComm] = op;
   }
 
-  void EmitLocal(const LocalBatch& lb) {
+  // Local batches [first, last) of one GPU as one copy op: its destinations
+  // allocated first, its sources' reads done when it is.
+  void EmitLocal(size_t first, size_t last) {
+    const LocalBatch& lb = sc_.locals[first];
     Op op;
     op.kind = OpKind::kCopy, op.gpu = lb.gpu, op.stream = kStreamCompute;
     std::vector<int32_t> bufs;
-    op.copies.reserve(lb.num_parts);
-    for (int64_t i = lb.first_part; i < lb.first_part + lb.num_parts; ++i) {
-      int64_t unused = 0;
-      const Home h = PartCopies(i, -1, &unused, true, op.copies);
-      EnsureDest(h.dst_buffer, op.deps);
-      bufs.push_back(h.src_buffer);
+    int64_t parts = 0;
+    for (size_t k = first; k < last; ++k) parts += sc_.locals[k].num_parts;
+    op.copies.reserve(parts);
+    for (size_t k = first; k < last; ++k) {
+      const LocalBatch& b = sc_.locals[k];
+      for (int64_t i = b.first_part; i < b.first_part + b.num_parts; ++i) {
+        int64_t unused = 0;
+        const Home h = PartCopies(i, -1, &unused, true, op.copies);
+        EnsureDest(h.dst_buffer, op.deps);
+        bufs.push_back(h.src_buffer);
+      }
     }
-    if (full_) op.label = fmt::format("local copy gpu{} r{} slot {}", lb.gpu, lb.src_rank, lb.src_slot);
+    std::sort(op.deps.begin(), op.deps.end());
+    op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
+    if (full_) {
+      const LocalBatch& e = sc_.locals[last - 1];
+      op.label = last - first == 1 ? fmt::format("local copy gpu{} r{} slot {}", lb.gpu, lb.src_rank, lb.src_slot)
+                                   : fmt::format("local copy gpu{} r{} slot {} .. r{} slot {}", lb.gpu, lb.src_rank,
+                                                 lb.src_slot, e.src_rank, e.src_slot);
+    }
     std::vector<int32_t> written;
     for (const CopyPair& cp : op.copies) written.push_back(cp.dst.buffer);
+    std::sort(written.begin(), written.end());
+    written.erase(std::unique(written.begin(), written.end()), written.end());
     const int32_t id = Emit(std::move(op));
     for (int32_t b : written) Wrote(b, kStreamCompute, id);
     ++out_.local_ops;
@@ -553,11 +570,26 @@ class Emitter {
     }
   }
 
-  // Local copies of `gpu` up to layer priority `priority`.
+  // Local copies of `gpu` up to layer priority `priority`. The batches due
+  // together run back to back on the compute stream anyway, so where no
+  // memory rule needs their boundaries (destinations allocated all at once,
+  // sources kept) they are one op: one launch, one event bracket and one
+  // grid tail instead of one per source slot (one H200, llama3-8b TP1 -> TP1:
+  // 34 ops of 436 MB, 8.35 -> 8.19 ms with allocs unstamped). Not for a
+  // quantized destination: its copies go through staging, each after its
+  // slot's quantize while that slot's bytes are still in L2 (merged, a
+  // one-H200 fp8 refit's copy took 5.8 ms instead of 4.3).
   void LocalsUpTo(int32_t gpu, int32_t priority) {
     GpuEmission& ge = gpus_[gpu];
-    while (ge.next_local < static_cast<size_t>(ge.local_end) && sc_.locals[ge.next_local].priority <= priority)
-      EmitLocal(sc_.locals[ge.next_local++]);
+    size_t end = ge.next_local;
+    while (end < static_cast<size_t>(ge.local_end) && sc_.locals[end].priority <= priority) ++end;
+    const bool merge = policy_.merge_local_copies && !policy_.source_to_host && !policy_.destination_per_layer;
+    if (merge && end > ge.next_local) {
+      EmitLocal(ge.next_local, end);
+    } else {
+      for (size_t k = ge.next_local; k < end; ++k) EmitLocal(k, k + 1);
+    }
+    ge.next_local = end;
   }
 
   void MainLoop() {

@@ -46,6 +46,9 @@ struct PlanPolicy {
   double offload_fraction = 0;         // of each GPU's optimizer state, moved to host at the start
   bool destination_per_layer = false;  // destination weights allocated before their first write
   bool source_to_host = false;         // training weights moved to host after their last read
+  // Local copies due together as one op (emitter.cc, LocalsUpTo); off for
+  // the bf16 views of a quantized refit, whose copies go through staging.
+  bool merge_local_copies = true;
   std::string Name() const;
 };
 

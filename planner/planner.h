@@ -95,6 +95,9 @@ struct PlannerOptions {
   // predicted fastest kept); true: at the source where a weight can be;
   // false: at the destination.
   std::optional<bool> quantize_at_source;
+  // Local copies due together emitted as one op (PlanPolicy); the FP8
+  // planner turns it off for its bf16 views.
+  bool merge_local_copies = true;
   // Layouts and start memory to plan with instead of the scenario's own
   // (planner/problem.h; set by the FP8 planner for its byte view).
   std::shared_ptr<const ProblemInputs> inputs;

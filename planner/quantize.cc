@@ -88,7 +88,7 @@ void QuantizeAtDestination(const Scenario& s, Plan& p) {
       const ContentPiece& c = p.destinations[i];
       if (values[c.tensor] >= 0) continue;
       const int64_t eb = DTypeBytes(p.tensors[c.tensor].dtype);
-      at = AlignUp(at, eb);
+      at = AlignUp(at, kPieceAlignBytes);
       copies.push_back({PieceRegion(c, static_cast<int32_t>(b), eb), DenseRegion(c.box, nb, at, eb)});
       destinations.push_back({nb, c.tensor, c.box, at / eb, DenseStrides(c.box)});
       at += Volume(c.box) * eb;
@@ -104,6 +104,7 @@ void QuantizeAtDestination(const Scenario& s, Plan& p) {
       QuantizeTile t;
       t.tensor = v;
       t.box = c.box;
+      at = AlignUp(at, kPieceAlignBytes);
       t.input = PieceRegion(c, static_cast<int32_t>(b), 2);
       t.output = DenseRegion(c.box, nb, at, 1);
       destinations.push_back({nb, v, c.box, at, DenseStrides(c.box)});
@@ -114,7 +115,7 @@ void QuantizeAtDestination(const Scenario& s, Plan& p) {
       const PlanTensor& vt = p.tensors[t.tensor];
       const int64_t sb = DTypeBytes(p.tensors[vt.quant.scales].dtype);
       const Box box = ScaleBox(GridOf(vt.quant.block_rows, vt.quant.block_cols, vt.shape), t.box, vt.shape.ndim);
-      at = AlignUp(at, sb);
+      at = AlignUp(at, kPieceAlignBytes);
       t.scales = DenseRegion(box, nb, at, sb);
       destinations.push_back({nb, vt.quant.scales, box, at / sb, DenseStrides(box)});
       at += Volume(box) * sb;
@@ -184,7 +185,9 @@ PlanResult PlanAtDestination(const Scenario& s, const PlannerOptions& options) {
   Scenario view = s;
   view.destination_dtype = s.dtype;
   view.quantization.reset();
-  PlanResult res = MakePlan(view, options);
+  PlannerOptions o = options;
+  o.merge_local_copies = false;  // its copies go through staging
+  PlanResult res = MakePlan(view, o);
   if (!res.ok()) return res;
   QuantizeAtDestination(s, res.plan);
   Resummarize(res, options, "+quantize-at-destination");
@@ -207,6 +210,7 @@ std::optional<PlanResult> PlanAtSource(const Scenario& s, PlannerOptions options
     return res;
   }
   options.inputs = v->inputs;
+  options.merge_local_copies = false;  // its copies go through staging
   PlanResult res = MakePlan(v->scenario, options);
   if (!res.ok()) return res;
   FinishSourceQuantized(s, *v, res.plan);

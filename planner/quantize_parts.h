@@ -14,6 +14,13 @@
 namespace reshard::quant_parts {
 
 inline int64_t AlignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+// Where the FP8 rewrites lay pieces out anew (staging, fp8 destination
+// buffers), each starts at a multiple of this: the copy kernel moves 16-byte
+// vectors only between 16-byte aligned sides. Packed densely, fp8 values
+// after a 4-byte scale ran at 4-byte vectors: a one-H200 mistral-7b
+// per-matrix refit's copies took 11.0 ms against 7.5 predicted
+// (bench/results/2026-12-02-h200-copy-merge-events).
+inline constexpr int64_t kPieceAlignBytes = 16;
 
 // vLLM's names: block / per-tensor FP8 keep DeepSeek's weight_scale_inv; MX
 // formats use weight_scale.

@@ -17,9 +17,6 @@ namespace {
 
 using namespace quant_parts;
 
-// Alignment of each staging and destination buffer's scales.
-constexpr int64_t kScaleAlignBytes = 16;
-
 bool Quantized(const QuantConfig& q, const TensorSpec& t) {
   return q.Quantizes(t.kind) && (t.shape.ndim == 2 || t.shape.ndim == 3);
 }
@@ -144,18 +141,22 @@ std::optional<SourceQuantView> MakeSourceQuantView(const Scenario& s, const std:
     for (const Piece& pc : sh.pieces) {
       if (v.values[pc.tensor] < 0) continue;
       const int32_t b = staging_of(m.tensors[pc.tensor].layer);
+      o.buffers[b].elems = AlignUp(o.buffers[b].elems, kPieceAlignBytes);
       o.pieces.push_back(DensePiece(v.values[pc.tensor], pc.box, b, o.buffers[b].elems));
       o.buffers[b].elems += Volume(pc.box);
     }
-    for (size_t b = bf16_buffers; b < o.buffers.size(); ++b) o.buffers[b].elems = AlignUp(o.buffers[b].elems, kScaleAlignBytes);
     for (const Piece& pc : sh.pieces) {
       if (v.values[pc.tensor] < 0) continue;
       const int32_t b = staging_of(m.tensors[pc.tensor].layer);
       const Box box = scale_box(pc.tensor, pc.box);
+      o.buffers[b].elems = AlignUp(o.buffers[b].elems, kPieceAlignBytes);
       o.pieces.push_back(DensePiece(v.values[pc.tensor] + 1, box, b, o.buffers[b].elems));
       o.buffers[b].elems += Volume(box);
     }
-    for (size_t b = bf16_buffers; b < o.buffers.size(); ++b) staging_bytes[k] += o.buffers[b].elems;
+    for (size_t b = bf16_buffers; b < o.buffers.size(); ++b) {
+      o.buffers[b].elems = AlignUp(o.buffers[b].elems, kPieceAlignBytes);  // slots pack buffers end to end
+      staging_bytes[k] += o.buffers[b].elems;
+    }
     SortPieces(o);
     vs.shards.push_back(std::move(o));
   }
@@ -175,24 +176,25 @@ std::optional<SourceQuantView> MakeSourceQuantView(const Scenario& s, const std:
       int64_t at = 0;
       for (const Piece* pc : list) {
         const int32_t t = pc->tensor;
+        at = AlignUp(at, kPieceAlignBytes);
         if (v.values[t] >= 0) {
           o.pieces.push_back(DensePiece(v.values[t], pc->box, bi, at));
           at += Volume(pc->box);
         } else {
-          at = AlignUp(at, eb);
           const Box box = BytesBox(pc->box, eb);
           o.pieces.push_back(DensePiece(t, box, bi, at));
           at += Volume(box);
         }
       }
-      at = AlignUp(at, kScaleAlignBytes);
       for (const Piece* pc : list) {
         if (v.values[pc->tensor] < 0) continue;
         const Box box = scale_box(pc->tensor, pc->box);
+        at = AlignUp(at, kPieceAlignBytes);
         o.pieces.push_back(DensePiece(v.values[pc->tensor] + 1, box, bi, at));
         at += Volume(box);
       }
-      o.buffers.push_back(LocalBuffer{sh.buffers[b].name, sh.buffers[b].layer, at});
+      // Rounded up too: the planner packs a layer's buffers end to end (slots).
+      o.buffers.push_back(LocalBuffer{sh.buffers[b].name, sh.buffers[b].layer, AlignUp(at, kPieceAlignBytes)});
     }
     SortPieces(o);
     vd.shards.push_back(std::move(o));

@@ -118,7 +118,7 @@ std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
   std::vector<PlanPolicy> out;
   for (double f : fractions)
     for (bool th : to_host)
-      for (bool pl : per_layer) out.push_back(PlanPolicy{f, pl, th});
+      for (bool pl : per_layer) out.push_back(PlanPolicy{f, pl, th, o.merge_local_copies});
   return out;
 }
 

@@ -76,13 +76,16 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
     }
     return n * c.stream_wait_ns;
   };
+  // Allocs and frees record one event (after) or none (OpEventCounts).
+  const std::vector<uint8_t> events = o.op_events ? OpEventCounts(plan) : std::vector<uint8_t>();
   auto local_op = [&](const Op& op) {
     const int32_t p = IssuingProcess(op.gpu, o.one_process);
     int64_t& t = clock[p];
-    t += waits(op) + event_ns + BodyNs(plan, op, c);
+    const int n = o.op_events ? events[op.id] : 0;
+    t += waits(op) + (n == 2 ? event_ns : 0) + BodyNs(plan, op, c);
     out.op_issue_ns[op.id] = t;
     if (o.cold) out.op_cold_ns[op.id] = cold_spent[p];
-    t += event_ns;
+    t += n >= 1 ? event_ns : 0;
   };
   std::unordered_set<int64_t> connected;  // (gpu, peer, side), lookup only
   std::vector<int32_t> group_ops(out.processes, 0);

@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "model/error.h"
+#include "plan/issue_order.h"
 #include "sim/state.h"
 #include "sim/trace.h"
 
@@ -173,10 +174,14 @@ Prediction Simulator::State::Run() {
       launch_host_ns[launches.of_op[i]] = std::max(launch_host_ns[launches.of_op[i]], host.op_issue_ns[i]);
     // The executor's event bracket: each op's two events take stream time
     // before the launch's work can start (Cluster::host.event_gpu_ns).
+    // Allocs and frees have one event or none (OpEventCounts): half a
+    // bracket per event.
     if (opt.issue == IssueModel::kExecutor && costs.event_gpu_ns > 0) {
+      const std::vector<uint8_t> events = OpEventCounts(plan);
       launch_gpu_ns.assign(nl, 0);
       for (int32_t l = 0; l < nl; ++l)
-        launch_gpu_ns[l] = costs.event_gpu_ns * (launches.begin[l + 1] - launches.begin[l]);
+        for (int32_t k = launches.begin[l]; k < launches.begin[l + 1]; ++k)
+          launch_gpu_ns[l] += costs.event_gpu_ns * events[launches.ops[k]] / 2;
     }
   }
   for (int32_t l = 0; l < nl; ++l) {

@@ -41,6 +41,26 @@ __global__ void FillKernel(uint16_t* x, int64_t n, int kind) {
   }
 }
 
+// The quantize kernels' traffic without their arithmetic: 16 bytes read and
+// 8 written per chunk (the high byte of each bf16), 8 chunks loaded per
+// thread before any is stored, grid-stride. The ceiling a quantize kernel
+// can reach on this GPU with its 2:1 read:write mix.
+__global__ void __launch_bounds__(256) TrafficKernel(const uint4* in, uint2* out, int64_t chunks) {
+  constexpr int kUnroll = 8;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t base = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; base < chunks;
+       base += step * kUnroll) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (base + u * step < chunks) v[u] = in[base + u * step];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (base + u * step < chunks)
+        out[base + u * step] = make_uint2(__byte_perm(v[u].x, v[u].y, 0x7531), __byte_perm(v[u].z, v[u].w, 0x7531));
+  }
+}
+
 float MedianMs(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -126,6 +146,17 @@ int Main() {
   const float copy_ms = time_it([&] { RESHARD_GPU(cudaMemcpyAsync(copy, in, in_bytes, cudaMemcpyDeviceToDevice, s)); });
   std::printf("{\"variant\": \"memcpy_d2d\", \"bytes\": %lld, \"median_ms\": %.4f, \"traffic_tb_s\": %.3f}\n",
               static_cast<long long>(in_bytes), copy_ms, 2.0 * in_bytes / (copy_ms * 1e-3) / 1e12);
+  for (int per_sm : {4, 8, 16, 32}) {
+    const float ms = time_it([&] {
+      TrafficKernel<<<sms * per_sm, 256, 0, s>>>(reinterpret_cast<const uint4*>(in), reinterpret_cast<uint2*>(out),
+                                                 n / 8);
+      RESHARD_GPU(cudaGetLastError());
+    });
+    std::printf("{\"variant\": \"traffic_only\", \"ctas_per_sm\": %d, \"bf16_bytes\": %lld, \"median_ms\": %.4f, "
+                "\"traffic_tb_s\": %.3f, \"of_memcpy\": %.3f}\n",
+                per_sm, static_cast<long long>(in_bytes), ms, 1.5 * in_bytes / (ms * 1e-3) / 1e12,
+                (1.5 * in_bytes / ms) / (2.0 * in_bytes / copy_ms));
+  }
   for (int kind : {0, 1}) {
     FillKernel<<<sms * 8, 256, 0, s>>>(reinterpret_cast<uint16_t*>(in), n, kind);
     RESHARD_GPU(cudaGetLastError());

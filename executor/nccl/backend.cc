@@ -14,6 +14,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -28,6 +30,7 @@
 #include "executor/nccl/gpu_state.h"
 #include "executor/nccl/pool.h"
 #include "model/error.h"
+#include "plan/issue_order.h"
 
 namespace reshard {
 
@@ -76,6 +79,9 @@ class NcclBackend final : public Backend {
     ptr_.assign(plan.buffers.size(), nullptr);
     start_ev_.assign(plan.ops.size(), nullptr);
     end_ev_.assign(plan.ops.size(), nullptr);
+    event_counts_ = OpEventCounts(plan);
+    unstamped_.clear();
+    last_stamped_.clear();
     last_started_ = -1;
     checks_.clear();
     const int32_t gpus = plan.Gpus();
@@ -146,8 +152,8 @@ class NcclBackend final : public Backend {
       if (!IsLocal(op.gpu)) continue;
       GpuState& g = State(op.gpu);
       RESHARD_GPU(cudaSetDevice(g.device));
-      RESHARD_GPU(cudaEventCreate(&start_ev_[op.id]));
-      RESHARD_GPU(cudaEventCreate(&end_ev_[op.id]));
+      if (event_counts_[op.id] == 2) RESHARD_GPU(cudaEventCreate(&start_ev_[op.id]));
+      if (event_counts_[op.id] >= 1) RESHARD_GPU(cudaEventCreate(&end_ev_[op.id]));
       if (op.kind == OpKind::kCopy || op.kind == OpKind::kOffload || op.kind == OpKind::kReload) {
         if (static_cast<int64_t>(op.copies.size()) > gpu::kCopyDescsByValue)
           g.arena_capacity += static_cast<int64_t>(op.copies.size());
@@ -405,16 +411,25 @@ class NcclBackend final : public Backend {
   void OpStart(int32_t op, int32_t gpu, int32_t stream) override {
     last_started_ = op;
     if (opt_.fault.active() && opt_.fault.gpu == gpu && opt_.fault.op == op) failed_gpu_ = gpu;
+    const int64_t key = StreamKey(gpu, stream);
+    if (event_counts_[op] == 0) {  // stamped in OpTimes from its stream's last stamp and its deps
+      const auto it = last_stamped_.find(key);
+      unstamped_.push_back({op, it == last_stamped_.end() ? -1 : it->second});
+      return;
+    }
     GpuState& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
-    RESHARD_GPU(cudaEventRecord(start_ev_[op], g.streams[stream]));
+    if (start_ev_[op] != nullptr) RESHARD_GPU(cudaEventRecord(start_ev_[op], g.streams[stream]));
   }
   void OpEnd(int32_t op, int32_t gpu, int32_t stream) override {
+    if (end_ev_[op] == nullptr) return;
     GpuState& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
     RESHARD_GPU(cudaEventRecord(end_ev_[op], g.streams[stream]));
+    last_stamped_[StreamKey(gpu, stream)] = op;
   }
   void WaitOp(int32_t gpu, int32_t stream, int32_t op) override {
+    RESHARD_CHECK(end_ev_[op] != nullptr, fmt::format("op {} is waited for across streams but has no event", op));
     GpuState& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
     RESHARD_GPU(cudaStreamWaitEvent(g.streams[stream], end_ev_[op], 0));
@@ -462,16 +477,30 @@ class NcclBackend final : public Backend {
     }
   }
 
+  // Ops with two events: their stamps. An alloc or free with one: its end
+  // for both. One without (OpEventCounts): the latest of its stream's last
+  // stamp before it and its dependencies' ends, in issue order (which is
+  // topological, so those are known by then).
   std::vector<OpTime> OpTimes() override {
     std::vector<OpTime> out;
+    std::vector<double> end_s(plan_->ops.size(), 0.0);
     for (const Op& op : plan_->ops) {
-      if (!IsLocal(op.gpu)) continue;
+      if (!IsLocal(op.gpu) || event_counts_[op.id] == 0) continue;
       GpuState& g = State(op.gpu);
       float start_ms = 0, end_ms = 0;
-      RESHARD_GPU(cudaEventElapsedTime(&start_ms, g.ref, start_ev_[op.id]));
       RESHARD_GPU(cudaEventElapsedTime(&end_ms, g.ref, end_ev_[op.id]));
+      start_ms = end_ms;
+      if (start_ev_[op.id] != nullptr) RESHARD_GPU(cudaEventElapsedTime(&start_ms, g.ref, start_ev_[op.id]));
+      end_s[op.id] = end_ms * 1e-3;
       out.push_back({op.id, op.gpu, start_ms * 1e-3, end_ms * 1e-3});
     }
+    for (const auto& [op, before] : unstamped_) {
+      double t = before >= 0 ? end_s[before] : 0.0;
+      for (int32_t d : plan_->ops[op].deps) t = std::max(t, end_s[d]);
+      end_s[op] = t;
+      out.push_back({op, plan_->ops[op].gpu, t, t});
+    }
+    std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) { return a.op < b.op; });
     return out;
   }
 
@@ -753,7 +782,13 @@ class NcclBackend final : public Backend {
   GpuStates gpus_state_;
   Communicators comms_;  // over gpus_state_
   std::vector<void*> ptr_;      // per plan buffer
-  std::vector<cudaEvent_t> start_ev_, end_ev_;  // per op
+  std::vector<cudaEvent_t> start_ev_, end_ev_;  // per op (null: not recorded, OpEventCounts)
+  std::vector<uint8_t> event_counts_;            // per op: OpEventCounts
+  // Ops without events in issue order, each with the last op stamped on its
+  // stream before it (-1: none), and that last op per (GPU, stream).
+  std::vector<std::pair<int32_t, int32_t>> unstamped_;
+  std::unordered_map<int64_t, int32_t> last_stamped_;
+  static int64_t StreamKey(int32_t gpu, int32_t stream) { return static_cast<int64_t>(gpu) << 32 | static_cast<uint32_t>(stream); }
   std::vector<PendingCheck> checks_;
   std::thread sampler_;
   std::atomic<bool> stop_sampler_{false};

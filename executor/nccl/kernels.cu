@@ -102,8 +102,11 @@ __global__ void __launch_bounds__(kBlockThreads) CopyByValueKernel(const __grid_
 __global__ void __launch_bounds__(kBlockThreads) CopyFromDeviceKernel(const CopyDesc* descs, int32_t count,
                                                                       int64_t total) {
   const int lane = threadIdx.x & 31;
-  for (int64_t c = FirstChunk(); c < total; c += ChunkStep())
-    CopyChunk(descs[ChunkOwner(descs, count, c)], c, lane);
+  int i = 0;
+  for (int64_t c = FirstChunk(); c < total; c += ChunkStep()) {
+    i = ChunkOwnerFrom(descs, count, c, i);
+    CopyChunk(descs[i], c, lane);
+  }
 }
 
 // Calls visit(g, l) for every element of piece m (g: global index, l: local

@@ -67,4 +67,25 @@ __device__ __forceinline__ int ChunkOwner(const Desc* descs, int32_t count, int6
   return lo;
 }
 
+// ChunkOwner for a warp whose chunks only grow: the owner of c at or after
+// `from` (the owner of the warp's previous chunk), by an exponential then a
+// binary search, O(log distance) dependent loads instead of O(log count)
+// (a copy of ~1,000 pairs read 10 descriptors before each 16 KiB chunk).
+template <typename Desc>
+__device__ __forceinline__ int ChunkOwnerFrom(const Desc* descs, int32_t count, int64_t c, int from) {
+  if (descs[from].chunk_end > c) return from;
+  int lo = from + 1, hi = lo, step = 1;  // invariant: descs[lo - 1].chunk_end <= c
+  while (hi < count - 1 && descs[hi].chunk_end <= c) {
+    lo = hi + 1;
+    step *= 2;
+    hi = min(count - 1, lo + step - 1);
+  }
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (descs[mid].chunk_end <= c) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 }  // namespace reshard::gpu

@@ -293,6 +293,32 @@ TEST(Planner, IdentityLayoutMovesNothingOverLinks) {
   EXPECT_EQ(r.plan.summary.bytes_moved.local, DestinationBytes(r.plan));
 }
 
+// The identity layout copies each GPU's bytes locally, with no transfer to
+// wait for: under dest-all-at-once (sources kept) the batches of all source
+// slots are one copy op per GPU; where memory needs their boundaries
+// (per-layer destinations, sources to host after their last read) one op per
+// source slot. Both produce every element once.
+TEST(Planner, LocalCopiesDueTogetherAreOneOp) {
+  const Scenario s = FromYaml(Yaml("tiny-llama", "h200-x2", "{tp: 2}", "{tp: 2}"));
+  for (const bool per_layer : {false, true}) {
+    PlannerOptions o;
+    o.destination_per_layer = per_layer;
+    o.source_to_host = per_layer;
+    PlanResult r = MakePlan(s, o);
+    CheckPlan(s, r);
+    std::vector<int32_t> copies(2, 0), slots(2, 0);
+    for (const Op& op : r.plan.ops)
+      if (op.kind == OpKind::kCopy) ++copies[op.gpu];
+    for (const PlanBuffer& b : r.plan.buffers)
+      if (b.role == BufferRole::kSourceWeights) ++slots[b.gpu];
+    for (int32_t g = 0; g < 2; ++g) {
+      ASSERT_GT(slots[g], 1);
+      EXPECT_EQ(copies[g], per_layer ? slots[g] : 1) << "gpu " << g << " per_layer " << per_layer;
+    }
+    EXPECT_EQ(r.stats.local_copy_ops, per_layer ? slots[0] + slots[1] : 2);
+  }
+}
+
 TEST(Planner, FreePlacementUndoesAPermutation) {
   // Destination ranks listed in reverse: free placement puts each on the GPU
   // holding its shard; fixed placement must move everything.

@@ -12,6 +12,7 @@
 #include "model/error.h"
 #include "model/host_costs.h"
 #include "plan/plan.h"
+#include "plan/issue_order.h"
 #include "sim/host_issue.h"
 #include "sim/simulator.h"
 #include "sim/state.h"
@@ -72,6 +73,30 @@ TEST(HostIssue, EventBracketsTakeStreamTime) {
   EXPECT_EQ(p.op_start_ns[c1], 160);
   EXPECT_EQ(p.op_start_ns[c2], 1210);
   EXPECT_EQ(p.time_ns, 2210);
+}
+
+TEST(HostIssue, AllocsRecordEventsOnlyWhereWaitedFor) {
+  // As EventBracketsTakeStreamTime. Alloc A, then a 2000 B copy, on the
+  // compute stream: nothing on another stream waits for the alloc, so it
+  // records no event (OpEventCounts 0): queued at 0 (alloc_ns 0), no stream
+  // time; the copy is queued at 0 + 10 + 100 = 110 and starts after its
+  // bracket, 160 (with a bracket around the alloc: 180). With a free of A on
+  // the comm stream waiting for it, the alloc records its end event (1): the
+  // copy is queued at 10 + 10 + 100 = 120 and starts at 170.
+  for (const bool waited : {false, true}) {
+    Cluster cl = WithHost(TestCluster());
+    cl.host.event_gpu_ns = 50;
+    PlanBuilder b(cl);
+    const int32_t A = b.Buffer(0, 1000, /*preexisting=*/false);
+    const int32_t alloc = b.Alloc(A);
+    const int32_t c = b.Copy(0, 2000, {kStreamCompute});
+    if (waited) b.Free(A, {kStreamComm, -1, {alloc}});
+    const Plan plan = b.Build();
+    EXPECT_EQ(OpEventCounts(plan)[alloc], waited ? 1 : 0);
+    EXPECT_EQ(OpEventCounts(plan)[c], 2);
+    const Prediction p = SimVerified(plan);
+    EXPECT_EQ(p.op_start_ns[c], waited ? 170 : 160) << "waited " << waited;
+  }
 }
 
 TEST(HostIssue, SmallOpsAreBoundByTheHost) {
@@ -431,19 +456,21 @@ TEST(Simulate, NetworkOpsThroughOneNicArePostedOneAfterAnother) {
 }
 
 TEST(HostIssue, EachKindPaysItsOwnHostCalls) {
-  // One process, one stream on GPU0; events 10 around each op, alloc 30,
-  // free 40, one cudaMemcpy* 15; host buffers are not pool-allocated (0).
-  //   alloc A (device):  0 + 10 + 30        -> queued  40, end event ->  50
-  //   alloc H (host):    50 + 10 + 0        -> queued  60,           ->  70
+  // One process, one stream on GPU0; events 10 around each op with GPU work
+  // (allocs and frees that nothing on another stream waits for record none:
+  // OpEventCounts), alloc 30, free 40, one cudaMemcpy* 15; host buffers are
+  // not pool-allocated (0).
+  //   alloc A (device):  0 + 30             -> queued  30
+  //   alloc H (host):    30 + 0             -> queued  30
   //   offload A -> H, one contiguous pair:
-  //                      70 + 10 + 15       -> queued  95,           -> 105
+  //                      30 + 10 + 15       -> queued  55, end event ->  65
   //   reload H -> A, one pair of 2 planes (strided):
-  //                      105 + 10 + 2 x 15  -> queued 145,           -> 155
-  //   free A:            155 + 10 + 40      -> queued 205,           -> 215
-  //   free H:            215 + 10 + 0       -> queued 225,           -> 235
+  //                      65 + 10 + 2 x 15   -> queued 105,           -> 115
+  //   free A:            115 + 40           -> queued 155
+  //   free H:            155 + 0            -> queued 155
   // On the GPU each starts when queued (the PCIe flows, 10 B and 20 B at
-  // 1 B/ns, end at 105 and 165, before the next op is queued): the refit ends
-  // with free H at 225; the host thread is done at 235.
+  // 1 B/ns, end at 65 and 125, before the next op is queued): the refit ends
+  // with the frees at 155; the host thread is done then too.
   Cluster cl = WithHost(TestCluster());
   cl.host.alloc_ns = 30;
   cl.host.free_ns = 40;
@@ -462,23 +489,26 @@ TEST(HostIssue, EachKindPaysItsOwnHostCalls) {
   const int32_t rel = b.Reload(0, planes, ContiguousRegion(A, 100, 20), on);
   const int32_t free_a = b.Free(A, on), free_h = b.Free(H, on);
   const Prediction p = SimVerified(b.Build());
-  EXPECT_EQ(p.op_start_ns[alloc_a], 40);
-  EXPECT_EQ(p.op_start_ns[alloc_h], 60);
-  EXPECT_EQ(p.op_start_ns[off], 95);
-  EXPECT_EQ(p.op_end_ns[off], 105);
-  EXPECT_EQ(p.op_start_ns[rel], 145);
-  EXPECT_EQ(p.op_end_ns[rel], 165);
-  EXPECT_EQ(p.op_start_ns[free_a], 205);
-  EXPECT_EQ(p.op_start_ns[free_h], 225);
-  EXPECT_EQ(p.time_ns, 225);
-  EXPECT_EQ(p.host_issue_ns, 235);
+  EXPECT_EQ(p.op_start_ns[alloc_a], 30);
+  EXPECT_EQ(p.op_start_ns[alloc_h], 30);
+  EXPECT_EQ(p.op_start_ns[off], 55);
+  EXPECT_EQ(p.op_end_ns[off], 65);
+  EXPECT_EQ(p.op_start_ns[rel], 105);
+  EXPECT_EQ(p.op_end_ns[rel], 125);
+  EXPECT_EQ(p.op_start_ns[free_a], 155);
+  EXPECT_EQ(p.op_start_ns[free_h], 155);
+  EXPECT_EQ(p.time_ns, 155);
+  EXPECT_EQ(p.host_issue_ns, 155);
 }
 
 TEST(HostIssue, ColdRefitMapsEveryDeviceBufferOnce) {
   // Cold, process 0: pin its 1,000,000 B host buffer at 1e12 B/s (1000 ns)
   // and map its 3,000,000 + 2,000,000 B device buffers (preexisting or not)
-  // at 1e12 B/s (5000 ns): cold_setup_ns 6000. Then alloc S: event 10 ->
-  // queued 6010, end event 6020; free S: 6030. Warm: 10 and 30.
+  // at 1e12 B/s (5000 ns): cold_setup_ns 6000. Then alloc S (compute
+  // stream; the free on the comm stream waits for it, so it records its end
+  // event only: OpEventCounts 1): queued 6000, end event 10 -> 6010; free S
+  // (no event: nothing waits for it): stream wait 7 -> queued 6017. Warm: 0
+  // and 17.
   Cluster cl = WithHost(TestCluster());
   cl.host.pin_bytes_per_s = 1e12;
   cl.host.map_bytes_per_s = 1e12;
@@ -486,19 +516,21 @@ TEST(HostIssue, ColdRefitMapsEveryDeviceBufferOnce) {
   b.Buffer(0, 3'000'000, /*preexisting=*/true);
   const int32_t S = b.Buffer(0, 2'000'000, /*preexisting=*/false);
   b.Buffer(0, 1'000'000, /*preexisting=*/true, MemorySpace::kHost);
-  const int32_t alloc_s = b.Alloc(S), free_s = b.Free(S);
+  const int32_t alloc_s = b.Alloc(S), free_s = b.Free(S, {kStreamComm, -1, {alloc_s}});
   const Plan plan = b.Build();
+  EXPECT_EQ(OpEventCounts(plan)[alloc_s], 1);
+  EXPECT_EQ(OpEventCounts(plan)[free_s], 0);
   SimOptions cold;
   cold.cold = true;
   const Prediction c = Simulate(plan, cold);
   EXPECT_EQ(c.cold_setup_ns, 6000);
-  EXPECT_EQ(c.op_start_ns[alloc_s], 6010);
-  EXPECT_EQ(c.op_start_ns[free_s], 6030);
-  EXPECT_EQ(c.time_ns, 6030);
+  EXPECT_EQ(c.op_start_ns[alloc_s], 6000);
+  EXPECT_EQ(c.op_start_ns[free_s], 6017);
+  EXPECT_EQ(c.time_ns, 6017);
   EXPECT_EQ(c.critical_path.warm_up_ns, 6000);
   const Prediction w = SimVerified(plan);
-  EXPECT_EQ(w.op_start_ns[alloc_s], 10);
-  EXPECT_EQ(w.time_ns, 30);
+  EXPECT_EQ(w.op_start_ns[alloc_s], 0);
+  EXPECT_EQ(w.time_ns, 17);
 }
 
 TEST(Quantize, CostsACopyOfHalfItsTrafficAndALaunchPerTile) {
