@@ -66,6 +66,7 @@ struct CalibrateCmdOptions {
   bool network = false;
   std::string rendezvous;
   double rendezvous_timeout_s = 120;
+  std::string host;
   std::string merge;
 };
 
@@ -256,7 +257,8 @@ CalibrationData Measurements(const CalibrateCmdOptions& o, const CalibrateNumber
     RendezvousOptions ro;
     ro.dir = o.rendezvous;
     ro.timeout_s = o.rendezvous_timeout_s;
-    RankPlacement placement = PlaceRanks(env, ro, ThisHost());  // exits 2 when all ranks share a host
+    // exits 2 when all ranks share a host
+    RankPlacement placement = PlaceRanks(env, ro, o.host.empty() ? ThisHost() : o.host);
 #ifdef RESHARD_HAVE_NCCL
     NetworkCalibrateOptions no;
     no.env = env;
@@ -408,6 +410,9 @@ void RegisterCalibrateCommand(CLI::App& app) {
                   "with --network: a directory on a filesystem every node shares, where the ranks meet");
   cmd->add_option("--rendezvous-timeout", o->rendezvous_timeout_s,
                   "with --network: seconds to wait for every rank at the rendezvous (default 120)");
+  cmd->add_option("--host", o->host,
+                  "with --network: this rank's node name at the rendezvous (default: the hostname; for containers "
+                  "whose hostnames repeat across nodes)");
   cmd->add_option("--merge", o->merge,
                   "put what is measured (or refitted) over this existing profile, e.g. the network over a host's "
                   "links and host costs");
