@@ -100,6 +100,50 @@ TEST_F(NetworkCalibrate, TwoRanksOnThisHostAreRefusedBeforeAnyGpu) {
   EXPECT_THAT(r0.err, HasSubstr("Nothing was measured"));
 }
 
+TEST_F(NetworkCalibrate, MergePutsARefitOverAnExistingProfile) {
+  // Base: a network measured elsewhere (its record) and host costs; the
+  // refit of tests/data/calib/refit-small.json (NVLink, device copy, PCIe)
+  // goes over it: both kept, the base's name, both sources.
+  const json base = {
+      {"name", "cluster"},
+      {"source", "network run"},
+      {"links", {{"network", {{"latency_ns", 18'000}, {"bytes_per_s", 4.7e10}, {"op_gap_ns", 2500}}}}},
+      {"host", {{"nccl_op_ns", 150}}},
+      {"network_calibration", {{"measured", true}, {"source", "x"}, {"hosts", {"a", "b"}}, {"ranks", {0, 8}}}},
+      {"measurements", {{"series", json::array()}}}};
+  std::ofstream(Path("base.json")) << base.dump();
+  const Result r = ::reshard::testing::RunBinary(
+      RESHARD_BINARY, {"calibrate", "--refit", RESHARD_TEST_DATA_DIR "/calib/refit-small.json", "--merge",
+                       Path("base.json"), "-o", Path("merged.json"), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  json m;
+  std::ifstream(Path("merged.json")) >> m;
+  EXPECT_EQ(m["name"], "cluster");
+  EXPECT_THAT(m["source"].get<std::string>(), StartsWith("network run; "));
+  EXPECT_EQ(m["links"]["network"], base["links"]["network"]);
+  for (const char* link : {"nvlink", "device_copy", "pcie"}) EXPECT_TRUE(m["links"].contains(link)) << link;
+  EXPECT_EQ(m["host"], base["host"]);
+  EXPECT_EQ(m["network_calibration"], base["network_calibration"]);
+  EXPECT_EQ(m["measurements"]["series"].size(), 3u);
+  // The merged profile is one a scenario reads, network still measured.
+  const json term = [&] {
+    const Result i = ::reshard::testing::RunBinary(
+        RESHARD_BINARY, {"inspect", RESHARD_SOURCE_DIR "/scenarios/qwen3-30b-a3b-ep8pp2-to-tp8dp2.yaml", "--calibration",
+                         Path("merged.json"), "--json"});
+    EXPECT_EQ(i.code, 0) << i.err;
+    return json::parse(i.out)["cost_terms"][0];
+  }();
+  EXPECT_EQ(term["measured"], true);
+  // A base that is no profile is refused before anything is fitted.
+  std::ofstream(Path("bad.json")) << "[1, 2]";
+  const Result bad = ::reshard::testing::RunBinary(
+      RESHARD_BINARY, {"calibrate", "--refit", RESHARD_TEST_DATA_DIR "/calib/refit-small.json", "--merge",
+                       Path("bad.json"), "-o", Path("out.json")});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("bad.json: expected a calibration profile (a JSON object) to merge into"));
+  EXPECT_FALSE(fs::exists(Path("out.json")));
+}
+
 // A 4-node DGX H100 scenario: the network is used.
 const std::string kFourNodes = kScenarios + "/qwen3-30b-a3b-ep8pp2-to-tp8dp2.yaml";
 
