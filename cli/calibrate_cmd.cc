@@ -207,6 +207,14 @@ void PrintHuman(const std::string& output, const CalibrationData& d, const Calib
                              static_cast<double>(fit.network_ops.op_gap_ns) * 1e-3, FormatBytes(fit.network_ops.bytes),
                              d.network.from, d.network.to, fit.network_ops.points.size(),
                              fit.network_ops.line.max_abs_relative_error * 100);
+  if (fit.has_network_ops) {
+    const auto net = std::find_if(fit.links.begin(), fit.links.end(), [](const auto& c) { return c.link == "network"; });
+    if (net != fit.links.end() && fit.network_ops.op_gap_ns < net->profile.latency_ns)
+      std::cout << fmt::format("  note: the simulator runs one GPU pair's transfers one at a time, each paying the "
+                               "network latency ({:.1f} us): grouped small sends to one peer are predicted slower "
+                               "than measured here (calib/README.md)\n",
+                               static_cast<double>(net->profile.latency_ns) * 1e-3);
+  }
   if (fit.has_cuda_context)
     std::cout << fmt::format("memory: CUDA context {} per GPU\n", FormatBytes(fit.overheads.cuda_context_bytes));
   if (fit.has_nccl_per_peer)
