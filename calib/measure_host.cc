@@ -15,6 +15,7 @@
 #include <nccl.h>
 
 #include "calib/measure_common.h"
+#include "calib/measure_gpu.h"
 #include "executor/nccl/copy_desc.h"
 #include "executor/nccl/gpu_check.h"
 #include "executor/nccl/gpu_error.h"
@@ -85,28 +86,6 @@ struct Events {
   }
   Events(const Events&) = delete;
   Events& operator=(const Events&) = delete;
-};
-
-// A stream held by a one-thread kernel spinning on a flag in mapped host
-// memory (gpu::LaunchGate), so work queued behind it stays pending.
-struct Gate {
-  volatile int* flag = nullptr;
-  const int* device_flag = nullptr;
-  Gate() {
-    RESHARD_GPU(cudaHostAlloc(reinterpret_cast<void**>(const_cast<int**>(&flag)), sizeof(int),
-                              cudaHostAllocPortable | cudaHostAllocMapped));
-    *flag = 0;
-    RESHARD_GPU(cudaHostGetDevicePointer(reinterpret_cast<void**>(const_cast<int**>(&device_flag)),
-                                         const_cast<int*>(flag), 0));
-  }
-  ~Gate() { (void)cudaFreeHost(const_cast<int*>(flag)); }
-  Gate(const Gate&) = delete;
-  Gate& operator=(const Gate&) = delete;
-  void Hold(cudaStream_t s, long long max_ns) {
-    *flag = 0;
-    RESHARD_GPU(gpu::LaunchGate(device_flag, max_ns, s));
-  }
-  void Release() { *flag = 1; }
 };
 
 // `calls` calls of `call(i)` in batches of `per_batch`; `before(batch)` runs

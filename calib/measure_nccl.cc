@@ -3,6 +3,7 @@
 #include "calib/measure_nccl.h"
 
 #include "calib/measure_common.h"
+#include "calib/measure_gpu.h"
 
 #include <unistd.h>
 
@@ -34,21 +35,6 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 
 // ---- resources, released in reverse order; cleanup errors are ignored -------
 
-struct DeviceBuffer {
-  int device = -1;
-  void* ptr = nullptr;
-  DeviceBuffer(int d, int64_t bytes) : device(d) {
-    RESHARD_GPU(cudaSetDevice(d));
-    RESHARD_GPU(cudaMalloc(&ptr, static_cast<size_t>(bytes)));
-    RESHARD_GPU(cudaMemset(ptr, 0x5a, static_cast<size_t>(bytes)));
-  }
-  ~DeviceBuffer() {
-    if (ptr != nullptr && cudaSetDevice(device) == cudaSuccess) (void)cudaFree(ptr);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
 struct PinnedBuffer {
   void* ptr = nullptr;
   explicit PinnedBuffer(int64_t bytes) {
@@ -60,27 +46,6 @@ struct PinnedBuffer {
   }
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-};
-
-// A stream with its start / end events, on one device.
-struct TimedStream {
-  int device = -1;
-  cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr, end = nullptr;
-  explicit TimedStream(int d) : device(d) {
-    RESHARD_GPU(cudaSetDevice(d));
-    RESHARD_GPU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    RESHARD_GPU(cudaEventCreate(&start));
-    RESHARD_GPU(cudaEventCreate(&end));
-  }
-  ~TimedStream() {
-    if (cudaSetDevice(device) != cudaSuccess) return;
-    if (start != nullptr) (void)cudaEventDestroy(start);
-    if (end != nullptr) (void)cudaEventDestroy(end);
-    if (stream != nullptr) (void)cudaStreamDestroy(stream);
-  }
-  TimedStream(const TimedStream&) = delete;
-  TimedStream& operator=(const TimedStream&) = delete;
 };
 
 struct Comms {

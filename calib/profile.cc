@@ -90,6 +90,14 @@ CalibrationFit FitCalibration(const CalibrationData& data, const FitOptions& opt
     fit.host = FitHost(data.host);
     fit.has_host = true;
   }
+  if (!data.network.ops.empty()) {
+    auto it = std::find_if(fit.links.begin(), fit.links.end(), [](const LinkCalibration& c) { return c.link == "network"; });
+    if (it == fit.links.end())
+      throw InputError("<measurements>", "network.ops", "per-op samples without a network size sweep (series of link 'network')");
+    fit.network_ops = FitNetworkOps(data.network.ops);
+    fit.has_network_ops = true;
+    it->profile.op_gap_ns = fit.network_ops.op_gap_ns;
+  }
   for (const DeviceMemoryProbe& m : data.memory) {
     if (m.total_bytes >= 0 && m.free_after_context_bytes >= 0) {
       fit.overheads.cuda_context_bytes =
@@ -185,6 +193,10 @@ json CalibrationProfileJson(const CalibrationData& data, const CalibrationFit& f
     measurements["host"] = HostMeasurementsJson(data.host);
     measurements["host_fit"] = HostFitJson(data.host, fit.host);
   }
+  if (!data.network.Empty()) {
+    j["network_calibration"] = NetworkCalibrationRecord(data.network);
+    measurements["network"] = NetworkMeasurementsJson(data.network, fit.network_ops);
+  }
   j["measurements"] = measurements;
   return j;
 }
@@ -239,6 +251,7 @@ CalibrationData CalibrationDataFromJson(const json& j, const std::string& file) 
     for (const auto& [k, v] : it->items()) d.environment.push_back({k, string(v, mf + ".environment." + k)});
   }
   if (auto it = m.find("host"); it != m.end()) d.host = HostMeasurementsFromJson(*it, file, mf + ".host");
+  if (auto it = m.find("network"); it != m.end()) d.network = NetworkMeasurementsFromJson(*it, file, mf + ".network");
   static const json kNoSeries = json::array();
   const json& series = d.host.Empty() ? array(need(m, "series", mf), mf + ".series")
                                       : array(m.contains("series") ? m.at("series") : kNoSeries, mf + ".series");
@@ -320,6 +333,59 @@ CalibrationData CalibrationDataFromJson(const json& j, const std::string& file) 
     }
   }
   return d;
+}
+
+json MergeProfileJson(const json& base, const json& update, const std::string& base_file) {
+  if (!base.is_object()) throw InputError(base_file, "", "expected a calibration profile (a JSON object) to merge into");
+  json out = base;
+  // Objects whose keys are replaced one by one.
+  auto merge_keys = [](json& into, const json& from) {
+    if (!into.is_object()) into = json::object();
+    for (const auto& [k, v] : from.items()) into[k] = v;
+  };
+  for (const auto& [key, value] : update.items()) {
+    if (key == "name") {
+      if (!out.contains("name") || !out["name"].is_string() || out["name"].get<std::string>().empty()) out["name"] = value;
+    } else if (key == "source") {
+      const std::string a = out.value("source", std::string()), b = value.is_string() ? value.get<std::string>() : "";
+      out["source"] = a.empty() ? b : b.empty() ? a : a + "; " + b;
+    } else if (key == "measured") {
+      out["measured"] = out.value("measured", true) && value.is_boolean() && value.get<bool>();
+    } else if (key == "links" || key == "memory") {
+      merge_keys(out[key], value);
+    } else if (key == "measurements") {
+      json& m = out["measurements"];
+      if (!m.is_object()) m = json::object();
+      for (const auto& [mk, mv] : value.items()) {
+        if (mk == "environment" || mk == "links") {
+          merge_keys(m[mk], mv);
+        } else if (mk == "memory") {
+          // Only a memory probe that probed something replaces BASE's.
+          if (mv.is_object() && mv.contains("gpus") && mv["gpus"].is_array() && !mv["gpus"].empty()) m[mk] = mv;
+        } else if (mk == "series") {
+          std::vector<std::string> measured;
+          for (const json& s : mv)
+            if (s.contains("link") && s["link"].is_string()) measured.push_back(s["link"].get<std::string>());
+          json kept = json::array();
+          if (m.contains("series")) {
+            if (!m["series"].is_array())
+              throw InputError(base_file, "measurements.series", "expected an array to merge the new series into");
+            for (const json& s : m["series"]) {
+              const std::string link = s.is_object() ? s.value("link", std::string()) : "";
+              if (std::find(measured.begin(), measured.end(), link) == measured.end()) kept.push_back(s);
+            }
+          }
+          for (const json& s : mv) kept.push_back(s);
+          m["series"] = kept;
+        } else {
+          m[mk] = mv;
+        }
+      }
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
 }
 
 }  // namespace reshard

@@ -22,6 +22,7 @@
 #include "calib/fit.h"
 #include "calib/host_data.h"
 #include "calib/host_fit.h"
+#include "calib/network.h"
 #include "model/cluster.h"
 
 namespace reshard {
@@ -56,6 +57,9 @@ struct CalibrationData {
   std::vector<DeviceMemoryProbe> memory;
   int32_t nccl_peers = 0;  // peers each GPU connected to during the probe (0: NCCL not probed)
   HostMeasurements host;   // host costs, copy kernel, cold terms (empty: not measured)
+  // `calibrate --network`: the ranks, the measured pair and the per-op series
+  // (empty: not measured); its size sweeps are `series` of link "network".
+  NetworkMeasurements network;
 };
 
 struct SeriesFit {
@@ -82,6 +86,8 @@ struct CalibrationFit {
   int64_t nccl_connect_bytes_per_peer = 0;  // the first transfers, per peer
   bool has_host = false;   // data.host was measured: `host` is its fit
   HostFit host;
+  bool has_network_ops = false;  // data.network.ops was measured: links' network op_gap_ns is its fit
+  NetworkOpFit network_ops;
 };
 
 // Fits each link class with one-direction samples (one-way, h2d and d2h
@@ -92,12 +98,15 @@ struct CalibrationFit {
 // nccl_bytes_per_peer = max over GPUs of (free before communicator creation -
 // free after the first transfers) / peers: the communicator's own memory is
 // spread over the peers, as MemoryOverheads has no per-communicator term.
-// Host measurements: FitHost (calib/host_fit.h). Throws InputError for a
-// series naming an unknown link or mode, or one that cannot be fitted.
+// Host measurements: FitHost (calib/host_fit.h). Network per-op samples:
+// FitNetworkOps (calib/network.h) sets the network link's op_gap_ns. Throws
+// InputError for a series naming an unknown link or mode, one that cannot be
+// fitted, or per-op samples without a network size sweep.
 CalibrationFit FitCalibration(const CalibrationData& data, const FitOptions& options = {});
 
 // {"name", "measured": true, "source", "links", "memory", "host",
-// "copy_kernel", "measurements"}; sections not measured are left out.
+// "copy_kernel", "network_calibration", "measurements"}; sections not
+// measured are left out.
 nlohmann::json CalibrationProfileJson(const CalibrationData& data, const CalibrationFit& fit,
                                       const FitOptions& options = {});
 
@@ -106,5 +115,19 @@ nlohmann::json CalibrationProfileJson(const CalibrationData& data, const Calibra
 // a profile can be re-fitted without GPUs; "measurements.host" when present
 // (then "series" may be empty). Throws InputError(file, field, ...).
 CalibrationData CalibrationDataFromJson(const nlohmann::json& profile, const std::string& file);
+
+// `calibrate --merge BASE`: BASE's profile with what `update` measured put
+// over it, so parts measured on different machines (links and host costs on
+// one GPU host, the network across nodes) make one profile. A link, a
+// memory field and the host / copy_kernel / quantize_kernel /
+// network_calibration sections of `update` replace BASE's; under
+// "measurements", the series of the links `update` measured replace BASE's
+// series of those links, "environment" is merged key by key (update wins),
+// "memory" only when `update` probed GPUs, and every other key of `update`
+// replaces BASE's. "name" stays BASE's (when
+// it has one), "source" is BASE's then update's, "measured" is true only if
+// both are. Throws InputError(base_file, field, ...) when BASE is no profile
+// object or its "measurements.series" is not a list.
+nlohmann::json MergeProfileJson(const nlohmann::json& base, const nlohmann::json& update, const std::string& base_file);
 
 }  // namespace reshard

@@ -8,9 +8,16 @@
 // under "measurements". Progress goes to stderr.
 // `--refit old.json` fits the measurements kept in an earlier profile again
 // instead of measuring (no GPU needed).
+// `mpirun -np N reshard calibrate --network --rendezvous DIR -o p.json`: one
+// process per GPU on two nodes or more measures the network between two ranks
+// on different nodes (calib/measure_network.h); rank 0 writes the profile.
+// `--merge base.json` puts what was measured (or refitted) over an existing
+// profile (calib/profile.h MergeProfileJson), so parts measured on different
+// machines make one profile.
 //
 // Exit codes: 0 written; 2 bad flags, or no GPU / a reshard built without
-// CUDA and NCCL (nothing to measure); 1 a CUDA / NCCL failure.
+// CUDA and NCCL (nothing to measure), or --network not under a launcher, with
+// one rank, or with every rank on one host; 1 a CUDA / NCCL failure.
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
@@ -25,6 +32,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "calib/launcher.h"
 #include "calib/profile.h"
 #include "model/error.h"
 #include "model/input_file.h"
@@ -33,6 +41,7 @@
 #ifdef RESHARD_HAVE_NCCL
 #include "calib/measure_host.h"
 #include "calib/measure_nccl.h"
+#include "calib/measure_network.h"
 #endif
 
 namespace reshard::cli {
@@ -54,6 +63,11 @@ struct CalibrateCmdOptions {
   std::string copy_bytes = "256MiB";
   std::string quantize_bytes = "1GiB";
   std::string host_calls = "20000";
+  bool network = false;
+  std::string rendezvous;
+  double rendezvous_timeout_s = 120;
+  std::string host;
+  std::string merge;
 };
 
 // The numeric options, parsed and checked against their ranges before
@@ -121,6 +135,11 @@ nlohmann::json SummaryJson(const std::string& output, const CalibrationData& d, 
   if (fit.has_cuda_context) memory["cuda_context_bytes"] = fit.overheads.cuda_context_bytes;
   if (fit.has_nccl_per_peer) memory["nccl_bytes_per_peer"] = fit.overheads.nccl_bytes_per_peer;
   nlohmann::json j = {{"output", output}, {"name", d.name}, {"links", links}, {"memory", memory}, {"residuals", series}};
+  if (fit.has_network_ops)
+    j["network"] = {{"hosts", d.network.PairHosts()},
+                    {"ranks", {d.network.from, d.network.to}},
+                    {"op_gap_ns", fit.network_ops.op_gap_ns},
+                    {"op_bytes", fit.network_ops.bytes}};
   if (fit.has_host) {
     if (nlohmann::json host = HostSectionJson(fit.host); !host.is_null()) j["host"] = host;
     j["copy_kernel_points"] = fit.host.copy_kernel.rates.size();
@@ -182,6 +201,20 @@ void PrintHuman(const std::string& output, const CalibrationData& d, const Calib
     std::cout << fmt::format("  {:<14} {:<10} max {:5.2f} %  rms {:5.2f} %\n", d.series[s.series].link,
                              d.series[s.series].mode, s.residuals.max_abs_relative_error * 100,
                              s.residuals.rms_relative_error * 100);
+  if (fit.has_network_ops)
+    std::cout << fmt::format("network per-op: {:.2f} us per further send in a group of {} sends (ranks {} and {}, "
+                             "line through {} group sizes, max error {:.1f} %)\n",
+                             static_cast<double>(fit.network_ops.op_gap_ns) * 1e-3, FormatBytes(fit.network_ops.bytes),
+                             d.network.from, d.network.to, fit.network_ops.points.size(),
+                             fit.network_ops.line.max_abs_relative_error * 100);
+  if (fit.has_network_ops) {
+    const auto net = std::find_if(fit.links.begin(), fit.links.end(), [](const auto& c) { return c.link == "network"; });
+    if (net != fit.links.end() && fit.network_ops.op_gap_ns < net->profile.latency_ns)
+      std::cout << fmt::format("  note: the simulator runs one GPU pair's transfers one at a time, each paying the "
+                               "network latency ({:.1f} us): grouped small sends to one peer are predicted slower "
+                               "than measured here (calib/README.md)\n",
+                               static_cast<double>(net->profile.latency_ns) * 1e-3);
+  }
   if (fit.has_cuda_context)
     std::cout << fmt::format("memory: CUDA context {} per GPU\n", FormatBytes(fit.overheads.cuda_context_bytes));
   if (fit.has_nccl_per_peer)
@@ -204,8 +237,58 @@ CalibrationData ReadMeasurements(const std::string& path) {
 }
 
 // Measures (or reads back with --refit); exits 2 where nothing can be measured.
+// The launcher this process runs under, checked for --network before any GPU
+// is touched: exits 2 without a launcher or with one rank.
+LauncherEnv NetworkLauncher(const CalibrateCmdOptions& o) {
+  const LauncherEnv env = ReadLauncherEnv();
+  if (!env.Found())
+    throw InputError("<environment>", "--network",
+                     "not started by a launcher (no OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or SLURM_PROCID): run "
+                     "one process per GPU on two nodes or more, e.g. `mpirun -np 2 --map-by node reshard calibrate "
+                     "--network --rendezvous /shared/dir -o net.json`");
+  if (env.size < 2)
+    throw InputError("<environment>", "--network",
+                     fmt::format("{} started one rank: the network is measured between two ranks on different "
+                                 "nodes; start at least two (one per node)",
+                                 env.launcher));
+  if (o.rendezvous.empty())
+    throw InputError("<cli>", "--rendezvous",
+                     "--network needs --rendezvous DIR, a directory every node sees (a shared filesystem) where the "
+                     "ranks meet");
+  return env;
+}
+
 CalibrationData Measurements(const CalibrateCmdOptions& o, const CalibrateNumbers& n) {
   if (!o.refit.empty()) return ReadMeasurements(o.refit);
+  if (o.network) {
+    const LauncherEnv env = NetworkLauncher(o);
+    RendezvousOptions ro;
+    ro.dir = o.rendezvous;
+    ro.timeout_s = o.rendezvous_timeout_s;
+    // exits 2 when all ranks share a host
+    RankPlacement placement = PlaceRanks(env, ro, o.host.empty() ? ThisHost() : o.host);
+#ifdef RESHARD_HAVE_NCCL
+    NetworkCalibrateOptions no;
+    no.env = env;
+    no.rendezvous = ro;
+    no.placement = std::move(placement);
+    no.max_bytes = n.max_bytes;
+    no.quick = o.quick;
+    no.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << std::endl; };
+    try {
+      NetworkCalibration r = MeasureNetwork(no);
+      if (!r.root) ExitWith(kExitOk);  // rank 0 writes the profile
+      return std::move(r.data);
+    } catch (const CalibrationUnavailable& e) {
+      std::cerr << "error: " << e.what() << "\n";
+      ExitWith(kExitInput);
+    }
+#else
+    std::cerr << "error: `reshard calibrate --network` measures through CUDA and NCCL, and this reshard was built "
+                 "without them (CMake found no CUDA toolkit with NCCL; see the configure log)\n";
+    ExitWith(kExitInput);
+#endif
+  }
   const bool host = !o.no_host_costs || !o.no_copy_kernel || !o.no_quantize_kernel || !o.no_cold;
   if (o.no_links && !host)
     throw InputError("<cli>", "--no-links",
@@ -255,17 +338,39 @@ CalibrationData Measurements(const CalibrateCmdOptions& o, const CalibrateNumber
 #endif
 }
 
+// The profile to merge into (--merge), read before anything is measured.
+nlohmann::json ReadBaseProfile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError(path, "", "cannot open the profile to merge into");
+  const std::string text = ReadInputFile(path, "profile to merge into");
+  try {
+    return ParseJsonInput(text, path);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path, "", fmt::format("not valid JSON: {}", e.what()));
+  }
+}
+
 void Run(const CalibrateCmdOptions& o) {
   const CalibrateNumbers numbers = CheckNumbers(o);
-  const std::filesystem::path out(o.output);
-  std::error_code ec;
-  if (out.has_parent_path() && !std::filesystem::is_directory(out.parent_path(), ec))
-    throw InputError("<cli>", "-o", fmt::format("directory '{}' does not exist", out.parent_path().string()));
-  CheckOutputFile(o.output, "<cli>", "-o", {o.refit});
+  if (o.network && !o.refit.empty())
+    throw InputError("<cli>", "--network", "measures; --refit fits kept measurements again: give one of them");
+  if (!(o.rendezvous_timeout_s > 0 && o.rendezvous_timeout_s <= 86400))
+    throw InputError("<cli>", "--rendezvous-timeout", fmt::format("must be in (0, 86400] seconds, got {}", o.rendezvous_timeout_s));
+  // Under a launcher only rank 0 writes: the other ranks' nodes need not see -o's directory.
+  const bool writes = !o.network || ReadLauncherEnv().rank <= 0;
+  if (writes) {
+    const std::filesystem::path out(o.output);
+    std::error_code ec;
+    if (out.has_parent_path() && !std::filesystem::is_directory(out.parent_path(), ec))
+      throw InputError("<cli>", "-o", fmt::format("directory '{}' does not exist", out.parent_path().string()));
+    CheckOutputFile(o.output, "<cli>", "-o", {o.refit, o.merge});
+  }
+  const nlohmann::json base = writes && !o.merge.empty() ? ReadBaseProfile(o.merge) : nlohmann::json();
   const CalibrationData data = Measurements(o, numbers);
   const FitOptions fo;
   const CalibrationFit fit = FitCalibration(data, fo);
-  const nlohmann::json profile = CalibrationProfileJson(data, fit, fo);
+  nlohmann::json profile = CalibrationProfileJson(data, fit, fo);
+  if (!o.merge.empty()) profile = MergeProfileJson(base, profile, o.merge);
   // Never write a profile reshard would refuse to read: measurements no link
   // could produce (a hand-edited --refit file) fit out-of-range links.
   try {
@@ -306,6 +411,19 @@ void RegisterCalibrateCommand(CLI::App& app) {
   cmd->add_option("--copy-bytes", o->copy_bytes, "bytes per copy-kernel launch (default 256MiB)");
   cmd->add_option("--quantize-bytes", o->quantize_bytes, "largest bf16 input of a quantize launch (default 1GiB)");
   cmd->add_option("--host-calls", o->host_calls, "calls timed per host-cost series, 256 to 10000000 (default 20000)");
+  cmd->add_flag("--network", o->network,
+                "under mpirun / srun, one process per GPU on two nodes or more: measure the network between two "
+                "ranks on different nodes (size curve, per-op cost); rank 0 writes -o");
+  cmd->add_option("--rendezvous", o->rendezvous,
+                  "with --network: a directory on a filesystem every node shares, where the ranks meet");
+  cmd->add_option("--rendezvous-timeout", o->rendezvous_timeout_s,
+                  "with --network: seconds to wait for every rank at the rendezvous (default 120)");
+  cmd->add_option("--host", o->host,
+                  "with --network: this rank's node name at the rendezvous (default: the hostname; for containers "
+                  "whose hostnames repeat across nodes)");
+  cmd->add_option("--merge", o->merge,
+                  "put what is measured (or refitted) over this existing profile, e.g. the network over a host's "
+                  "links and host costs");
   cmd->callback([o]() { Run(*o); });
 }
 

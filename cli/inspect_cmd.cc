@@ -89,19 +89,26 @@ std::string MinMax(const std::vector<Row>& rows, Get get) {
 
 // What the simulator's cost terms beyond the link rates rest on, one line
 // each: measured here (a calibrate profile), measured elsewhere, or an
-// estimate from published sources (docs/cost-model.md).
+// estimate from published sources (docs/cost-model.md). `measured`: every
+// number of the term comes from a measurement (here or on the preset's host).
 struct CostTerm {
   std::string term, value, source;
+  bool measured = false;
 };
 std::vector<CostTerm> CostTerms(const Cluster& c) {
   std::vector<CostTerm> out;
   const bool network = c.nodes > c.nvlink_domain_nodes;
-  out.push_back({"network per-op", network ? fmt::format("{:.1f} us between posts per NIC, size curve of {} points",
-                                                         static_cast<double>(c.network.op_gap_ns) * 1e-3,
-                                                         c.network.efficiency.size())
-                                           : "not used (one NVLink domain)",
-                 "estimate from published sources (NCCL's cost model, nccl-tests issues; docs/cost-model.md) until "
-                 "`reshard calibrate` runs across nodes"});
+  out.push_back({"network per-op",
+                 network ? fmt::format("{:.1f} us per op, {:.1f} us between posts per NIC, size curve of {} points",
+                                       static_cast<double>(c.network.latency_ns) * 1e-3,
+                                       static_cast<double>(c.network.op_gap_ns) * 1e-3, c.network.efficiency.size())
+                         : "not used (one NVLink domain)",
+                 c.network_measured ? "measured by `reshard calibrate --network`: " + c.network_source
+                 : c.network_source.empty()
+                     ? "estimate from published sources (NCCL's cost model, nccl-tests issues; docs/cost-model.md) "
+                       "until `reshard calibrate --network` runs across nodes"
+                     : "estimate: " + c.network_source + " (not measured by `reshard calibrate --network`)",
+                 c.network_measured});
   // The executor records an event before and after each op; Megatron-Core's Python path does not.
   auto host = [](const HostCosts& h, bool events) {
     const int64_t ev = events ? 2 * h.event_record_ns : 0;
@@ -111,19 +118,20 @@ std::vector<CostTerm> CostTerms(const Cluster& c) {
                                    static_cast<double>(h.nccl_group_ns) * 1e-3,
                                    static_cast<double>(h.nccl_op_ns + h.nccl_group_op_ns + ev) * 1e-3);
   };
-  out.push_back({"host issue (executor)", host(c.host, true), c.host.source});
-  out.push_back({"host issue (Python)", host(c.host_python, false), c.host_python.source});
+  out.push_back({"host issue (executor)", host(c.host, true), c.host.source, !c.host.Empty()});
+  out.push_back({"host issue (Python)", host(c.host_python, false), c.host_python.source, !c.host_python.Empty()});
   out.push_back({"copy kernel", c.copy_kernel.Empty() ? "not modelled (device-copy link rate)"
                                                       : fmt::format("{} rates by run length and SM share",
                                                                     c.copy_kernel.rates.size()),
-                 c.copy_kernel.source});
+                 c.copy_kernel.source, !c.copy_kernel.Empty()});
   out.push_back({"quantize kernel",
                  c.quantize_kernel.Empty() ? "estimate: a copy of half its traffic at the device-copy rate"
                                            : QuantizeRatesText(c.quantize_kernel),
-                 c.quantize_kernel.Empty() ? "sim/state.h QuantizeCopyBytes (not measured)" : c.quantize_kernel.source});
+                 c.quantize_kernel.Empty() ? "sim/state.h QuantizeCopyBytes (not measured)" : c.quantize_kernel.source,
+                 !c.quantize_kernel.Empty()});
   out.push_back({"cold refit", fmt::format("{:.0f} ms per NCCL connection, pinning {:.2f} GB/s",
                                            static_cast<double>(c.host.nccl_connect_ns) * 1e-6, c.host.pin_bytes_per_s / 1e9),
-                 "connection: estimate (NVIDIA/nccl#415, 10-100 ms first sends); pinning: as host issue"});
+                 "connection: estimate (NVIDIA/nccl#415, 10-100 ms first sends); pinning: as host issue", false});
   return out;
 }
 
@@ -180,7 +188,7 @@ nlohmann::json InspectJsonOf(const Scenario& s, const InspectFacts& f) {
   j["memory_at_start"] = MemoryAtStartJson(mem, capacity);
   nlohmann::json terms = nlohmann::json::array();
   for (const CostTerm& t : CostTerms(s.cluster))
-    terms.push_back({{"term", t.term}, {"value", t.value}, {"source", t.source}});
+    terms.push_back({{"term", t.term}, {"value", t.value}, {"source", t.source}, {"measured", t.measured}});
   j["cost_terms"] = terms;
   j["fits"] = fit.fits;
   j["missing_bytes"] = fit.missing_bytes;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
@@ -539,6 +540,47 @@ void ApplyCostsJson(Cluster& c, const json& j, const std::string& file, const st
     c.quantize_kernel = QuantizeKernelProfileFromJson(*it, file, Dot(field, "quantize_kernel"));
 }
 
+// Where the network link's numbers come from after a profile is applied:
+// its "network_calibration" record ({"measured", "source", "hosts",
+// "ranks"}, written by `reshard calibrate --network`), or, when the profile
+// gives links.network without one, the profile itself, not marked measured.
+// A profile without either leaves the cluster's (the preset's) as they are.
+void ApplyNetworkCalibrationJson(Cluster& c, const json& j, const std::string& path) {
+  const auto rec = j.find("network_calibration");
+  if (rec == j.end()) {
+    if (auto links = j.find("links"); links != j.end() && links->contains("network")) {
+      c.network_measured = false;
+      c.network_source = fmt::format("{}: links.network given without a network_calibration record", path);
+    }
+    return;
+  }
+  const std::string f = "network_calibration";
+  CheckObject(*rec, path, f);
+  CheckKeys(*rec, path, f, {"measured", "source", "hosts", "ranks"});
+  const bool measured = GetBool(Need(*rec, "measured", path, f), path, Dot(f, "measured"));
+  std::string text = path;
+  if (auto it = rec->find("source"); it != rec->end()) text += ": " + GetString(*it, path, Dot(f, "source"));
+  std::vector<std::string> hosts;
+  if (auto it = rec->find("hosts"); it != rec->end()) {
+    if (!it->is_array()) Bad(path, Dot(f, "hosts"), fmt::format("expected an array, got {}", TypeName(*it)));
+    for (size_t i = 0; i < it->size(); ++i) hosts.push_back(GetString((*it)[i], path, fmt::format("{}.hosts[{}]", f, i)));
+  }
+  std::vector<int64_t> ranks;
+  if (auto it = rec->find("ranks"); it != rec->end()) {
+    if (!it->is_array()) Bad(path, Dot(f, "ranks"), fmt::format("expected an array, got {}", TypeName(*it)));
+    for (size_t i = 0; i < it->size(); ++i) {
+      ranks.push_back(GetInt((*it)[i], path, fmt::format("{}.ranks[{}]", f, i)));
+      if (ranks.back() < 0) Bad(path, fmt::format("{}.ranks[{}]", f, i), "must be >= 0");
+    }
+  }
+  if (!ranks.empty() || !hosts.empty())
+    text += fmt::format(" (ranks {} on hosts {})", fmt::join(ranks, ", "), fmt::join(hosts, ", "));
+  if (measured && !(j.contains("links") && j.at("links").contains("network")))
+    Bad(path, Dot(f, "measured"), "says the network was measured, but the profile has no links.network");
+  c.network_measured = measured;
+  c.network_source = text;
+}
+
 }  // namespace
 
 void to_json(json& j, const LinkProfile& l) {
@@ -614,6 +656,10 @@ void to_json(json& j, const Cluster& c) {
   if (!c.host_python.Empty()) j["host_python"] = c.host_python;
   if (!c.copy_kernel.Empty()) j["copy_kernel"] = c.copy_kernel;
   if (!c.quantize_kernel.Empty()) j["quantize_kernel"] = c.quantize_kernel;
+  if (c.network_measured) {
+    j["network_measured"] = true;
+    j["network_source"] = c.network_source;
+  }
 }
 
 Cluster ClusterFromJson(const json& j, const std::string& file) {
@@ -622,7 +668,7 @@ Cluster ClusterFromJson(const json& j, const std::string& file) {
   CheckKeys(j, file, field,
             {"name", "nodes", "gpus_per_node", "nvlink_domain_nodes", "nics_per_node", "gpu_memory_bytes",
              "host_memory_bytes", "links", "overheads", "host", "host_python", "copy_kernel", "quantize_kernel", "measured",
-             "profile_source", "fingerprint"});
+             "profile_source", "network_measured", "network_source", "fingerprint"});
   Cluster c;
   auto int32 = [&](const char* key) {
     int64_t v = GetInt(Need(j, key, file, field), file, Dot(field, key));
@@ -648,6 +694,10 @@ Cluster ClusterFromJson(const json& j, const std::string& file) {
   if (auto it = j.find("measured"); it != j.end()) c.measured = GetBool(*it, file, Dot(field, "measured"));
   if (auto it = j.find("profile_source"); it != j.end())
     c.profile_source = GetString(*it, file, Dot(field, "profile_source"));
+  if (auto it = j.find("network_measured"); it != j.end())
+    c.network_measured = GetBool(*it, file, Dot(field, "network_measured"));
+  if (auto it = j.find("network_source"); it != j.end())
+    c.network_source = GetString(*it, file, Dot(field, "network_source"));
   ValidateCluster(c, file, field);
   if (auto it = j.find("fingerprint"); it != j.end()) {
     std::string fp = GetString(*it, file, Dot(field, "fingerprint"));
@@ -668,7 +718,7 @@ void ApplyProfileJson(Cluster& c, const json& j, const std::string& path) {
   // next to the profile (read by people and notebooks; ignored here).
   CheckKeys(j, path, "",
             {"name", "measured", "source", "links", "memory", "host", "host_python", "copy_kernel", "quantize_kernel",
-             "measurements"});
+             "network_calibration", "measurements"});
   std::string name, source;
   if (auto it = j.find("name"); it != j.end()) name = GetString(*it, path, "name");
   if (auto it = j.find("source"); it != j.end()) source = GetString(*it, path, "source");
@@ -683,6 +733,7 @@ void ApplyProfileJson(Cluster& c, const json& j, const std::string& path) {
   }
   if (auto it = j.find("memory"); it != j.end()) ApplyOverheadsJson(out.overheads, *it, path, "memory", false);
   ApplyCostsJson(out, j, path, "");
+  ApplyNetworkCalibrationJson(out, j, path);
   out.measured = measured;
   out.profile_source = path;
   if (!name.empty() || !source.empty()) {
@@ -719,6 +770,7 @@ json ProfileJson(const Cluster& c) {
   if (!c.host_python.Empty()) j["host_python"] = c.host_python;
   if (!c.copy_kernel.Empty()) j["copy_kernel"] = c.copy_kernel;
   if (!c.quantize_kernel.Empty()) j["quantize_kernel"] = c.quantize_kernel;
+  if (c.network_measured) j["network_calibration"] = {{"measured", true}, {"source", c.network_source}};
   return j;
 }
 

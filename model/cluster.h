@@ -82,6 +82,14 @@ struct Cluster {
   QuantizeKernelProfile quantize_kernel;  // fp8 quantize kernel rates by launch size
   bool measured = false;               // numbers come from `reshard calibrate`, not datasheets
   std::string profile_source;          // "preset h200-x2 (DESIGN measured ceilings)", or the profile path
+  // The network link's numbers (size curve, latency, op_gap_ns) were measured
+  // across nodes by `reshard calibrate --network` (a profile's
+  // "network_calibration"); false: the preset's estimates from published
+  // sources, or a profile / scenario that gives them without that record.
+  // network_source says how and where (hosts, ranks, date). Labels: neither
+  // enters the fingerprint.
+  bool network_measured = false;
+  std::string network_source;
 
   int32_t Gpus() const { return nodes * gpus_per_node; }
   int32_t NodeOf(int32_t gpu) const { return gpu / gpus_per_node; }
@@ -129,8 +137,10 @@ LinkProfile LinkProfileFromJson(const nlohmann::json& j, const std::string& file
 
 // Calibration profile: {"name", "measured", "links": {"nvlink": LinkProfile, ...},
 // "memory": {"cuda_context_bytes", "nccl_bytes_per_peer"}, "host": HostCosts,
-// "host_python": HostCosts, "copy_kernel": CopyKernelProfile}, each part
-// optional. Applied onto a cluster.
+// "host_python": HostCosts, "copy_kernel": CopyKernelProfile,
+// "network_calibration": {"measured", "source", "hosts", "ranks"}}, each part
+// optional. Applied onto a cluster. A profile that gives links.network without
+// a measured "network_calibration" leaves network_measured false.
 void ApplyProfileFile(Cluster& c, const std::string& path);
 void ApplyProfileJson(Cluster& c, const nlohmann::json& j, const std::string& path);
 nlohmann::json ProfileJson(const Cluster& c);

@@ -356,6 +356,10 @@ Cluster ParseCluster(const Reader& r, const YAML::Node& n) {
     if (!n[key]) continue;
     ParseLinkOverride(r, n[key], Dot("cluster", key), c.*member);
     overridden = true;
+    if (member == &Cluster::network && c.network_measured) {  // no longer what calibrate measured
+      c.network_measured = false;
+      c.network_source = "scenario " + r.file() + ": cluster.network overrides " + c.network_source;
+    }
   }
   if (overridden) {
     if (c.name != "custom") c.name += "+overrides";

@@ -31,7 +31,8 @@ constexpr size_t kMaxListed = 5;
 void Flatten(const nlohmann::json& j, const std::string& path, std::vector<std::pair<std::string, std::string>>& out) {
   if (j.is_object()) {
     for (const auto& [key, value] : j.items()) {
-      if (path.empty() && (key == "name" || key == "measured" || key == "profile_source" || key == "fingerprint"))
+      if (path.empty() && (key == "name" || key == "measured" || key == "profile_source" || key == "network_measured" ||
+                            key == "network_source" || key == "fingerprint"))
         continue;
       Flatten(value, path.empty() ? key : path + "." + key, out);
     }
