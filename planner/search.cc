@@ -380,9 +380,12 @@ class Search {
         NoteInfeasible(sched, policy, e.missing_bytes, e.worst_gpu, std::move(e.planned_peak));
         failed[key] = Failed{policy.offload_fraction, std::move(e.start_missing), std::move(e.shortfall)};
       };
-      // A round per phase often does not fit: its memory answer first.
-      if ((!failed.empty() || sched->all_in_one_round) && !predicted_fit) {
-        EmittedPlan m = EmitPlan(prob_, *sched, policy, EmitMode::kMemoryOnly);
+      // A round per phase often does not fit: its memory answer first; so
+      // for a policy that releases nothing, whose answer costs no emission
+      // (EmitMode::kAnswerOnly).
+      const bool releases = policy.offload_fraction > 0 || policy.source_to_host;
+      if ((!failed.empty() || sched->all_in_one_round || !releases) && !predicted_fit) {
+        EmittedPlan m = EmitPlan(prob_, *sched, policy, releases ? EmitMode::kMemoryOnly : EmitMode::kAnswerOnly);
         if (!optimizer_slots_) optimizer_slots_ = OptimizerSlotBytes(m.plan);
         if (!m.fits) {
           fail(m);
