@@ -40,7 +40,7 @@ class Emitter {
     Plan& p = out_.plan;
     StartPlan(p, s, {"compute", "comm", "host", "release"});
     refit_ = AddRefitBuffers(p, s, prob_.src, prob_.dst, prob_.src_buffers, prob_.dst_buffers, prob_.dst_gpu,
-                             prob_.memory_at_start);
+                             prob_.memory_at_start, mode_ != EmitMode::kAnswerOnly);
     buffers_.assign(p.buffers.size(), BufferUse{});
     memory_.emplace(p, c_, prob_.memory_at_start, sc_.peers);
     if (mode_ == EmitMode::kAnswerOnly) {

@@ -71,8 +71,8 @@ struct EmittedPlan {
 // that releases nothing (no optimizer offload, training weights kept): the
 // same fits / missing / planned_peak / start_missing / shortfall without
 // emitting any transfer (every allocation then precedes every free, so the
-// answer does not depend on their order); the plan holds the refit buffers,
-// the staging slots and their allocations only. O(GPUs + segments +
+// answer does not depend on their order); the plan holds the refit buffers
+// (without their content), the staging slots and their allocations only. O(GPUs + segments +
 // buffers).
 enum class EmitMode { kFull, kMemoryOnly, kAnswerOnly };
 
