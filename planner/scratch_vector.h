@@ -10,9 +10,10 @@
 // next allocation that fits in one (a search cuts and emits candidate after
 // candidate, each with arrays of the same few sizes): faulting fresh pages
 // in again costs the kernel a zeroing of each (a third of deepseek-v3's
-// `reshard plan` before they were kept). An allocation that fits in no kept
-// mapping drops them all first, so at most one allocation's worth more is
-// resident than without the cache. Smaller allocations, and systems
+// `reshard plan` before they were kept, with the heap's trims). An
+// allocation that fits in no kept mapping unmaps them all first, so kept
+// mappings stay resident only until the next large ScratchVector
+// allocation (at most 16 of them). Smaller allocations, and systems
 // without madvise, use operator new. Contents and behaviour are a
 // std::vector's; only where the memory comes from differs.
 #pragma once
@@ -21,7 +22,6 @@
 #include <cstdint>
 #include <mutex>
 #include <new>
-#include <utility>
 #include <vector>
 
 #if defined(__linux__)
