@@ -7,7 +7,9 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <limits>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -39,26 +41,51 @@ std::string Suggestions(CLI::App& app) {
   return out;
 }
 
-// The planning verbs build plans of millions of ops (gigabytes of heap, read
-// in scattered order by the simulator): on transparent huge pages they spend
-// a quarter less CPU time (TLB misses; bench/results/
-// 2026-12-02-cpu-sim-sweep-speed). glibc puts its heap on them only when its
-// hugetlb tunable is set at start, so these verbs start once more with it
-// set, unless GLIBC_TUNABLES is already given (the user's choice wins, and
-// the second start does not loop). Results do not change.
-void StartOnHugePages(int argc, char** argv) {
-  if (argc < 2 || std::getenv("GLIBC_TUNABLES") != nullptr) return;
+// The verbs that build plans of millions of ops (gigabytes of heap, read in
+// scattered order by the simulator).
+bool PlanningVerb(int argc, char** argv) {
+  if (argc < 2) return false;
   const char* verb = argv[1];
-  if (std::strcmp(verb, "plan") != 0 && std::strcmp(verb, "simulate") != 0 && std::strcmp(verb, "sweep") != 0) return;
+  return std::strcmp(verb, "plan") == 0 || std::strcmp(verb, "simulate") == 0 || std::strcmp(verb, "sweep") == 0;
+}
+
+// On transparent huge pages the simulator's scattered reads of gigabytes of
+// per-op and per-flow arrays miss the TLB less: a third less user time for
+// long simulations (bench/results/2026-12-02-cpu-sim-sweep-speed). glibc puts
+// its heap on them only when its hugetlb tunable is set at start, so
+// `simulate` and `sweep` start once more with it set, unless GLIBC_TUNABLES
+// is already given (the user's choice wins, and the second start does not
+// loop). Not `plan`: it writes most of its memory once, and faulting in a
+// huge page (zeroed, compacted first when memory is fragmented) cost more
+// than the TLB saves: deepseek-v3's `reshard plan` 6.2 -> 5.3-5.6 CPU-s,
+// llama3-8b on 4096 GPUs 19.2 -> 13.2 without (bench/results/
+// 2026-12-02-cpu-plan-speed). Results do not change.
+void StartOnHugePages(int argc, char** argv) {
+  if (!PlanningVerb(argc, argv) || std::strcmp(argv[1], "plan") == 0 || std::getenv("GLIBC_TUNABLES") != nullptr)
+    return;
   if (setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1) != 0) return;
   execv("/proc/self/exe", argv);  // returns only on failure: go on as we are
   unsetenv("GLIBC_TUNABLES");
+}
+
+// A planning verb builds and drops candidate plans of hundreds of MB one
+// after another: freed memory stays in the heap for the next one instead of
+// going back to the kernel (glibc maps blocks over 32 MiB apart and trims
+// the heap top), which would zero every page again when it is faulted back
+// in: deepseek-v3 on 512 GPUs spent a third of `reshard plan`'s CPU time
+// zeroing pages (bench/results/2026-12-02-cpu-plan-speed). The peak is the
+// same memory; results do not change.
+void KeepFreedMemory(int argc, char** argv) {
+  if (!PlanningVerb(argc, argv)) return;
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   StartOnHugePages(argc, argv);
+  KeepFreedMemory(argc, argv);
   CLI::App app{"reshard: plan, predict and run the weight refit of RL jobs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "reshard " RESHARD_VERSION);

@@ -101,7 +101,8 @@ std::string LayerName(int32_t layer) { return layer < 0 ? "emb" : fmt::format("L
 
 RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, const Layout& dst,
                              const SideBuffers& src_buffers, const SideBuffers& dst_buffers,
-                             const std::vector<int32_t>& dst_gpu, const std::vector<GpuMemoryAtStart>& mem) {
+                             const std::vector<int32_t>& dst_gpu, const std::vector<GpuMemoryAtStart>& mem,
+                             bool content) {
   const int64_t eb = DTypeBytes(s.dtype);
   const int32_t gpus = s.cluster.Gpus();
   RefitBuffers out;
@@ -152,6 +153,7 @@ RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, cons
       AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kDestinationWeights, dst_buffers.slot_elems[shard][k] * eb,
                     layers[k], false, fmt::format("dst r{} {}", r, LayerName(layers[k])));
   }
+  if (!content) return out;
   // Content: what source buffers hold and destination buffers must hold.
   size_t ns = 0, nd = 0;
   for (int32_t r = 0; r < src.Ranks(); ++r) ns += src.ShardOf(r).pieces.size();

@@ -79,11 +79,13 @@ struct RefitBuffers {
 // and its GPU's gradients (the GPU's state goes with its first rank); per
 // destination rank, its GPU's KV cache (first rank on the GPU) and its
 // weights per slot (allocated by the plan). Then p.sources and
-// p.destinations: what every source buffer holds and every destination
-// buffer must hold. O(buffers + pieces).
+// p.destinations (unless `content` is false: the buffers only): what every
+// source buffer holds and every destination buffer must hold. O(buffers +
+// pieces).
 RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, const Layout& dst,
                              const SideBuffers& src_buffers, const SideBuffers& dst_buffers,
-                             const std::vector<int32_t>& dst_gpu, const std::vector<GpuMemoryAtStart>& mem);
+                             const std::vector<int32_t>& dst_gpu, const std::vector<GpuMemoryAtStart>& mem,
+                             bool content = true);
 
 // An alloc or free of `buffer` on its GPU's `stream`; returns the op id.
 int32_t AppendMemoryOp(Plan& p, OpKind kind, int32_t buffer, int32_t stream, std::vector<int32_t> deps);

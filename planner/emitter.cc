@@ -32,7 +32,7 @@ constexpr int32_t kLocalLeadRounds = 2;  // local copies emitted this many round
 class Emitter {
  public:
   Emitter(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode)
-      : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster), full_(mode == EmitMode::kFull) {}
+      : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster), mode_(mode), full_(mode == EmitMode::kFull) {}
 
   EmittedPlan Run() {
     const Scenario& s = prob_.scenario;
@@ -40,9 +40,13 @@ class Emitter {
     Plan& p = out_.plan;
     StartPlan(p, s, {"compute", "comm", "host", "release"});
     refit_ = AddRefitBuffers(p, s, prob_.src, prob_.dst, prob_.src_buffers, prob_.dst_buffers, prob_.dst_gpu,
-                             prob_.memory_at_start);
+                             prob_.memory_at_start, mode_ != EmitMode::kAnswerOnly);
     buffers_.assign(p.buffers.size(), BufferUse{});
     memory_.emplace(p, c_, prob_.memory_at_start, sc_.peers);
+    if (mode_ == EmitMode::kAnswerOnly) {
+      AllocateEverything();
+      return Result();
+    }
     // Ops: per segment a send and a recv, staged ones a pack and an unpack;
     // plus local copies and about two memory ops per buffer.
     p.ops.reserve(4 * sc_.segments.size() + sc_.locals.size() + 3 * p.buffers.size() + 16);
@@ -64,7 +68,13 @@ class Emitter {
     Prologue();
     MainLoop();
     Epilogue();
-    // Result.
+    return Result();
+  }
+
+ private:
+  // The memory answer: the emission's or (kAnswerOnly) AllocateEverything's.
+  EmittedPlan Result() {
+    const int32_t gpus = c_.Gpus();
     out_.planned_peak.assign(gpus, 0);
     out_.start_missing.assign(gpus, 0);
     out_.shortfall.assign(gpus, 0);
@@ -83,7 +93,26 @@ class Emitter {
     return std::move(out_);
   }
 
- private:
+  // EmitMode::kAnswerOnly: a policy that releases nothing before the
+  // Epilogue (no optimizer offload, training weights kept; Prologue then
+  // moves nothing) allocates every staging slot it uses and every
+  // destination buffer before its first free, so each GPU's live bytes only
+  // grow until then and its peak, shortfall and start answer do not depend
+  // on the order of the allocations: allocated here in any order, they are
+  // the emission's. O(GPUs x slots + destination buffers).
+  void AllocateEverything() {
+    RESHARD_CHECK(policy_.offload_fraction <= 0 && !policy_.source_to_host,
+                  "the answer without emission is for policies that release nothing");
+    Prologue();
+    for (int32_t g = 0; g < c_.Gpus(); ++g)
+      for (bool send : {true, false}) {
+        const Direction& d = DirectionOf(g, send);
+        const auto used = std::min<size_t>(static_cast<size_t>(d.slots), d.staged.size());  // slot k: uses k mod slots
+        for (size_t k = 0; k < used; ++k) StagingSlot(g, send, static_cast<int32_t>(k));
+      }
+    AllocAllDest();
+  }
+
   // Where a part lives on both sides.
   struct Home {
     const Piece* src_piece;
@@ -689,6 +718,7 @@ class Emitter {
   const Schedule& sc_;
   const PlanPolicy& policy_;
   const Cluster& c_;
+  const EmitMode mode_;
   const bool full_;                     // EmitMode::kFull: copies and labels too
   EmittedPlan out_;
   RefitBuffers refit_;                  // the buffers the refit starts from

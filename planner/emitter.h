@@ -70,8 +70,14 @@ struct EmittedPlan {
 // kMemoryOnly: the same allocations and releases in the same order, so the
 // same fits / missing / planned_peak, but ops carry no copies and no labels
 // and copies are not merged into transfers: the plan is for the answer only
-// (about a third of the full emission's time).
-enum class EmitMode { kFull, kMemoryOnly };
+// (about a third of the full emission's time). kAnswerOnly, for a policy
+// that releases nothing (no optimizer offload, training weights kept): the
+// same fits / missing / planned_peak / start_missing / shortfall without
+// emitting any transfer (every allocation then precedes every free, so the
+// answer does not depend on their order); the plan holds the refit buffers
+// (without their content), the staging slots and their allocations only. O(GPUs + segments +
+// buffers).
+enum class EmitMode { kFull, kMemoryOnly, kAnswerOnly };
 
 EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& policy,
                      EmitMode mode = EmitMode::kFull);

@@ -331,8 +331,9 @@ class Search {
   // their memory only (EmitMode::kMemoryOnly) and fully only if they fit; a
   // policy that differs from one that did not fit only by more optimizer
   // offload is not emitted at all when PredictMissingBytes (exact) says it
-  // cannot fit either.
-  void Consider(size_t size_index, int64_t direct_min_bytes, int32_t per_round) {
+  // cannot fit either. Returns true when a large plan's schedule estimate
+  // already loses to the plan in hand (nothing emitted).
+  bool Consider(size_t size_index, int64_t direct_min_bytes, int32_t per_round) {
     const std::shared_ptr<const Schedule> sched =
         cache_.Get(prob_, relayed_, sizes_[size_index], direct_min_bytes, per_round);
     // Thresholds that leave every piece in the same class give the same plan:
@@ -341,11 +342,11 @@ class Search {
     if (std::any_of(tried.begin(), tried.end(), [&](const auto& v) {
           return v.first == per_round && SameSegments(v.second, sched->segments);
         }))
-      return;
+      return false;
     if (directs_.size() > 1) tried.emplace_back(per_round, sched->segments);
     // Large plans are timed by the estimate, at least the schedule's: one
     // that cannot beat the plan in hand is not emitted.
-    if (!small_ && Loses(sched->estimate_s)) return;
+    if (!small_ && Loses(sched->estimate_s)) return true;
     // Per (destination per layer, source to host): the last policy that did not fit.
     struct Failed {
       double fraction;
@@ -379,9 +380,12 @@ class Search {
         NoteInfeasible(sched, policy, e.missing_bytes, e.worst_gpu, std::move(e.planned_peak));
         failed[key] = Failed{policy.offload_fraction, std::move(e.start_missing), std::move(e.shortfall)};
       };
-      // A round per phase often does not fit: its memory answer first.
-      if ((!failed.empty() || sched->all_in_one_round) && !predicted_fit) {
-        EmittedPlan m = EmitPlan(prob_, *sched, policy, EmitMode::kMemoryOnly);
+      // A round per phase often does not fit: its memory answer first; so
+      // for a policy that releases nothing, whose answer costs no emission
+      // (EmitMode::kAnswerOnly).
+      const bool releases = policy.offload_fraction > 0 || policy.source_to_host;
+      if ((!failed.empty() || sched->all_in_one_round || !releases) && !predicted_fit) {
+        EmittedPlan m = EmitPlan(prob_, *sched, policy, releases ? EmitMode::kMemoryOnly : EmitMode::kAnswerOnly);
         if (!optimizer_slots_) optimizer_slots_ = OptimizerSlotBytes(m.plan);
         if (!m.fits) {
           fail(m);
@@ -417,12 +421,20 @@ class Search {
       // that fits; large plans keep the first (cheapest savings first).
       if (pi == 0 || !small_) break;
     }
+    return false;
   }
 
   // Every candidate, in order (see the file comment).
+  // Large plans: the first candidate that fits is kept; the ones after a
+  // candidate of the same round family (rounds, or a round per phase) are its
+  // memory fallbacks (SizeOrder), no better by the round estimate: where it
+  // lost on its estimate they are not cut at all.
   void Run(const std::vector<std::pair<size_t, int32_t>>& order) {
+    std::optional<bool> lost_family;  // the family (a round per phase?) whose candidate lost
     for (const auto& [oi, per_round] : order) {
-      Consider(oi, directs_.front(), per_round);
+      const bool all = per_round == kPerRoundAll;
+      if (!small_ && lost_family == all) continue;
+      if (Consider(oi, directs_.front(), per_round)) lost_family = all;
       if (best_ && !small_) break;  // large plans: the first candidate that fits
     }
     if (directs_.size() > 1) {

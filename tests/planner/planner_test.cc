@@ -901,6 +901,49 @@ TEST(Planner, MemoryOnlyEmissionAndOffloadPredictionAreExact) {
   EXPECT_GT(predicted_short, 4);  // ... and some, beyond no offload, do not
 }
 
+// A policy that releases nothing (no optimizer offload, training weights
+// kept) allocates every staging slot and destination buffer before its
+// first free, so its memory answer needs no emission (EmitMode::kAnswerOnly):
+// it must be the full emission's, GPU by GPU, whether the plan fits (the
+// relay scenario, relayed and not) or not (the pressure scenario), for rounds
+// of 1 and 2 and a round per phase, destination all at once or per layer.
+TEST(Planner, AnswerWithoutEmissionIsExactForPoliciesThatReleaseNothing) {
+  const Scenario pressure = FromYaml(Yaml("llama3-8b", "{preset: dgx-h100, nodes: 2}",
+                                          "{engine: megatron, tp: 8, pp: 2}", "{engine: vllm, tp: 8, dp: 2}",
+                                          "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 70, "
+                                          "reserve_gib: 2}\n",
+                                          "llama3-8b-2-nodes-pressure"));
+  const Scenario relay = planner_testing::TwoNodeRelayScenario();
+  int fits = 0, short_of_memory = 0;
+  for (const Scenario* s : {&pressure, &relay}) {
+    Problem prob(*s);
+    for (bool relayed : {false, true}) {
+      if (relayed && prob.AddRelays() == 0) continue;
+      for (int32_t per_round : {1, 2, kPerRoundAll})
+        for (int64_t size : {int64_t{1} << 20, int64_t{64} << 20}) {
+          const Schedule sc = MakeSchedule(prob, size, int64_t{64} << 20, per_round);
+          for (bool per_layer : {false, true}) {
+            const PlanPolicy policy{0.0, per_layer, false};
+            const std::string what = fmt::format("{} relayed {} per_round {} size {} {}", s->name, relayed, per_round,
+                                                 size, policy.Name());
+            const EmittedPlan full = EmitPlan(prob, sc, policy);
+            const EmittedPlan answer = EmitPlan(prob, sc, policy, EmitMode::kAnswerOnly);
+            EXPECT_EQ(answer.fits, full.fits) << what;
+            EXPECT_EQ(answer.missing_bytes, full.missing_bytes) << what;
+            EXPECT_EQ(answer.worst_gpu, full.worst_gpu) << what;
+            EXPECT_EQ(answer.planned_peak, full.planned_peak) << what;
+            EXPECT_EQ(answer.start_missing, full.start_missing) << what;
+            EXPECT_EQ(answer.shortfall, full.shortfall) << what;
+            EXPECT_EQ(OptimizerSlotBytes(answer.plan), OptimizerSlotBytes(full.plan)) << what;
+            (full.fits ? fits : short_of_memory)++;
+          }
+        }
+    }
+  }
+  EXPECT_GT(fits, 0);
+  EXPECT_GT(short_of_memory, 0);
+}
+
 
 // A PlanSession shares the problem, its relayed routing and a size's
 // schedules across plans: each plan is MakePlan's, bit for bit, whatever was
