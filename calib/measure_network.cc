@@ -177,7 +177,14 @@ NetworkCalibration MeasureNetwork(const NetworkCalibrateOptions& o) {
   }
   const NetworkRank& me = ranks[env.rank];
   Comm comm;
-  RESHARD_GPU(ncclCommInitRank(&comm.comm, env.size, id, env.rank));
+  // NCCL refuses what the host exchange cannot see (e.g. two ranks that name
+  // different hosts with --host but share a GPU): a usage error, not an
+  // internal one (bench/results/2026-12-02-h200-network-calibrate-startup).
+  if (const ncclResult_t r = ncclCommInitRank(&comm.comm, env.size, id, env.rank); r != ncclSuccess)
+    throw CalibrationUnavailable(fmt::format(
+        "calibrate --network: NCCL could not connect the {} ranks ({}: {}); check that each rank has its own GPU "
+        "and that --host names each node once (NCCL_DEBUG=WARN says more)",
+        env.size, ncclGetErrorString(r), ncclGetLastError(nullptr)));
   if (env.rank == 0) RendezvousCleanup(ro, rv);  // every rank has read the files: it is in the communicator
   TimedStream stream(me.device);
 

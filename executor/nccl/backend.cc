@@ -14,8 +14,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
-#include <utility>
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -26,11 +24,11 @@
 #include "executor/nccl/copy_desc.h"
 #include "executor/nccl/gpu_check.h"
 #include "executor/nccl/kernels.h"
+#include "executor/nccl/op_events.h"
 #include "executor/nccl/pinned.h"
 #include "executor/nccl/gpu_state.h"
 #include "executor/nccl/pool.h"
 #include "model/error.h"
-#include "plan/issue_order.h"
 
 namespace reshard {
 
@@ -77,11 +75,7 @@ class NcclBackend final : public Backend {
     failed_gpu_ = -1;
     plan_ = &plan;
     ptr_.assign(plan.buffers.size(), nullptr);
-    start_ev_.assign(plan.ops.size(), nullptr);
-    end_ev_.assign(plan.ops.size(), nullptr);
-    event_counts_ = OpEventCounts(plan);
-    unstamped_.clear();
-    last_stamped_.clear();
+    events_.Reset(plan);
     last_started_ = -1;
     checks_.clear();
     const int32_t gpus = plan.Gpus();
@@ -152,8 +146,7 @@ class NcclBackend final : public Backend {
       if (!IsLocal(op.gpu)) continue;
       GpuState& g = State(op.gpu);
       RESHARD_GPU(cudaSetDevice(g.device));
-      if (event_counts_[op.id] == 2) RESHARD_GPU(cudaEventCreate(&start_ev_[op.id]));
-      if (event_counts_[op.id] >= 1) RESHARD_GPU(cudaEventCreate(&end_ev_[op.id]));
+      events_.Create(op);
       if (op.kind == OpKind::kCopy || op.kind == OpKind::kOffload || op.kind == OpKind::kReload) {
         if (static_cast<int64_t>(op.copies.size()) > gpu::kCopyDescsByValue)
           g.arena_capacity += static_cast<int64_t>(op.copies.size());
@@ -411,28 +404,19 @@ class NcclBackend final : public Backend {
   void OpStart(int32_t op, int32_t gpu, int32_t stream) override {
     last_started_ = op;
     if (opt_.fault.active() && opt_.fault.gpu == gpu && opt_.fault.op == op) failed_gpu_ = gpu;
-    const int64_t key = StreamKey(gpu, stream);
-    if (event_counts_[op] == 0) {  // stamped in OpTimes from its stream's last stamp and its deps
-      const auto it = last_stamped_.find(key);
-      unstamped_.push_back({op, it == last_stamped_.end() ? -1 : it->second});
-      return;
-    }
     GpuState& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
-    if (start_ev_[op] != nullptr) RESHARD_GPU(cudaEventRecord(start_ev_[op], g.streams[stream]));
+    events_.Start(op, gpu, stream, g.streams[stream]);
   }
   void OpEnd(int32_t op, int32_t gpu, int32_t stream) override {
-    if (end_ev_[op] == nullptr) return;
     GpuState& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
-    RESHARD_GPU(cudaEventRecord(end_ev_[op], g.streams[stream]));
-    last_stamped_[StreamKey(gpu, stream)] = op;
+    events_.End(op, gpu, stream, g.streams[stream]);
   }
   void WaitOp(int32_t gpu, int32_t stream, int32_t op) override {
-    RESHARD_CHECK(end_ev_[op] != nullptr, fmt::format("op {} is waited for across streams but has no event", op));
     GpuState& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
-    RESHARD_GPU(cudaStreamWaitEvent(g.streams[stream], end_ev_[op], 0));
+    events_.Wait(op, g.streams[stream]);
   }
 
   void StartClock() override {
@@ -477,31 +461,9 @@ class NcclBackend final : public Backend {
     }
   }
 
-  // Ops with two events: their stamps. An alloc or free with one: its end
-  // for both. One without (OpEventCounts): the latest of its stream's last
-  // stamp before it and its dependencies' ends, in issue order (which is
-  // topological, so those are known by then).
   std::vector<OpTime> OpTimes() override {
-    std::vector<OpTime> out;
-    std::vector<double> end_s(plan_->ops.size(), 0.0);
-    for (const Op& op : plan_->ops) {
-      if (!IsLocal(op.gpu) || event_counts_[op.id] == 0) continue;
-      GpuState& g = State(op.gpu);
-      float start_ms = 0, end_ms = 0;
-      RESHARD_GPU(cudaEventElapsedTime(&end_ms, g.ref, end_ev_[op.id]));
-      start_ms = end_ms;
-      if (start_ev_[op.id] != nullptr) RESHARD_GPU(cudaEventElapsedTime(&start_ms, g.ref, start_ev_[op.id]));
-      end_s[op.id] = end_ms * 1e-3;
-      out.push_back({op.id, op.gpu, start_ms * 1e-3, end_ms * 1e-3});
-    }
-    for (const auto& [op, before] : unstamped_) {
-      double t = before >= 0 ? end_s[before] : 0.0;
-      for (int32_t d : plan_->ops[op].deps) t = std::max(t, end_s[d]);
-      end_s[op] = t;
-      out.push_back({op, plan_->ops[op].gpu, t, t});
-    }
-    std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) { return a.op < b.op; });
-    return out;
+    return events_.Times(
+        *plan_, [&](int32_t gpu) { return IsLocal(gpu); }, [&](int32_t gpu) { return State(gpu).ref; });
   }
 
   // Sources are filled and destinations checked by kernels on the device;
@@ -707,12 +669,7 @@ class NcclBackend final : public Backend {
       RESHARD_GPU_CLEANUP(errors, cudaDeviceSynchronize());
       RESHARD_GPU_CLEANUP(errors, cudaMemPoolTrimTo(g->pool, 0));
     }
-    for (std::vector<cudaEvent_t>* list : {&start_ev_, &end_ev_})
-      for (cudaEvent_t& e : *list)
-        if (e != nullptr) {
-          RESHARD_GPU_CLEANUP(errors, cudaEventDestroy(e));
-          e = nullptr;
-        }
+    events_.Destroy(errors);
     for (auto& g : gpus_state_) {
       RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g->device));
       if (g->ref != nullptr) RESHARD_GPU_CLEANUP(errors, cudaEventDestroy(g->ref));
@@ -732,14 +689,10 @@ class NcclBackend final : public Backend {
     if (plan_ == nullptr) return out;
     std::vector<bool> seen(static_cast<size_t>(std::max(gpu_count_, 0)), false);
     for (const Op& op : plan_->ops) {
-      if (!IsLocal(op.gpu) || seen[op.gpu] || static_cast<size_t>(op.id) >= end_ev_.size()) continue;
-      if (start_ev_[op.id] == nullptr || end_ev_[op.id] == nullptr) continue;
-      if (cudaEventQuery(start_ev_[op.id]) == cudaSuccess && cudaEventQuery(end_ev_[op.id]) == cudaErrorNotReady) {
-        out.push_back(op.id);
-        seen[op.gpu] = true;
-      }
+      if (!IsLocal(op.gpu) || seen[op.gpu] || !events_.Running(op.id)) continue;
+      out.push_back(op.id);
+      seen[op.gpu] = true;
     }
-    (void)cudaGetLastError();  // cudaErrorNotReady is an answer, not an error
     return out;
   }
   std::string OpText(int32_t id) const {
@@ -782,13 +735,7 @@ class NcclBackend final : public Backend {
   GpuStates gpus_state_;
   Communicators comms_;  // over gpus_state_
   std::vector<void*> ptr_;      // per plan buffer
-  std::vector<cudaEvent_t> start_ev_, end_ev_;  // per op (null: not recorded, OpEventCounts)
-  std::vector<uint8_t> event_counts_;            // per op: OpEventCounts
-  // Ops without events in issue order, each with the last op stamped on its
-  // stream before it (-1: none), and that last op per (GPU, stream).
-  std::vector<std::pair<int32_t, int32_t>> unstamped_;
-  std::unordered_map<int64_t, int32_t> last_stamped_;
-  static int64_t StreamKey(int32_t gpu, int32_t stream) { return static_cast<int64_t>(gpu) << 32 | static_cast<uint32_t>(stream); }
+  gpu::OpEvents events_;  // per op: its stamps and the events other streams wait for
   std::vector<PendingCheck> checks_;
   std::thread sampler_;
   std::atomic<bool> stop_sampler_{false};
