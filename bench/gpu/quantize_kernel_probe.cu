@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -163,7 +164,8 @@ int Main() {
     bool have_ref = false;
     for (QuantizePath path : {QuantizePath::kVecSoftware, QuantizePath::kVecHardware, QuantizePath::kWide1,
                               QuantizePath::kWide2, QuantizePath::kWide4, QuantizePath::kAuto, QuantizePath::kGeneric}) {
-      for (int per_sm : {4, 8, 16}) {
+      for (int per_sm : {4, 8, 16, 32, 64, 128, 256}) {
+        if (per_sm > 32 && path != QuantizePath::kWide1 && path != QuantizePath::kAuto) continue;
         if ((path == QuantizePath::kGeneric || path == QuantizePath::kVecSoftware) && per_sm != 8) continue;
         RESHARD_GPU(cudaMemsetAsync(out, 0xA5, n, s));
         const float ms = time_it([&] { RESHARD_GPU(reshard::gpu::LaunchQuantize(j, in, out, sc, s, sms * per_sm, path)); });
@@ -215,10 +217,12 @@ int Main() {
     q.out_plane = q.rows * q.out_row;
     q.sc_row = q.BlockCols() * q.scale_bytes;
     q.sc_plane = q.BlockRows() * q.sc_row;
-    for (QuantizePath path : {QuantizePath::kGeneric, QuantizePath::kAuto}) {
+    for (const auto& [path, per_sm] : std::vector<std::pair<QuantizePath, int>>{
+             {QuantizePath::kGeneric, reshard::gpu::kQuantizeCtasPerSm}, {QuantizePath::kAuto, 16},
+             {QuantizePath::kAuto, 32}, {QuantizePath::kAuto, 64}, {QuantizePath::kAuto, 128}}) {
       RESHARD_GPU(cudaMemsetAsync(out, 0xA5, n, s));
       RESHARD_GPU(cudaMemsetAsync(sc2, 0x5A, sc2_bytes, s));
-      const float ms = time_it([&] { RESHARD_GPU(reshard::gpu::LaunchQuantize(q, in, out, sc2, s, sms * reshard::gpu::kQuantizeCtasPerSm, path));
+      const float ms = time_it([&] { RESHARD_GPU(reshard::gpu::LaunchQuantize(q, in, out, sc2, s, sms * per_sm, path));
       });
       RESHARD_GPU(cudaMemcpyAsync(got_out.data(), out, n, cudaMemcpyDeviceToHost, s));
       RESHARD_GPU(cudaMemcpyAsync(got_sc2.data(), sc2, sc2_bytes, cudaMemcpyDeviceToHost, s));
@@ -230,7 +234,7 @@ int Main() {
       const bool same = got_out == ref_out && got_sc2 == ref_sc2;
       std::printf("{\"variant\": \"%s\", \"blocks\": \"%s\", \"ctas_per_sm\": %d, \"bf16_bytes\": %lld, "
                   "\"median_ms\": %.4f, \"traffic_tb_s\": %.3f, \"of_memcpy\": %.3f, \"same_bytes\": %s}\n",
-                  PathName(path), sh.name, reshard::gpu::kQuantizeCtasPerSm, static_cast<long long>(in_bytes), ms, 1.5 * in_bytes / (ms * 1e-3) / 1e12,
+                  PathName(path), sh.name, per_sm, static_cast<long long>(in_bytes), ms, 1.5 * in_bytes / (ms * 1e-3) / 1e12,
                   (1.5 * in_bytes / ms) / (2.0 * in_bytes / copy_ms), same ? "true" : "false");
       std::fflush(stdout);
     }

@@ -96,7 +96,11 @@ template <int W>
 __global__ void __launch_bounds__(kBlockThreads * W, 4 / W) QuantizeKernelWide(const QuantizeJob j, const unsigned char* in,
                                                                         unsigned char* out, unsigned char* sc) {
   constexpr int kThreads = kBlockThreads * W, kRowChunks = 16 * W;
-  __shared__ float group_max[kThreads / 16];
+  // Two sets used in turn: a thread writes set p only after the barrier of
+  // the iteration that used set 1 - p, which every thread reaches after its
+  // reads of set p two iterations ago, so one barrier per block suffices.
+  __shared__ float group_max[2][kThreads / 16];
+  int parity = 0;
   const int64_t bcols = j.BlockCols(), brows = j.BlockRows(), groups = (bcols + W - 1) / W;
   const int64_t total = j.planes * brows * groups;
   const int col_chunk = threadIdx.x % kRowChunks, my_block = col_chunk / 16;
@@ -124,11 +128,11 @@ __global__ void __launch_bounds__(kBlockThreads * W, 4 / W) QuantizeKernelWide(c
       }
     }
     for (int o = 8; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 15) == 0) group_max[threadIdx.x / 16] = m;
+    if ((threadIdx.x & 15) == 0) group_max[parity][threadIdx.x / 16] = m;
     __syncthreads();
     float amax = 0.0f;
-    for (int t = my_block; t < kThreads / 16; t += W) amax = fmaxf(amax, group_max[t]);
-    __syncthreads();  // group_max is reused by the next iteration
+    for (int t = my_block; t < kThreads / 16; t += W) amax = fmaxf(amax, group_max[parity][t]);
+    parity ^= 1;
     const float s = QuantScale(amax, j.scale_format);
     const float rs = 1.0f / s;
     const int mode = ScaleMode(s);
