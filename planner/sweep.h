@@ -44,7 +44,7 @@
 // with fewer (qwen3-30b-a3b ep2 -> tp2: dest-per-layer 21 % faster at
 // offload 0.25), which is why a size whose base point does not fit within
 // the margin estimates its points by their offload time alone. deepseek-v3:
-// 29 of its 112 planned points simulated (README of
+// 28 of its 112 planned points simulated (README of
 // bench/results/2026-12-02-cpu-sweep-speed-3).
 #pragma once
 
