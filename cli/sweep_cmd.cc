@@ -1,8 +1,10 @@
 // `reshard sweep SCENARIO [--segment-bytes L] [--offload L] [--domains L]
-// [--margin 5%] [--threads N] [--csv FILE] [--json]`: plan and simulate a
-// scenario over segment sizes, offload fractions, memory policies and NVLink
-// domain sizes (planner/sweep.h); print every point, the Pareto front of
-// (time, peak) among those that fit, and a recommended default.
+// [--margin 5%] [--threads N] [--exhaustive] [--csv FILE] [--json]`: plan and
+// simulate a scenario over segment sizes, offload fractions, memory policies
+// and NVLink domain sizes (planner/sweep.h; points estimated slower than the
+// best are not simulated unless --exhaustive); print every point, the Pareto
+// front of (time, peak) among those simulated that fit, and a recommended
+// default.
 //
 // Exit 0 whenever the sweep ran, even when no point fits (that is the answer);
 // 2 on bad flags or input.
@@ -41,6 +43,7 @@ struct SweepCmdOptions {
   std::string domains;
   std::string margin = "5%";
   int32_t threads = 0;
+  bool exhaustive = false;
   std::string csv;
   bool json = false;
 };
@@ -128,20 +131,22 @@ void PrintHuman(const SweepResult& r, bool multi_node) {
                            "bound ms", "eff", "pareto");
   for (size_t i = 0; i < r.points.size(); ++i) {
     const SweepPoint& p = r.points[i];
-    const std::string fits = !p.error.empty() ? "error"
-                             : p.fits         ? "yes"
-                                              : fmt::format("no, {} short", FormatBytes(p.missing_bytes));
+    const std::string fits = !p.simulated       ? "not simulated"
+                             : !p.error.empty() ? "error"
+                             : p.fits           ? "yes"
+                                                : fmt::format("no, {} short", FormatBytes(p.missing_bytes));
+    const std::string time = p.fits ? Ms(p.time_s) : !p.simulated ? "~" + Ms(p.estimate_s) : "-";
     std::cout << fmt::format("{:>4}  {:>10}  {:>7.2f}  {:<32}  {}{:>11}  {:>22}  {:<22}  {:>11}  {:>6}  {:<6}{}\n", i,
                              ShortBytes(p.segment_bytes),
                              p.offload_fraction, p.policy.Name(),
                              multi_node ? fmt::format("{:>6}  ", p.nvlink_domain_nodes) : "",
-                             p.fits ? Ms(p.time_s) : "-", FormatBytes(p.peak_bytes), fits,
+                             time, p.simulated ? FormatBytes(p.peak_bytes) : "-", fits,
                              p.fits ? Ms(p.lower_bound_s) : "-",
                              p.fits ? fmt::format("{:.1f}%", p.plan_efficiency * 100) : "-", p.pareto ? "*" : "",
                              p.same_plan_as >= 0 ? fmt::format("  same plan as #{}", p.same_plan_as) : "");
     if (!p.error.empty()) std::cout << "        " << p.error << "\n";
   }
-  std::cout << "Pareto front (time, peak) among points that fit:";
+  std::cout << "Pareto front (time, peak) among simulated points that fit:";
   bool any = false;
   for (size_t i = 0; i < r.points.size(); ++i)
     if (r.points[i].pareto) std::cout << (any ? ", #" : " #") << i, any = true;
@@ -152,6 +157,13 @@ void PrintHuman(const SweepResult& r, bool multi_node) {
     std::cout << fmt::format("{} points not planned again: their segment size is at least every GPU pair's bytes, "
                              "so they plan as the smaller size they name\n",
                              copied);
+  const int64_t pruned =
+      std::count_if(r.points.begin(), r.points.end(), [](const SweepPoint& p) { return !p.simulated; });
+  if (pruned > 0)
+    std::cout << fmt::format("{} points estimated, not simulated (time ~: their size's base point less 5 %, or their "
+                             "optimizer offload's PCIe time): slower than the best base point by the estimate; "
+                             "--exhaustive simulates every point\n",
+                             pruned);
   if (r.recommended) {
     const SweepPoint& p = r.points[*r.recommended];
     std::cout << fmt::format("recommended: #{} segment {} offload {:.2f} {}{}: {} ms, peak {}\n", *r.recommended,
@@ -168,15 +180,18 @@ void WriteCsv(const SweepResult& r, const std::string& path) {
   AtomicOutput file(path);  // a temporary file renamed over `path` once complete
   std::ostream& out = file.stream();
   out << "segment_bytes,offload_fraction,memory_policy,nvlink_domain_nodes,time_s,peak_bytes,fits,missing_bytes,"
-         "lower_bound_s,plan_efficiency,routing_bound_s,pareto,recommended\n";
+         "lower_bound_s,plan_efficiency,routing_bound_s,pareto,recommended,simulated,estimate_s\n";
   for (size_t i = 0; i < r.points.size(); ++i) {
     const SweepPoint& p = r.points[i];
-    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.segment_bytes, p.offload_fraction, p.policy.Name(),
-                       p.nvlink_domain_nodes, p.fits ? fmt::format("{:.9g}", p.time_s) : "", p.peak_bytes,
-                       p.fits ? "yes" : "no", p.missing_bytes, p.fits ? fmt::format("{:.9g}", p.lower_bound_s) : "",
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.segment_bytes, p.offload_fraction,
+                       p.policy.Name(), p.nvlink_domain_nodes, p.fits ? fmt::format("{:.9g}", p.time_s) : "",
+                       p.simulated ? std::to_string(p.peak_bytes) : "",
+                       !p.simulated ? "" : p.fits ? "yes" : "no", p.missing_bytes,
+                       p.fits ? fmt::format("{:.9g}", p.lower_bound_s) : "",
                        p.fits ? fmt::format("{:.6f}", p.plan_efficiency) : "",
                        p.fits ? fmt::format("{:.9g}", p.routing_bound_s) : "", p.pareto ? "yes" : "no",
-                       r.recommended == i ? "yes" : "no");
+                       r.recommended == i ? "yes" : "no", p.simulated ? "yes" : "no",
+                       p.estimate_s >= 0 ? fmt::format("{:.9g}", p.estimate_s) : "");
   }
   file.Commit();
 }
@@ -190,6 +205,7 @@ void Run(const SweepCmdOptions& o) {
     if (b > 0) CheckSegmentBytes(s, b, "<cli>", "--segment-bytes");
   SweepOptions so;
   so.threads = o.threads;
+  so.exhaustive = o.exhaustive;
   so.margin = ParseNumber(o.margin, "--margin");
   std::optional<ProgressBar> bar;
   if (!o.json) {  // --json is read by programs: nothing beside it
@@ -233,6 +249,9 @@ void RegisterSweepCommand(CLI::App& app) {
                   "hardware you would need)");
   cmd->add_option("--margin", o->margin, "safety margin of GPU capacity for the recommendation (default 5%)");
   cmd->add_option("--threads", o->threads, "worker threads (default: hardware concurrency)")->check(CLI::Range(0, 4096));
+  cmd->add_flag("--exhaustive", o->exhaustive,
+                "plan and simulate every point (default: points estimated slower than the best size's base point "
+                "are not simulated)");
   cmd->add_option("--csv", o->csv, "also write the points as CSV to this path");
   cmd->add_flag("--json", o->json, "machine-readable output (every field: docs/json.md)");
   cmd->callback([o]() { Run(*o); });

@@ -633,7 +633,9 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   // won, the rounds' optimistic estimate was already the slower.)
   std::optional<Prediction> predicted;
   if (!small && options.simulate && search->best()) {
-    predicted = SimulateCandidate(search->best()->emitted.plan);
+    // A sweep's memory policy that changes nothing: the last plan's prediction (known_plan.h).
+    predicted = KnownPrediction(known, search->best()->emitted.plan);
+    if (!predicted) predicted = SimulateCandidate(search->best()->emitted.plan);
     const SizeOrders& o = use_relays ? relay_orders : plain_orders;
     if (!search->best()->schedule->all_in_one_round && !o.all_first && !o.all.empty() &&
         o.all_estimate_s < predicted->time_s) {
@@ -641,8 +643,10 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       // fit, doubled deepseek-v3's planning time for 2 %.
       std::unique_ptr<Search> runner_up = run(prob, Order{o.all.front()}, predicted->time_s, false);
       if (runner_up->best()) {
-        Prediction p = SimulateCandidate(runner_up->best()->emitted.plan);
-        if (p.time_s < predicted->time_s) search = std::move(runner_up), predicted = std::move(p);
+        const Plan& other = runner_up->best()->emitted.plan;
+        std::optional<Prediction> p = KnownPrediction(known, other);
+        if (!p) p = SimulateCandidate(other);
+        if (p->time_s < predicted->time_s) search = std::move(runner_up), predicted = std::move(p);
       }
     }
   }
@@ -680,12 +684,12 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   sum.memory_policy = best->policy.Name();
   sum.bytes_moved = CountBytesMoved(plan);
   res.stats.planned_peak_bytes = best->emitted.planned_peak;
-  const bool taken = !predicted && known && options.simulate && TakeKnown(*known, plan, res.stats);  // known_plan.h
+  const bool taken = known && options.simulate && TakeKnown(*known, plan, res.stats);  // known_plan.h
   if (!taken) {
     sum.lower_bound_s = LowerBoundSeconds(plan);
     sum.routing_bound_s = RoutingBoundSeconds(plan);
   }
-  if (predicted || (options.simulate && !taken)) {
+  if (!taken && (predicted || options.simulate)) {
     if (predicted) ApplyPrediction(plan, res.stats, *predicted);
     else PredictWithSimulator(plan, res.stats);
     if (known) Keep(*known, plan, res.stats);

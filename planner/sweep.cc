@@ -11,12 +11,15 @@
 #include <numeric>
 #include <system_error>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
 #include "model/layout.h"
+#include "planner/emitter.h"
+#include "planner/memory_ledger.h"
 #include "planner/planner.h"
 #include "planner/problem.h"
 #include "planner/transfer_set.h"
@@ -44,8 +47,11 @@ bool ValidDomain(const Cluster& c, int32_t d) {
 }
 
 // One grid point, planned with its choices forced: by `session` (a plan
-// session of the point's domain) or, when null, by MakePlan.
-SweepPoint Evaluate(const Scenario& base, PlanSession* session, SweepPoint p) {
+// session of the point's domain) or, when null, by MakePlan. `slots`, when
+// given, gets the plan's optimizer slot bytes per GPU (OptimizerSlotBytes;
+// empty when it does not fit).
+SweepPoint Evaluate(const Scenario& base, PlanSession* session, SweepPoint p,
+                    std::vector<std::vector<int64_t>>* slots = nullptr) {
   Scenario s = base;
   s.cluster.nvlink_domain_nodes = p.nvlink_domain_nodes;
   PlannerOptions o;
@@ -57,6 +63,7 @@ SweepPoint Evaluate(const Scenario& base, PlanSession* session, SweepPoint p) {
   // auto) and keep the fastest, as `reshard plan` does; large ones take the default.
   try {
     const PlanResult r = session ? session->Plan(o) : MakePlan(s, o);
+    if (slots && r.ok()) *slots = OptimizerSlotBytes(r.plan);
     const std::vector<int64_t>& peaks = r.ok() ? r.plan.summary.predicted_peak_bytes : r.stats.planned_peak_bytes;
     if (!peaks.empty()) {
       const auto it = std::max_element(peaks.begin(), peaks.end());  // first GPU on ties
@@ -81,6 +88,21 @@ SweepPoint Evaluate(const Scenario& base, PlanSession* session, SweepPoint p) {
     p.error = e.what();
   }
   return p;
+}
+
+// The longest per-GPU queue of optimizer offloads under `fraction`
+// (OptimizerOffloadSeconds, from a plan's optimizer slots): the PCIe time a
+// point of that fraction takes at least. 0 without slots.
+double OffloadSeconds(const Cluster& c, const std::vector<std::vector<int64_t>>& slots, double fraction) {
+  double longest_s = 0;
+  for (const std::vector<int64_t>& g : slots) {
+    const int64_t optimizer = std::accumulate(g.begin(), g.end(), int64_t{0});  // the slots split it whole
+    const size_t n = OffloadedOptimizerSlots(g, optimizer, fraction);
+    double s = 0;
+    for (size_t k = 0; k < n; ++k) s += HostMoveSeconds(c, g[k]);
+    longest_s = std::max(longest_s, s);
+  }
+  return longest_s;
 }
 
 // The copy of point `from`'s results for `to`, which plans the same.
@@ -197,6 +219,7 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
                                    s.cluster.name));
   if (!(options.margin >= 0 && options.margin < 1))
     throw InputError("<cli>", "--margin", fmt::format("margin {} is outside [0, 1)", options.margin));
+  RESHARD_CHECK(options.prune_tolerance >= 0 && options.prune_tolerance < 1, "a pruning tolerance in [0, 1)");
 
   const size_t points = g.nvlink_domain_nodes.size() * g.segment_bytes.size() * g.offload_fractions.size() *
                         g.policies.size();  // each list is at most a few thousand values (flag length), no overflow
@@ -230,7 +253,8 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
   // segment size), each written to its own slot. A worker plans through one
   // plan session per domain (threads.size() x domains sessions at most), so
   // a group's policies share the problem and its schedules.
-  int64_t threads = options.threads > 0 ? options.threads : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t threads =
+      options.threads > 0 ? options.threads : std::max<int64_t>(1, std::thread::hardware_concurrency());
   std::vector<std::map<int32_t, std::unique_ptr<PlanSession>>> sessions(static_cast<size_t>(threads));
   auto session_of = [&](size_t worker, int32_t domain) -> PlanSession* {
     if (!options.share_problem) return nullptr;
@@ -287,34 +311,99 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
   }
 
   const int64_t total = static_cast<int64_t>(res.points.size());
-  const int64_t num_groups = static_cast<int64_t>(groups.size());
-  threads = std::min(threads, std::max<int64_t>(1, num_groups));
-  std::atomic<int64_t> next{0};
   std::mutex progress_mu;
   int64_t done = 0;
-  auto work = [&](size_t worker) {
-    for (int64_t k; (k = next.fetch_add(1)) < num_groups;) {
-      for (size_t i : groups[k]) {
-        res.points[i] = Evaluate(s, session_of(worker, res.points[i].nvlink_domain_nodes), res.points[i]);
-        if (options.progress) {
-          std::lock_guard<std::mutex> lock(progress_mu);
-          options.progress(++done, total);
-        }
-      }
-    }
+  auto note_done = [&]() {
+    if (!options.progress) return;
+    std::lock_guard<std::mutex> lock(progress_mu);
+    options.progress(++done, total);
   };
-  if (threads == 1) {
-    work(0);
-  } else {
+  // Plans and simulates `todo` (lists of points of one (domain, size)) on
+  // the pool; `slots[k]`, when given, gets todo[k]'s first plan's optimizer
+  // slots. A worker w takes first[w] first (when >= 0: the group whose size
+  // its session last cut, so that a policy equal to the point planned there
+  // is not simulated again, known_plan.h), then any group not taken, and
+  // notes in last[w] the last it planned. Which worker plans a group changes
+  // only the time.
+  std::vector<int64_t> last(static_cast<size_t>(threads), -1);
+  auto run_groups = [&](const std::vector<std::vector<size_t>>& todo,
+                        std::vector<std::vector<std::vector<int64_t>>>* slots, const std::vector<int64_t>& first) {
+    const int64_t num_groups = static_cast<int64_t>(todo.size());
+    const int64_t pool_size = std::min(threads, std::max<int64_t>(1, num_groups));
+    std::atomic<int64_t> next{0};
+    std::vector<std::atomic<bool>> taken(todo.size());
+    auto work = [&](size_t worker) {
+      auto plan_group = [&](int64_t k) {
+        if (taken[k].exchange(true)) return;
+        for (size_t i : todo[k]) {
+          res.points[i] = Evaluate(s, session_of(worker, res.points[i].nvlink_domain_nodes), res.points[i],
+                                   slots && i == todo[k].front() ? &(*slots)[k] : nullptr);
+          note_done();
+        }
+        last[worker] = k;
+      };
+      if (worker < first.size() && first[worker] >= 0) plan_group(first[worker]);
+      for (int64_t k; (k = next.fetch_add(1)) < num_groups;) plan_group(k);
+    };
+    if (pool_size == 1) {
+      work(0);
+      return;
+    }
     std::vector<std::thread> pool;
     try {
-      for (int64_t t = 0; t < threads; ++t) pool.emplace_back(work, static_cast<size_t>(t));
+      for (int64_t t = 0; t < pool_size; ++t) pool.emplace_back(work, static_cast<size_t>(t));
     } catch (const std::system_error&) {
       // No more threads (ulimit, memory for stacks): the ones started take
       // every group from the shared index; with none, this thread does.
       if (pool.empty()) work(0);
     }
     for (std::thread& t : pool) t.join();
+  };
+
+  if (options.exhaustive) {
+    run_groups(groups, nullptr, {});
+  } else {
+    // Pruning (see sweep.h). The base point of each group: least offload,
+    // then fewest memory savers, then grid order.
+    auto savers = [](const SweepPoint& p) {
+      return int{p.policy.destination_per_layer} + int{p.policy.source_to_host};
+    };
+    std::vector<std::vector<size_t>> bases(groups.size());
+    for (size_t k = 0; k < groups.size(); ++k)
+      bases[k] = {*std::min_element(groups[k].begin(), groups[k].end(), [&](size_t a, size_t b) {
+        const SweepPoint &x = res.points[a], &y = res.points[b];
+        return std::make_tuple(x.offload_fraction, savers(x), a) < std::make_tuple(y.offload_fraction, savers(y), b);
+      })};
+    std::vector<std::vector<std::vector<int64_t>>> slots(groups.size());
+    run_groups(bases, &slots, {});
+    const double limit = (1.0 - options.margin) * static_cast<double>(res.capacity_bytes);
+    auto within_margin = [&](const SweepPoint& p) {
+      return p.fits && p.error.empty() && static_cast<double>(p.peak_bytes) <= limit;
+    };
+    double bar = std::numeric_limits<double>::infinity();  // the fastest base point that fits within the margin
+    for (const std::vector<size_t>& b : bases)
+      if (within_margin(res.points[b.front()])) bar = std::min(bar, res.points[b.front()].time_s);
+    std::vector<std::vector<size_t>> rest;  // the points to simulate, by group
+    std::vector<int64_t> rest_of(groups.size(), -1), first(last.size(), -1);
+    for (size_t k = 0; k < groups.size(); ++k) {
+      const SweepPoint& base = res.points[bases[k].front()];
+      for (size_t i : groups[k]) {
+        if (i == bases[k].front()) continue;
+        SweepPoint& p = res.points[i];
+        p.estimate_s = OffloadSeconds(s.cluster, slots[k], p.offload_fraction);
+        if (within_margin(base)) p.estimate_s = std::max(p.estimate_s, base.time_s * (1 - options.prune_tolerance));
+        if (p.estimate_s <= bar) {
+          if (rest_of[k] < 0) rest_of[k] = static_cast<int64_t>(rest.size()), rest.emplace_back();
+          rest.back().push_back(i);
+        } else {
+          p.simulated = false;
+          note_done();
+        }
+      }
+    }
+    for (size_t w = 0; w < last.size(); ++w)
+      if (last[w] >= 0) first[w] = rest_of[last[w]];
+    run_groups(rest, nullptr, first);
   }
   sessions.clear();
   for (size_t i = 0; i < res.points.size(); ++i)
@@ -325,31 +414,31 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
   const std::vector<bool> front = ParetoFront(res.points);
   for (size_t i = 0; i < res.points.size(); ++i) res.points[i].pareto = front[i];
   res.recommended = Recommend(res.points, res.capacity_bytes, res.margin, &res.why);
+  const auto pruned = std::count_if(res.points.begin(), res.points.end(), [](const SweepPoint& p) { return !p.simulated; });
+  if (pruned > 0)
+    res.why += fmt::format("; {} more points were estimated slower and not simulated", pruned);
   return res;
 }
 
 void to_json(nlohmann::json& j, const SweepPoint& p) {
+  const nlohmann::json null;
   j = nlohmann::json{{"segment_bytes", p.segment_bytes},
                      {"offload_fraction", p.offload_fraction},
                      {"memory_policy", p.policy.Name()},
                      {"nvlink_domain_nodes", p.nvlink_domain_nodes},
-                     {"fits", p.fits},
-                     {"peak_bytes", p.peak_bytes},
-                     {"peak_gpu", p.peak_gpu},
+                     {"simulated", p.simulated},
+                     {"estimate_s", p.estimate_s >= 0 ? nlohmann::json(p.estimate_s) : null},
+                     {"fits", p.simulated ? nlohmann::json(p.fits) : null},
+                     {"peak_bytes", p.simulated ? nlohmann::json(p.peak_bytes) : null},
+                     {"peak_gpu", p.simulated ? nlohmann::json(p.peak_gpu) : null},
                      {"pareto", p.pareto},
-                     {"same_plan_as", p.same_plan_as >= 0 ? nlohmann::json(p.same_plan_as) : nlohmann::json(nullptr)}};
-  if (p.fits) {
-    j["time_s"] = p.time_s;
-    j["lower_bound_s"] = p.lower_bound_s;
-    j["plan_efficiency"] = p.plan_efficiency;
-    j["routing_bound_s"] = p.routing_bound_s;
-  } else {
-    j["time_s"] = nullptr;
-    j["lower_bound_s"] = nullptr;
-    j["plan_efficiency"] = nullptr;
-    j["routing_bound_s"] = nullptr;
-    j["missing_bytes"] = p.missing_bytes;
-  }
+                     {"same_plan_as", p.same_plan_as >= 0 ? nlohmann::json(p.same_plan_as) : null}};
+  const bool timed = p.simulated && p.fits;
+  j["time_s"] = timed ? nlohmann::json(p.time_s) : null;
+  j["lower_bound_s"] = timed ? nlohmann::json(p.lower_bound_s) : null;
+  j["plan_efficiency"] = timed ? nlohmann::json(p.plan_efficiency) : null;
+  j["routing_bound_s"] = timed ? nlohmann::json(p.routing_bound_s) : null;
+  if (p.simulated && !p.fits) j["missing_bytes"] = p.missing_bytes;
   if (!p.error.empty()) j["error"] = p.error;
 }
 

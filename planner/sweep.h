@@ -2,8 +2,8 @@
 // segment sizes, optimizer offload fractions, memory policies and (on
 // multi-node clusters, on request) NVLink domain sizes; report each point's predicted
 // time and per-GPU peak, the Pareto front of (time, peak) among the points
-// that fit, and a recommended default (the fastest point whose peak leaves a
-// safety margin of the GPU's capacity).
+// simulated that fit, and a recommended default (the fastest point whose peak
+// leaves a safety margin of the GPU's capacity).
 //
 // Each point is one MakePlan with every choice forced (PlannerOptions), so a
 // point's numbers are those `reshard simulate` would print for that plan.
@@ -19,8 +19,33 @@
 // from it (same_plan_as) instead of planned again. The front and the
 // recommendation are those of planning every point (equal points: the first
 // in grid order, which is the one planned).
-// "Does not fit" is a point's result (fits = false, missing_bytes), as is a
-// scenario the planner refuses (error); neither stops the sweep.
+//
+// Pruning (the default; SweepOptions::exhaustive plans every point): first
+// each (domain, size)'s base point -- its least offload, then fewest memory
+// savers (dest-all-at-once, no source-to-host) -- is planned and simulated.
+// Every other point gets an estimate: the larger of its base point's time
+// less prune_tolerance (5 %) and the time its optimizer offload alone takes
+// on the PCIe link (planner/emitter.h OptimizerOffloadSeconds, from the base
+// plan's optimizer slots); where the base point does not fit within the
+// margin (or fails), the offload time alone. Then every point whose estimate
+// is at most the time of the fastest base point that fits within the margin
+// (all of them when none does) is planned and simulated; the others are
+// reported as estimated, not simulated (simulated = false), and are never on
+// the front nor recommended. The recommendation equals the exhaustive
+// sweep's unless a memory saver makes a point more than prune_tolerance
+// faster than its size's base point (savers only add host transfers and
+// later allocations: ~0.01 % faster at most on the built-in scenarios) or
+// the offload takes less than its PCIe time: the exhaustive sweep's
+// recommended point Q has time(Q) <= the bar, and its estimate <= time(Q)
+// under those two conditions, so Q is simulated. The front is that of the
+// simulated points: a pruned point of lower peak (a memory saver at a slow
+// size) is missing from it, and a simulated point it would dominate may be
+// listed instead. Under memory pressure a saver can be faster than a point
+// with fewer (qwen3-30b-a3b ep2 -> tp2: dest-per-layer 21 % faster at
+// offload 0.25), which is why a size whose base point does not fit within
+// the margin estimates its points by their offload time alone. deepseek-v3:
+// 28 of its 112 planned points simulated (README of
+// bench/results/2026-12-02-cpu-sweep-speed-3).
 #pragma once
 
 #include <cstdint>
@@ -69,6 +94,11 @@ struct SweepOptions {
   // and a size is cut once for its memory policies; false calls MakePlan
   // per point (the same results; tests compare the two).
   bool share_problem = true;
+  // Plan and simulate every point (true) or prune (see the file comment).
+  bool exhaustive = false;
+  // Pruning: a point other than its size's base one is estimated at most this
+  // fraction faster than the base.
+  double prune_tolerance = 0.05;
 };
 
 struct SweepPoint {
@@ -87,6 +117,10 @@ struct SweepPoint {
   bool pareto = false;
   std::string error;          // the planner refused the point (InputError message)
   int64_t same_plan_as = -1;  // >= 0: index of the point of the same plan, whose results these are
+  // false: pruned (see the file comment): not planned; fits is false and
+  // only estimate_s is known.
+  bool simulated = true;
+  double estimate_s = -1;     // the pruning estimate; < 0: none (a base point, or an exhaustive sweep)
 };
 
 struct SweepResult {

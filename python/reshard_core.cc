@@ -150,7 +150,7 @@ py::tuple SimulatePlan(const PlanPtr& plan, const std::string& issue, bool one_p
 
 std::string SweepScenario(const ScenarioPtr& s, const std::vector<int64_t>& segment_bytes,
                           const std::vector<double>& offload_fractions, const std::vector<int32_t>& domains,
-                          double margin, int32_t threads) {
+                          double margin, int32_t threads, bool exhaustive) {
   py::gil_scoped_release release;
   SweepGrid grid;
   grid.segment_bytes = segment_bytes;
@@ -160,6 +160,7 @@ std::string SweepScenario(const ScenarioPtr& s, const std::vector<int64_t>& segm
   SweepOptions so;
   so.threads = threads;
   so.margin = margin;
+  so.exhaustive = exhaustive;
   return nlohmann::json(Sweep(*s, grid, so)).dump();
 }
 
@@ -264,7 +265,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("simulate", &SimulatePlan, py::arg("plan"), py::arg("issue"), py::arg("one_process"), py::arg("cold"),
         py::arg("trace"), py::arg("reserve_bytes"));
   m.def("sweep", &SweepScenario, py::arg("scenario"), py::arg("segment_bytes"), py::arg("offload_fractions"),
-        py::arg("domains"), py::arg("margin"), py::arg("threads"));
+        py::arg("domains"), py::arg("margin"), py::arg("threads"), py::arg("exhaustive") = false);
   m.def("run", &RunPlan, py::arg("plan"), py::arg("backend"), py::arg("repeat"), py::arg("timeout_s"),
         py::arg("max_mismatches"), py::arg("warmup"));
 }

@@ -253,20 +253,22 @@ def simulate(target, *, issue=None, one_process=False, cold=False, trace=None, s
     return Prediction(_json.loads(text), over, p.usable_bytes)
 
 
-def sweep(scenario, *, segment_bytes=None, offload=None, domains=None, margin=0.05, threads=0):
+def sweep(scenario, *, segment_bytes=None, offload=None, domains=None, margin=0.05, threads=0, exhaustive=False):
     """Capacity planning (``reshard sweep``): plan and simulate over segment
     sizes, offload fractions, memory policies and NVLink domain sizes.
 
     Lists default as the CLI's (4 MiB .. 4 GiB; 0, 0.25, 0.5, 1; the cluster's
     domain). Sizes may be ints or strings ("64MiB"). ``threads`` 0: every
     core. Releases the GIL. Points that do not fit are results (``fits``
-    False), not exceptions.
+    False), not exceptions. Points estimated slower are not simulated
+    (``simulated`` False) unless ``exhaustive``.
     """
     s = _scenario(scenario)
     segs = [_bytes(b, "segment_bytes") for b in (segment_bytes or [])]
     offs = [float(f) for f in (offload or [])]
     doms = [int(d) for d in (domains or [])]
-    return SweepResult(_json.loads(_core.sweep(s._core, segs, offs, doms, float(margin), int(threads))))
+    return SweepResult(_json.loads(_core.sweep(s._core, segs, offs, doms, float(margin), int(threads),
+                                               bool(exhaustive))))
 
 
 def run(target, *, backend="host", repeat=1, timeout_s=None, max_mismatches=20, warmup=True):
