@@ -24,15 +24,6 @@ bool TakeKnown(const KnownPlan& known, Plan& plan, PlanStats& stats) {
   return true;
 }
 
-std::optional<Prediction> KnownPrediction(const KnownPlan* known, const Plan& plan) {
-  if (!known || !known->plan || !SameButSummary(plan, *known->plan)) return std::nullopt;
-  Prediction p;
-  p.time_s = known->predicted_time_s;
-  p.peak_bytes = known->predicted_peak_bytes;
-  p.peak_parts = known->peak_parts;
-  return p;
-}
-
 void Keep(KnownPlan& known, const Plan& plan, const PlanStats& stats) {
   known.plan.reset();  // the old copy freed before the new one is made
   known.plan = plan;

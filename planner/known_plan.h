@@ -5,7 +5,7 @@
 // the bounds and the simulator read (all but its summary) takes the kept
 // lower bound, routing bound and prediction, which are functions of those
 // parts, instead of being simulated again (large plans, simulated before
-// their bounds are taken: KnownPrediction). Comparing costs O(plan size),
+// their bounds are taken: KnownPrediction in planner/search.cc). Comparing costs O(plan size),
 // a small part of one simulation.
 #pragma once
 
@@ -15,7 +15,6 @@
 
 #include "plan/plan.h"
 #include "planner/planner.h"
-#include "sim/simulator.h"
 
 namespace reshard {
 
@@ -33,11 +32,6 @@ bool SameButSummary(const Plan& a, const Plan& b);
 // kept bounds and prediction and `stats` the kept peak parts, and returns
 // true; else changes nothing and returns false.
 bool TakeKnown(const KnownPlan& known, Plan& plan, PlanStats& stats);
-
-// The kept plan's prediction (time_s, peak_bytes and peak_parts; nothing
-// else is set) when `plan` equals it (SameButSummary); nullopt otherwise or
-// when `known` is null.
-std::optional<Prediction> KnownPrediction(const KnownPlan* known, const Plan& plan);
 
 // Keeps a copy of `plan`, whose summary holds its bounds and simulated
 // prediction (and `stats` its peak parts), in place of the kept one.

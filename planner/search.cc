@@ -525,6 +525,19 @@ Prediction SimulateCandidate(const Plan& plan) {
   return Simulate(plan, so);
 }
 
+// The kept plan's prediction (time_s, peak_bytes and peak_parts; nothing
+// else is set) when `plan` equals it (SameButSummary); nullopt otherwise or
+// when `known` is null. Here, not in known_plan.h: only the search step may
+// use the simulator's types.
+std::optional<Prediction> KnownPrediction(const KnownPlan* known, const Plan& plan) {
+  if (!known || !known->plan || !SameButSummary(plan, *known->plan)) return std::nullopt;
+  Prediction p;
+  p.time_s = known->predicted_time_s;
+  p.peak_bytes = known->predicted_peak_bytes;
+  p.peak_parts = known->peak_parts;
+  return p;
+}
+
 void ApplyPrediction(Plan& plan, PlanStats& stats, const Prediction& pred) {
   plan.summary.predicted_time_s = pred.time_s;
   plan.summary.predicted_peak_bytes = pred.peak_bytes;
