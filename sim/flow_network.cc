@@ -403,8 +403,17 @@ void FlowNetwork::CheckBig() {
   big_checks_.clear();
   if (!big_valid_) return;
   if (big_stale_) {
-    big_ports_.erase(std::remove_if(big_ports_.begin(), big_ports_.end(), [&](int32_t p) { return !in_big_[p]; }),
-                     big_ports_.end());
+    // Drops the ports that left, and the second listing of a port that left
+    // and joined again before this check (JoinBig lists it anew): counted
+    // twice, its flows would make UseBig's count exceed the flows.
+    size_t kept = 0;
+    for (int32_t p : big_ports_)
+      if (in_big_[p] == 1) {
+        in_big_[p] = 2;
+        big_ports_[kept++] = p;
+      }
+    big_ports_.resize(kept);
+    for (int32_t p : big_ports_) in_big_[p] = 1;
     big_stale_ = false;
   }
   int32_t flows_in = 0;

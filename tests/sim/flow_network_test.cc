@@ -233,6 +233,43 @@ TEST(FlowNetwork, KeepsLargeComponentsExact) {
   }
 }
 
+// A sender's only flow into the kept big component stops and, before the
+// next Recompute, the same sender starts another flow into it: its NIC port
+// leaves the component (no flows) and joins it again. Regression: the port
+// was then listed twice, the component's flow count exceeded its flows, and
+// the water-filling stopped with "water-filling lost a flow" (deepseek-v3 at
+// 16 MiB segments). 624 senders (nodes 2..79), one flow each, into GPUs 0
+// and 1 (two NICs of node 0), joined into one component above kBigFlows by
+// the 8 GPUs of node 1, which send to both: a change on both receivers
+// reaches every flow, so the component is re-shared whole (UseBig).
+TEST(FlowNetwork, PortThatLeavesAndRejoinsTheBigComponentCountsOnce) {
+  Checker c("dgx-h100", 80);
+  std::mt19937 rng(3);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  constexpr int32_t kFirstSender = 16;
+  std::vector<int32_t> flow_of(c.Gpus(), -1), to_of(c.Gpus(), -1);  // per sender: its one flow, its receiver
+  int64_t t = 0;
+  for (int32_t a = 8; a < kFirstSender; ++a)
+    for (int32_t b : {0, 1}) c.Start(c.Transfer(a, b), int64_t{1} << 40, 1e300, t);
+  for (int32_t a = kFirstSender; a < c.Gpus(); ++a) {
+    to_of[a] = a % 2;
+    flow_of[a] = c.Start(c.Transfer(a, to_of[a]), int64_t{1} << 30, 1e300, t);
+  }
+  c.Recompute(t, "start");
+  ASSERT_FALSE(HasFatalFailure());
+  for (int step = 0; step < 200; ++step) {
+    t += uni(1, 1 << 20);
+    for (int k = uni(1, 3); k > 0; --k) {
+      const int32_t a = uni(kFirstSender, c.Gpus() - 1);
+      c.Stop(flow_of[a], t);
+      to_of[a] = 1 - to_of[a];
+      flow_of[a] = c.Start(c.Transfer(a, to_of[a]), int64_t{1} << 30, 1e300, t);
+    }
+    c.Recompute(t, "step " + std::to_string(step));
+    if (HasFatalFailure()) return;
+  }
+}
+
 // A big component whose bottlenecks are the receiving NICs: 14 nodes send
 // to the 16 NICs of 2 (~70 flows per receiving NIC, ~10 per sending one), so
 // a start or end changes the rates on one receiving NIC, and the part is
