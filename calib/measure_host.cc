@@ -423,8 +423,8 @@ void MeasureCopyKernel(const HostCalibrateOptions& o, int32_t sms, HostMeasureme
 // ---- quantize kernel ----------------------------------------------------------
 
 // The fp8 quantize kernel (gpu::LaunchQuantize, as the backend launches a
-// quantize tile: gpu::kQuantizeCtasPerSm CTAs per SM) on bf16 matrices of 4096 columns, 1 MiB ...
-// 1 GiB of input, filled with the pattern validate fills quantized tensors
+// quantize tile: gpu::kQuantizeCtasPerSm CTAs per SM) on bf16 matrices of 4096 columns, 1 MiB,
+// 2 MiB ... 1 GiB of input, filled with the pattern validate fills quantized tensors
 // with, for each block shape it runs differently: 128 x 128 blocks with fp32
 // scales, MXFP8's 1 x 32 blocks with E8M0 scales, and one fp32 scale for the
 // launch's whole matrix. As the copy kernel: launches queued behind a held
@@ -457,7 +457,11 @@ void MeasureQuantizeKernel(const HostCalibrateOptions& o, int32_t sms, HostMeasu
   };
   for (const Blocks& b : {Blocks{kPatternQuantize, "128 x 128", 0, 4}, Blocks{kPatternQuantizeMx, "1 x 32", 2, 1},
                           Blocks{kPatternQuantizeTensor, "per matrix", 0, 4}}) {
-    for (int64_t bytes = kMiB; bytes <= max_bytes; bytes *= 4) {
+    // Every power of two: a launch's rate is not smooth in its size (the grid
+    // of 16 CTAs per SM, 2112 on an H200, gives each CTA one 128 x 128 block
+    // of a 64 MiB launch but one or two of a 112 MiB one), and the simulator
+    // interpolates between neighbours.
+    for (int64_t bytes = kMiB; bytes <= max_bytes; bytes *= 2) {
       QuantizeJob j;
       j.rows = bytes / (2 * kCols);
       j.cols = kCols;

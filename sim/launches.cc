@@ -137,11 +137,12 @@ int64_t QuantizeLaunchBytes(const Plan& plan, const QuantizeTile& t) {
   const TensorQuant& q = pt.quant;
   if (q.block_cols != 128 || q.block_rows <= 0 || q.block_rows > 128 || pt.shape.ndim < 1) return bytes;
   const int nd = pt.shape.ndim;
-  const int64_t bcols = (t.box.hi[nd - 1] - t.box.lo[nd - 1] + 127) / 128;
-  if (bcols <= 0) return bytes;
-  const int64_t w = bcols >= 4 ? 4 : bcols >= 2 ? 2 : 1;
-  return static_cast<int64_t>(static_cast<double>(bytes) * static_cast<double>((bcols + w - 1) / w * w) /
-                              static_cast<double>(bcols));
+  const int64_t cols = t.box.hi[nd - 1] - t.box.lo[nd - 1];
+  const int64_t rows = nd >= 2 ? t.box.hi[nd - 2] - t.box.lo[nd - 2] : 1;
+  if (cols <= 0 || rows <= 0) return bytes;
+  const int64_t padded = (rows + q.block_rows - 1) / q.block_rows * q.block_rows * ((cols + 127) / 128 * 128);
+  return static_cast<int64_t>(static_cast<double>(bytes) * static_cast<double>(padded) /
+                              static_cast<double>(rows * cols));
 }
 
 QuantScheme QuantizeKernelScheme(const Plan& plan, const QuantizeTile& t) {

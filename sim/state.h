@@ -60,10 +60,11 @@ double CopyKernelCap(const Op& op, const CopyKernelProfile& profile);
 // half its traffic, (input + output + scales) / 2.
 int64_t QuantizeCopyBytes(const Op& op);
 // The bf16 bytes a quantize tile's launch works as: its input, scaled up
-// where the kernel leaves threads idle. 128-column blocks go up to four side
-// by side per CTA (executor/nccl/quantize_kernels.cu, QuantizeKernelWide: 4 when the
-// tile has 4 block columns or more, else 2 or 1), so a tile of 6 block
-// columns runs two groups of 4: it costs as 8 / 6 of its bytes.
+// where the kernel leaves threads idle. With 128-column blocks a CTA
+// quantizes one whole block per iteration (executor/nccl/quantize_kernels.cu:
+// QuantizeKernelBlock128, or QuantizeKernelWide<1> where a tile's edge cuts
+// blocks), so a cut block costs as a whole one: a 200 x 200 tile of 128 x 128
+// blocks costs as 256 x 256.
 int64_t QuantizeLaunchBytes(const Plan& plan, const QuantizeTile& t);
 // The kernel a tile's blocks run on, as `calibrate` measures it: one-row
 // blocks (MXFP8) kMx, a block that covers the whole matrix kTensor, else

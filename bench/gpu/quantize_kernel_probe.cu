@@ -75,6 +75,7 @@ const char* PathName(QuantizePath p) {
     case QuantizePath::kWide1: return "wide1";
     case QuantizePath::kWide2: return "wide2";
     case QuantizePath::kWide4: return "wide4";
+    case QuantizePath::kBlock128: return "block128";
     case QuantizePath::kRow: return "row";
     case QuantizePath::kTensor: return "tensor";
     default: return "auto";
@@ -102,17 +103,18 @@ int Main() {
   float* d_scales = nullptr;
   unsigned long long* d_bad = nullptr;
   RESHARD_GPU(cudaMalloc(&d_scales, scales.size() * sizeof(float)));
-  RESHARD_GPU(cudaMalloc(&d_bad, 2 * sizeof(unsigned long long)));
+  RESHARD_GPU(cudaMalloc(&d_bad, 3 * sizeof(unsigned long long)));
   RESHARD_GPU(cudaMemcpy(d_scales, scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice));
-  RESHARD_GPU(cudaMemset(d_bad, 0, 2 * sizeof(unsigned long long)));
+  RESHARD_GPU(cudaMemset(d_bad, 0, 3 * sizeof(unsigned long long)));
   RESHARD_GPU(reshard::gpu::LaunchConvertCheck(0, uint64_t{1} << 32, d_scales, static_cast<int32_t>(scales.size()),
                                                d_bad, s));
-  unsigned long long bad[2] = {0, 0};
+  unsigned long long bad[3] = {0, 0, 0};
   RESHARD_GPU(cudaMemcpyAsync(bad, d_bad, sizeof(bad), cudaMemcpyDeviceToHost, s));
   RESHARD_GPU(cudaStreamSynchronize(s));
   std::printf("{\"check\": \"convert\", \"fp32_patterns\": %llu, \"mismatches\": %llu, \"divide_pairs\": %llu, "
-              "\"divide_mismatches\": %llu}\n",
-              1ull << 32, bad[0], static_cast<unsigned long long>(scales.size()) << 16, bad[1]);
+              "\"divide_mismatches\": %llu, \"amax_pairs\": %llu, \"amax_mismatches\": %llu}\n",
+              1ull << 32, bad[0], static_cast<unsigned long long>(scales.size()) << 16, bad[1], (1ull << 30) - (0x7Fu * 0x7Fu),
+              bad[2]);
 
   // 2. Timing: a 53248 x 4096 bf16 matrix (436 MB, llama3-8b's layer buffer).
   reshard::QuantizeJob j;
@@ -163,7 +165,8 @@ int Main() {
     RESHARD_GPU(cudaGetLastError());
     bool have_ref = false;
     for (QuantizePath path : {QuantizePath::kVecSoftware, QuantizePath::kVecHardware, QuantizePath::kWide1,
-                              QuantizePath::kWide2, QuantizePath::kWide4, QuantizePath::kAuto, QuantizePath::kGeneric}) {
+                              QuantizePath::kWide2, QuantizePath::kWide4, QuantizePath::kBlock128, QuantizePath::kAuto,
+                              QuantizePath::kGeneric}) {
       for (int per_sm : {4, 8, 16, 32, 64, 128, 256}) {
         if (per_sm > 32 && path != QuantizePath::kWide1 && path != QuantizePath::kAuto) continue;
         if ((path == QuantizePath::kGeneric || path == QuantizePath::kVecSoftware) && per_sm != 8) continue;

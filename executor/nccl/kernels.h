@@ -122,28 +122,32 @@ struct MismatchCount {
 
 // Which quantize kernel runs a job: kAuto takes, at aligned addresses, for
 // one scale per matrix the two-pass kernels (kTensor), for one-row blocks of
-// 8-256 columns the lanes-per-block kernel (kRow), for 128-column blocks the
-// kernel that quantizes up to 4 blocks side by side per CTA (longer row runs
-// from HBM), for other blocks the vectorized one-block kernel, all with the
-// hardware E4M3 conversion; else the generic kernel. The others force a path
-// where it applies, else the generic kernel (bench/gpu/
-// quantize_kernel_probe.cu compares them; every path writes the same bytes).
-enum class QuantizePath { kAuto, kGeneric, kVecSoftware, kVecHardware, kWide1, kWide2, kWide4, kRow, kTensor };
+// 8-256 columns the lanes-per-block kernel (kRow), for 128 x 128 blocks of a
+// job of whole blocks the one-block-per-iteration kernel (kBlock128), for
+// other 128-column blocks the side-by-side kernel with one block per CTA
+// (kWide1; kWide2 / kWide4 put 2 or 4 side by side), for other blocks the
+// vectorized one-block kernel, all with the hardware E4M3 conversion; else
+// the generic kernel. The others force a path where it applies, else the
+// generic kernel (bench/gpu/quantize_kernel_probe.cu compares them; every
+// path writes the same bytes).
+enum class QuantizePath { kAuto, kGeneric, kVecSoftware, kVecHardware, kWide1, kWide2, kWide4, kRow, kTensor, kBlock128 };
 
 // Quantizes job `j` (byte offsets into in / out / sc, the buffers' bases).
 // CTAs per SM a quantize launch may use (the backend's and calibrate's
-// max_blocks = SMs x this): the 128-column kernel with at most 64 registers a
-// thread keeps 4 CTAs of 256 threads resident per SM, and a grid of 16 per SM
+// max_blocks = SMs x this): the 128-column kernels with at most 64 registers a
+// thread keep 4 CTAs of 256 threads resident per SM, and a grid of 16 per SM
 // moved 0.767 of cudaMemcpyAsync's traffic rate on an H200 against 0.754 with
-// 8 (bench/gpu/quantize_kernel_probe.cu).
+// 8 (kWide1; bench/gpu/quantize_kernel_probe.cu).
 inline constexpr int32_t kQuantizeCtasPerSm = 16;
 cudaError_t LaunchQuantize(const QuantizeJob& j, const unsigned char* in, unsigned char* out, unsigned char* sc,
                            cudaStream_t s, int32_t max_blocks, QuantizePath path = QuantizePath::kAuto);
 
 // Compares the hardware fp32 -> E4M3 conversion the quantize kernel uses with
 // E4M3FromFloat for every fp32 bit pattern in [first, first + count), and
-// DivByScale with the IEEE division for every bf16 x against `scales`:
-// mismatches counted into *out (device memory, zeroed by the caller).
+// DivByScale with the IEEE division for every bf16 x against `scales`, and
+// the packed bf16 max of the amax with the host's compare for every pair of
+// magnitudes: mismatches counted into out[0], out[1], out[2] (device memory,
+// zeroed by the caller).
 cudaError_t LaunchConvertCheck(uint64_t first, uint64_t count, const float* scales, int32_t scale_count,
                                unsigned long long* out, cudaStream_t s);
 

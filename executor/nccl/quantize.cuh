@@ -5,6 +5,7 @@
 // (kernels.cu) share them, so both compute a block's scale the same way.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include <cstdint>
@@ -14,6 +15,13 @@
 #include "executor/nccl/warp_copy.cuh"
 
 namespace reshard::gpu {
+
+// A bf16x2 from its bits.
+__device__ __forceinline__ __nv_bfloat162 BitsBf162(uint32_t w) {
+  __nv_bfloat162 x;
+  *reinterpret_cast<uint32_t*>(&x) = w;
+  return x;
+}
 
 // The max of every thread's `m` over the CTA, returned to all threads (max is
 // exact, so any order gives the host's value). Every thread must call it.
@@ -76,18 +84,26 @@ __device__ __forceinline__ int ScaleMode(float s) {
   return (__float_as_uint(s) & 0x7FFFFFu) == 0 ? kQuantPow2 : kQuantDivide;
 }
 
-// The largest |x| of m and the 8 bf16 of a 16-byte chunk. (Hopper's packed
-// 16-bit integer max on the magnitudes' bits, __vimax3_s16x2, gave the same
-// bytes but took the per-matrix kernel from 0.525 to 0.492 of the HBM bound
-// on an H200: bench/results/2026-12-02-h200-kernels-check-run.)
-__device__ __forceinline__ float ChunkAmax(const uint4& v, float m) {
+// The largest magnitudes of a 16-byte chunk's 8 bf16 and of m, kept as two
+// bf16 (a bf16x2 max on the magnitudes, sign bits cleared: one instruction
+// per 4 bytes where fp32 took four). Exact: a max returns one of its inputs,
+// and bf16 max keeps subnormals (no flush) and returns the other operand of
+// a NaN as the host's compare does (checked over every pair of magnitudes by
+// ConvertCheckKernel). The fp32 form per element spilled registers in the
+// 128 x 128 kernel and held it at 0.75 of cudaMemcpyAsync's traffic rate on
+// an H200 against 0.94-0.98 packed (bench/gpu/quantize_variants_probe.cu).
+__device__ __forceinline__ __nv_bfloat162 ChunkAmax2(const uint4& v, __nv_bfloat162 m) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-  for (int h = 0; h < 4; ++h) {
-    m = fmaxf(m, fabsf(BitsFloat(w[h] << 16)));
-    m = fmaxf(m, fabsf(BitsFloat(w[h] & 0xFFFF0000u)));
-  }
+  for (int h = 0; h < 4; ++h) m = __hmax2(m, BitsBf162(w[h] & 0x7FFF7FFFu));
   return m;
+}
+// The larger half of a ChunkAmax2 result, as fp32 (exact).
+__device__ __forceinline__ float Amax2Float(__nv_bfloat162 m) { return fmaxf(__low2float(m), __high2float(m)); }
+__device__ __forceinline__ __nv_bfloat162 ZeroBf162() { return BitsBf162(0u); }
+// The largest |x| of m and the 8 bf16 of a chunk, as fp32.
+__device__ __forceinline__ float ChunkAmax(const uint4& v, float m) {
+  return fmaxf(m, Amax2Float(ChunkAmax2(v, ZeroBf162())));
 }
 // The 8 bf16 of a chunk quantized with scale s (rs = 1/s): 8 E4M3 bytes.
 __device__ __forceinline__ uint2 QuantizeChunk(const uint4& v, float s, float rs, int mode) {

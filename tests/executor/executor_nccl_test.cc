@@ -3,11 +3,15 @@
 // One process drives every GPU here; the multi-process path is exercised by
 // `reshard run` under mpirun (see the executor's report for the commands).
 #include <cstdio>
+#include <vector>
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include "executor/executor.h"
 #include "executor/nccl/backend.h"
+#include "executor/nccl/gpu_check.h"
+#include "executor/nccl/kernels.h"
 #include "executor/pattern.h"
 #include "model/scenario.h"
 #include "planner/planner.h"
@@ -192,6 +196,109 @@ TEST(NcclExecutor, Fp8EveryQuantizeKernel) {
         EXPECT_TRUE(m.verified) << FormatMeasurement(m, r.plan);
         EXPECT_GT(m.checked_elements, 0);
       }
+}
+
+// The quantize kernels against the host's QuantizeBlock on blocks the fill
+// pattern never makes (the amax is a packed bf16 max, the division a fast
+// path): subnormals only, zeros with one subnormal, zeros only (these and
+// the tiny normals have scales below 2^-125: the software path), both signs
+// of the largest finite value, a huge value beside the smallest normals,
+// powers of two, pattern bits, tiny normals; 128 x 128 blocks with fp32 and UE8M0 scales,
+// 32 x 32, MXFP8's 1 x 32 with E8M0, through every kernel path. And the
+// exhaustive checks of the building blocks (LaunchConvertCheck): 0 mismatches.
+TEST(NcclExecutor, QuantizeKernelsMatchTheHostOnEdgeBlocks) {
+  REQUIRE_GPUS(1);
+  constexpr int64_t kRows = 256, kCols = 1024;  // 2 x 8 blocks of 128 x 128
+  std::vector<uint16_t> x(kRows * kCols);
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < kCols; ++c) {
+      const int64_t i = r * kCols + c, kind = (r / 128 * 8 + c / 128) % 8;
+      const uint16_t sign = static_cast<uint16_t>((i * 7 % 3 == 0) << 15);
+      uint16_t v = 0;
+      switch (kind) {
+        case 0: v = static_cast<uint16_t>(1 + (i * 37) % 0x7F); break;               // subnormals
+        case 1: v = i % 16411 == 5 ? 0x0001 : 0; break;                                // one subnormal
+        case 2: v = 0; break;                                                            // zeros
+        case 3: v = i % 97 == 0 ? 0x7F7F : static_cast<uint16_t>(0x3F80 + i % 0x7F); break;  // max finite
+        case 4: v = i % 1031 == 0 ? 0x7F00 : 0x0080; break;                             // huge + smallest normal
+        case 5: v = static_cast<uint16_t>((1 + i % 200) << 7); break;                   // powers of two
+        case 6: v = FiniteBf16Pattern(3, i); break;
+        default: v = static_cast<uint16_t>(0x0080 + (i * 13) % 0x180); break;           // tiny normals
+      }
+      x[i] = static_cast<uint16_t>(v | (v ? sign : 0));
+    }
+  struct Case {
+    int64_t rows, block_rows, block_cols;
+    int32_t scale_format, scale_bytes;
+  };
+  // 200 rows: partial blocks (kAuto leaves the whole-block kernel).
+  const Case cases[] = {{256, 128, 128, 0, 4}, {256, 128, 128, 1, 1}, {200, 128, 128, 0, 4}, {256, 32, 32, 0, 4},
+                        {256, 1, 32, 2, 1}};
+  using gpu::QuantizePath;
+  const QuantizePath paths[] = {QuantizePath::kAuto,   QuantizePath::kGeneric, QuantizePath::kVecSoftware,
+                                QuantizePath::kVecHardware, QuantizePath::kWide1, QuantizePath::kWide2,
+                                QuantizePath::kWide4,  QuantizePath::kBlock128, QuantizePath::kRow};
+  int sms = 0;
+  RESHARD_GPU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  unsigned char *in = nullptr, *out = nullptr, *sc = nullptr;
+  RESHARD_GPU(cudaMalloc(&in, x.size() * 2));
+  RESHARD_GPU(cudaMalloc(&out, x.size()));
+  RESHARD_GPU(cudaMalloc(&sc, x.size() * 4));
+  RESHARD_GPU(cudaMemcpy(in, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+  for (const Case& k : cases) {
+    QuantizeJob j;
+    j.rows = k.rows;
+    j.cols = kCols;
+    j.block_rows = k.block_rows;
+    j.block_cols = k.block_cols;
+    j.scale_format = k.scale_format;
+    j.scale_bytes = k.scale_bytes;
+    j.in_row = 2 * kCols;
+    j.out_row = kCols;
+    j.sc_row = j.BlockCols() * k.scale_bytes;
+    const int64_t sc_bytes = j.sc_row * j.BlockRows();
+    std::vector<unsigned char> want(x.size(), 0xA5), want_sc(sc_bytes);
+    for (int64_t b = 0; b < j.Blocks(); ++b)
+      QuantizeBlock(j, b, reinterpret_cast<const unsigned char*>(x.data()), want.data(), want_sc.data());
+    for (QuantizePath path : paths) {
+      SCOPED_TRACE(::testing::Message() << "blocks " << k.block_rows << " x " << k.block_cols << ", scale format "
+                                        << k.scale_format << ", path " << static_cast<int>(path));
+      RESHARD_GPU(cudaMemset(out, 0xA5, x.size()));
+      RESHARD_GPU(cudaMemset(sc, 0x5A, sc_bytes));
+      RESHARD_GPU(gpu::LaunchQuantize(j, in, out, sc, nullptr, sms * gpu::kQuantizeCtasPerSm, path));
+      std::vector<unsigned char> got(x.size()), got_sc(sc_bytes);
+      RESHARD_GPU(cudaMemcpy(got.data(), out, got.size(), cudaMemcpyDeviceToHost));
+      RESHARD_GPU(cudaMemcpy(got_sc.data(), sc, sc_bytes, cudaMemcpyDeviceToHost));
+      int64_t bad = 0, first = -1;
+      for (size_t i = 0; i < got.size(); ++i)
+        if (got[i] != want[i]) bad += 1, first = first < 0 ? static_cast<int64_t>(i) : first;
+      EXPECT_EQ(bad, 0) << "first at element " << first << " (bf16 0x" << std::hex << x[first < 0 ? 0 : first]
+                        << ")";
+      EXPECT_EQ(got_sc, want_sc);
+    }
+  }
+  // The conversion, the division and the packed max, exhaustively.
+  std::vector<float> scales;
+  for (uint32_t e = 1; e < 255; e += 3) {
+    scales.push_back(QuantScale(BitsFloat((e << 23) | (37u << 16)), 0));
+    scales.push_back(QuantScale(BitsFloat(e << 23), 1));
+  }
+  float* d_scales = nullptr;
+  unsigned long long* d_bad = nullptr;
+  RESHARD_GPU(cudaMalloc(&d_scales, scales.size() * sizeof(float)));
+  RESHARD_GPU(cudaMalloc(&d_bad, 3 * sizeof(unsigned long long)));
+  RESHARD_GPU(cudaMemcpy(d_scales, scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice));
+  RESHARD_GPU(cudaMemset(d_bad, 0, 3 * sizeof(unsigned long long)));
+  RESHARD_GPU(gpu::LaunchConvertCheck(0, uint64_t{1} << 32, d_scales, static_cast<int32_t>(scales.size()), d_bad,
+                                       nullptr));
+  unsigned long long bad[3] = {1, 1, 1};
+  RESHARD_GPU(cudaMemcpy(bad, d_bad, sizeof(bad), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(bad[0], 0u) << "fp32 -> E4M3 conversions";
+  EXPECT_EQ(bad[1], 0u) << "(bf16, scale) divisions";
+  EXPECT_EQ(bad[2], 0u) << "packed amax pairs";
+  for (void* p : {static_cast<void*>(in), static_cast<void*>(out), static_cast<void*>(sc), static_cast<void*>(d_scales),
+                  static_cast<void*>(d_bad)})
+    RESHARD_GPU(cudaFree(p));
 }
 
 }  // namespace

@@ -303,13 +303,12 @@ TEST(QuantizeKernel, MeasuredRatesSetTheQuantizeTime) {
   EXPECT_NEAR(static_cast<double>(Simulate(b.Build()).time_ns), 2726297.6, 1.0);
 }
 
-TEST(QuantizeKernel, TilesOfPartialBlockGroupsCostTheirPaddedGroup) {
-  // 128 x 128 blocks. A tile 768 columns wide has 6 block columns: the
-  // kernel puts 4 side by side per CTA, two groups = 8 block columns of
-  // work, so its 768 x 256 x 2 = 393216 bf16 bytes launch as 393216 x 8 / 6
-  // = 524288. 2048 columns (16 block columns, 4 groups of 4): as they are.
-  // 384 columns (3: groups of 2) -> 4 / 3; 128 columns (1) -> as they are.
-  // A tensor without 128-column blocks: as they are.
+TEST(QuantizeKernel, TilesOfPartialBlocksCostTheirWholeBlocks) {
+  // 128 x 128 blocks, one whole block per CTA iteration. 256 rows x 768
+  // columns (2 x 6 blocks): as they are, 256 x 768 x 2 = 393216 bytes. 256 x
+  // 200 (the second block column cut at 72): as 256 x 256, 256 x 200 x 2 x
+  // 256 / 200 = 131072. 200 x 768 (the second block row cut): as 256 x 768,
+  // 393216. A tensor of MXFP8's 1 x 32 blocks: as they are.
   Plan plan;
   PlanTensor t;
   t.shape = MakeShape({2048, 2048});
@@ -319,19 +318,18 @@ TEST(QuantizeKernel, TilesOfPartialBlockGroupsCostTheirPaddedGroup) {
   t.quant.block_rows = 1;
   t.quant.block_cols = 32;  // MXFP8
   plan.tensors.push_back(t);
-  auto tile = [](int32_t tensor, int64_t cols) {
+  auto tile = [](int32_t tensor, int64_t rows, int64_t cols) {
     QuantizeTile q;
     q.tensor = tensor;
     q.box.ndim = 2;
-    q.box.lo[0] = 0, q.box.hi[0] = 256, q.box.lo[1] = 0, q.box.hi[1] = cols;
-    q.input = ContiguousRegion(0, 0, 256 * cols * 2);
+    q.box.lo[0] = 0, q.box.hi[0] = rows, q.box.lo[1] = 0, q.box.hi[1] = cols;
+    q.input = ContiguousRegion(0, 0, rows * cols * 2);
     return q;
   };
-  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(0, 768)), 524288);
-  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(0, 2048)), 256 * 2048 * 2);
-  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(0, 384)), 256 * 384 * 2 * 4 / 3);
-  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(0, 128)), 256 * 128 * 2);
-  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(1, 768)), 256 * 768 * 2);
+  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(0, 256, 768)), 393216);
+  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(0, 256, 200)), 131072);
+  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(0, 200, 768)), 393216);
+  EXPECT_EQ(sim_internal::QuantizeLaunchBytes(plan, tile(1, 256, 200)), 256 * 200 * 2);
 }
 
 TEST(QuantizeKernel, EachBlockShapeRunsAtItsOwnRates) {
