@@ -400,7 +400,7 @@ class Search {
       }
       // An emitter bug must not reach the user as a plan that cannot run.
       try {
-        IssueOrder(e.plan);
+        ForEachIssueStep(e.plan, [](const IssueStep&) {});  // the check alone: no list of steps kept
       } catch (const PlanRefused& refused) {
         if (unissuable_.empty()) unissuable_ = fmt::format("{} under {}", refused.problem(), policy.Name());
         continue;
