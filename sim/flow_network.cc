@@ -403,8 +403,19 @@ void FlowNetwork::CheckBig() {
   big_checks_.clear();
   if (!big_valid_) return;
   if (big_stale_) {
-    big_ports_.erase(std::remove_if(big_ports_.begin(), big_ports_.end(), [&](int32_t p) { return !in_big_[p]; }),
+    // Drops the ports that left, and the second listing of a port that left
+    // and joined again since (JoinBig appends it while its stale entry is
+    // still listed): counted twice, its flows would never all be frozen
+    // ("water-filling lost a flow": deepseek-v3 at 16 MiB segments).
+    // in_big_ is 2 for a port already kept in this pass.
+    big_ports_.erase(std::remove_if(big_ports_.begin(), big_ports_.end(),
+                                    [&](int32_t p) {
+                                      if (in_big_[p] != 1) return true;
+                                      in_big_[p] = 2;
+                                      return false;
+                                    }),
                      big_ports_.end());
+    for (int32_t p : big_ports_) in_big_[p] = 1;
     big_stale_ = false;
   }
   int32_t flows_in = 0;

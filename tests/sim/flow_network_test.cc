@@ -377,5 +377,40 @@ TEST(FlowNetwork, ChangeIsResharedOnlyWhereSaturatedPortsReach) {
   EXPECT_EQ(net.FinishNs(b0), 10'000'000);
 }
 
+// A port leaves the kept big component and joins it again between two
+// re-shares: GPU 0's only flow stops (its NIC ports are left alone, listed
+// as stale) and a new flow from GPU 0 to a receiver of the component starts.
+// The ports must be listed once: listed twice, their flows were counted
+// twice and the water-filling ran out of ports before freezing them all
+// ("water-filling lost a flow", deepseek-v3's sweep at 16 MiB segments).
+// Senders 1..63 send to 10 of the receivers 64..127 each (630 flows, one
+// component over the network); rates stay those of the whole problem.
+TEST(FlowNetwork, PortThatLeavesAndRejoinsTheBigComponentIsListedOnce) {
+  Checker c("dgx-h100", 16);
+  const int32_t only = c.Start(c.Transfer(0, 64), 1 << 24, 1e300, 0);
+  for (int32_t a = 1; a < 64; ++a)
+    for (int32_t k = 0; k < 10; ++k) {
+      const Route r = c.Transfer(a, 64 + (a * 7 + k) % 64);
+      ASSERT_EQ(r.link_class, LinkClass::kNetwork);
+      c.Start(r, (1 << 20) + a * 1000 + k, 1e300, 0);
+    }
+  c.Recompute(0, "start");
+  if (HasFatalFailure()) return;
+  c.Stop(only, 1000);
+  c.Start(c.Transfer(0, 100), 1 << 24, 1e300, 1000);
+  c.Recompute(1000, "left and joined");
+  if (HasFatalFailure()) return;
+  // And on: stops and starts of the others re-share the component again.
+  std::mt19937 rng(3);
+  for (int step = 0; step < 40; ++step) {
+    const int64_t t = 2000 + step * 1000;
+    c.Stop(c.RandomActive(rng), t);
+    const int32_t a = 1 + step % 63;
+    c.Start(c.Transfer(a, 64 + (a * 11 + step) % 64), 1 << 22, 1e300, t);
+    c.Recompute(t, "step " + std::to_string(step));
+    if (HasFatalFailure()) return;
+  }
+}
+
 }  // namespace
 }  // namespace reshard::sim_internal
