@@ -323,10 +323,9 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
   // the pool; `slots[k]`, when given, gets todo[k]'s first plan's optimizer
   // slots. A worker w takes first[w] first (when >= 0: the group whose size
   // its session last cut, so that a policy equal to the point planned there
-  // is not simulated again, known_plan.h), then any group not taken (after
-  // each, the next ones of the same size not taken yet: its session has that
-  // size cut), and notes in last[w] the last it planned. Which worker plans a
-  // group changes only the time.
+  // is not simulated again, known_plan.h), then any group not taken, and
+  // notes in last[w] the last it planned. Which worker plans a group changes
+  // only the time.
   std::vector<int64_t> last(static_cast<size_t>(threads), -1);
   auto run_groups = [&](const std::vector<std::vector<size_t>>& todo,
                         std::vector<std::vector<std::vector<int64_t>>>* slots, const std::vector<int64_t>& first) {
@@ -334,37 +333,18 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
     const int64_t pool_size = std::min(threads, std::max<int64_t>(1, num_groups));
     std::atomic<int64_t> next{0};
     std::vector<std::atomic<bool>> taken(todo.size());
-    // Lists of the same (domain, size): a worker that planned one takes the
-    // next ones not taken yet, whose size its session has cut.
-    // (Keys read before the workers start: they write the points.)
-    std::vector<std::pair<int64_t, int32_t>> size_of(todo.size());
-    for (size_t k = 0; k < todo.size(); ++k)
-      size_of[k] = {res.points[todo[k].front()].segment_bytes, res.points[todo[k].front()].nvlink_domain_nodes};
-    auto same_size = [&](int64_t a, int64_t b) { return size_of[a] == size_of[b]; };
     auto work = [&](size_t worker) {
       auto plan_group = [&](int64_t k) {
-        if (taken[k].exchange(true)) return false;
+        if (taken[k].exchange(true)) return;
         for (size_t i : todo[k]) {
           res.points[i] = Evaluate(s, session_of(worker, res.points[i].nvlink_domain_nodes), res.points[i],
                                    slots && i == todo[k].front() ? &(*slots)[k] : nullptr);
           note_done();
         }
         last[worker] = k;
-        return true;
       };
-      auto plan_from = [&](int64_t k) {  // k, then the next lists of its size not taken
-        while (k >= 0 && plan_group(k)) {
-          const int64_t done_k = k;
-          k = -1;
-          for (int64_t j = done_k + 1; j < num_groups && same_size(j, done_k); ++j)
-            if (!taken[j].load()) {
-              k = j;
-              break;
-            }
-        }
-      };
-      if (worker < first.size() && first[worker] >= 0) plan_from(first[worker]);
-      for (int64_t k; (k = next.fetch_add(1)) < num_groups;) plan_from(k);
+      if (worker < first.size() && first[worker] >= 0) plan_group(first[worker]);
+      for (int64_t k; (k = next.fetch_add(1)) < num_groups;) plan_group(k);
     };
     if (pool_size == 1) {
       work(0);
