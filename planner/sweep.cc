@@ -416,25 +416,9 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
         }
       }
     }
-    // Each group's points in runs of one offload fraction, so that the
-    // threads share the work of few large groups (deepseek-v3: three sizes
-    // of seven points each on two threads); a run keeps its points in grid
-    // order on one session, so equal memory policies (adjacent: the
-    // policies vary fastest) still take the prediction of the one before
-    // (known_plan.h). Only the time changes.
-    std::vector<std::vector<size_t>> runs;
-    std::vector<int64_t> first_run(rest.size(), -1);
-    for (size_t k = 0; k < rest.size(); ++k)
-      for (size_t i : rest[k]) {
-        if (first_run[k] < 0 || res.points[runs.back().back()].offload_fraction != res.points[i].offload_fraction) {
-          if (first_run[k] < 0) first_run[k] = static_cast<int64_t>(runs.size());
-          runs.emplace_back();
-        }
-        runs.back().push_back(i);
-      }
     for (size_t w = 0; w < last.size(); ++w)
-      if (last[w] >= 0 && rest_of[last[w]] >= 0) first[w] = first_run[rest_of[last[w]]];
-    run_groups(runs, nullptr, first);
+      if (last[w] >= 0) first[w] = rest_of[last[w]];
+    run_groups(rest, nullptr, first);
   }
   sessions.clear();
   for (size_t i = 0; i < res.points.size(); ++i)

@@ -8,9 +8,8 @@
 // Each point is one MakePlan with every choice forced (PlannerOptions), so a
 // point's numbers are those `reshard simulate` would print for that plan.
 // Points are independent: they run on a pool of threads, a (domain, segment
-// size) at a time (after pruning, a run of one offload fraction of it at a
-// time), and land in the grid's order, so results do not depend on the
-// thread count. A thread plans through one PlanSession per domain
+// size) at a time, and land in the grid's order, so results do not depend on
+// the thread count. A thread plans through one PlanSession per domain
 // (planner/planner.h): the problem is set up once and each size cut once for
 // its offload fractions and memory policies, with MakePlan's results.
 // Sizes that plan the same: a segment size at least as large as every
