@@ -38,35 +38,80 @@ std::vector<IssueStep> IssueOrder(const Plan& p, const std::string& plan_source)
 
 // O(ops + deps) to build the graph (counting sorts; a repeated edge is kept:
 // it adds to its target's in-degree and is taken off it again, which changes
-// nothing), then O(nodes log nodes) for the ready heap.
+// nothing), then O(nodes log nodes) for the ready heap. The ops are read once,
+// into a compact copy of the fields the walk needs (an Op is ~200 bytes, and
+// the walk visits them in group order, not op order) and a list of edges by
+// op id, mapped to their groups once these are known.
 void ForEachIssueStep(const Plan& p, const std::function<void(const IssueStep&)>& visit,
                       const std::string& plan_source) {
   const int32_t n = static_cast<int32_t>(p.ops.size());
+  struct OpLite {
+    int32_t gpu, stream, match;
+    OpKind kind;
+  };
+  std::vector<OpLite> ops(n);
+  std::vector<int32_t> group(n);
+  // (from op, to op, a dependency rather than stream order), in the order they are met.
+  struct OpEdge {
+    int32_t from, to;
+    bool dep;
+  };
+  std::vector<OpEdge> op_edges;
+  op_edges.reserve(static_cast<size_t>(n) * 2);
+  int32_t max_group = -1, max_gpu = 0, max_stream = 0;
+  for (int32_t id = 0; id < n; ++id) {  // ids are indices (Plan::ops)
+    const Op& op = p.ops[id];
+    ops[id] = OpLite{op.gpu, op.stream, op.match, op.kind};
+    group[id] = op.group;
+    max_group = std::max(max_group, op.group);
+    max_gpu = std::max(max_gpu, op.gpu);
+    max_stream = std::max(max_stream, op.stream);
+    for (int32_t d : op.deps)
+      if (d >= 0 && d < n) op_edges.push_back(OpEdge{d, id, true});
+    op_edges.push_back(OpEdge{-1, id, false});  // its stream predecessor, filled below
+  }
+  const int64_t streams = static_cast<int64_t>(max_stream) + 1;
+  const size_t stream_slots = static_cast<size_t>((static_cast<int64_t>(max_gpu) + 1) * streams);
+  {
+    std::vector<int32_t> last_on_stream(stream_slots, -1);
+    size_t k = 0;
+    for (OpEdge& e : op_edges) {
+      if (e.dep) {
+        op_edges[k++] = e;
+        continue;
+      }
+      const OpLite& op = ops[e.to];
+      if (op.gpu < 0 || op.stream < 0) continue;  // Verify reports it
+      int32_t& last = last_on_stream[op.gpu * streams + op.stream];
+      if (last >= 0) op_edges[k++] = OpEdge{last, e.to, false};
+      last = e.to;
+    }
+    op_edges.resize(k);
+  }
   UnionFind groups(n);  // roots are the lowest op id of their set
   {
-    int32_t max_group = -1;
-    for (const Op& op : p.ops) max_group = std::max(max_group, op.group);
     // The first op of each group: by group id when ids are dense, else hashed.
     const bool dense = max_group <= 4 * static_cast<int64_t>(n);
     std::vector<int32_t> first_dense(dense ? static_cast<size_t>(max_group) + 1 : 0, -1);
     std::unordered_map<int32_t, int32_t> first_sparse;  // lookup only
-    for (const Op& op : p.ops) {
-      if (op.group >= 0) {
+    for (int32_t id = 0; id < n; ++id) {
+      if (group[id] >= 0) {
         int32_t* first = nullptr;
         if (dense) {
-          first = &first_dense[op.group];
+          first = &first_dense[group[id]];
         } else {
-          first = &first_sparse.try_emplace(op.group, -1).first->second;
+          first = &first_sparse.try_emplace(group[id], -1).first->second;
         }
         if (*first < 0) {
-          *first = op.id;
+          *first = id;
         } else {
-          groups.Unite(*first, op.id);
+          groups.Unite(*first, id);
         }
       }
-      if (IsComm(op.kind) && op.match >= 0 && op.match < n) groups.Unite(op.id, op.match);
+      if (IsComm(ops[id].kind) && ops[id].match >= 0 && ops[id].match < n) groups.Unite(id, ops[id].match);
     }
   }
+  group = {};
   // Nodes are indexed by their root = lowest op id, so "ties by lowest op id"
   // is the heap order. Members and edges as CSR lists.
   std::vector<int32_t> root(n), member_begin(static_cast<size_t>(n) + 1, 0), members(n);
@@ -79,34 +124,19 @@ void ForEachIssueStep(const Plan& p, const std::function<void(const IssueStep&)>
 
   std::vector<std::string> problems;
   std::vector<std::pair<int32_t, int32_t>> edges;  // (from node, to node)
-  edges.reserve(static_cast<size_t>(n) * 2);
-  auto edge = [&](int32_t from_op, int32_t to_op, bool is_dep) {
-    const int32_t a = root[from_op], b = root[to_op];
+  edges.reserve(op_edges.size());
+  for (const OpEdge& e : op_edges) {
+    const int32_t a = root[e.from], b = root[e.to];
     if (a == b) {
-      if (is_dep)
+      if (e.dep)
         problems.push_back(fmt::format("op {} depends on op {} of the same group; a group is issued at once, so it "
                                        "cannot wait for itself",
-                                       to_op, from_op));
-      return;
+                                       e.to, e.from));
+      continue;
     }
     edges.emplace_back(a, b);
-  };
-  int32_t max_gpu = 0, max_stream = 0;
-  for (const Op& op : p.ops) {
-    max_gpu = std::max(max_gpu, op.gpu);
-    max_stream = std::max(max_stream, op.stream);
   }
-  const int64_t streams = static_cast<int64_t>(max_stream) + 1;
-  const size_t stream_slots = static_cast<size_t>((static_cast<int64_t>(max_gpu) + 1) * streams);
-  std::vector<int32_t> last_on_stream(stream_slots, -1);
-  for (const Op& op : p.ops) {
-    for (int32_t d : op.deps)
-      if (d >= 0 && d < n) edge(d, op.id, true);
-    if (op.gpu < 0 || op.stream < 0) continue;  // Verify reports it
-    int32_t& last = last_on_stream[op.gpu * streams + op.stream];
-    if (last >= 0) edge(last, op.id, false);
-    last = op.id;
-  }
+  op_edges = {};
   if (!problems.empty()) throw PlanRefused(plan_source, problems);
   std::vector<int32_t> succ_begin(static_cast<size_t>(n) + 1, 0), succ(edges.size()), indegree(n, 0);
   for (const auto& [a, b] : edges) {
@@ -132,7 +162,7 @@ void ForEachIssueStep(const Plan& p, const std::function<void(const IssueStep&)>
   std::vector<Span> span(stream_slots);
   std::vector<int32_t> span_mark(stream_slots, -1);
   std::map<std::pair<int32_t, int32_t>, Span> odd_span;
-  auto span_of = [&](const Op& op, int32_t node, bool create) -> Span* {
+  auto span_of = [&](const OpLite& op, int32_t node, bool create) -> Span* {
     if (op.gpu < 0 || op.stream < 0) {
       if (create) return &odd_span[{op.gpu, op.stream}];
       auto it = odd_span.find({op.gpu, op.stream});
@@ -161,7 +191,7 @@ void ForEachIssueStep(const Plan& p, const std::function<void(const IssueStep&)>
     recvs.clear();
     for (int32_t k = member_begin[node]; k < member_begin[node + 1]; ++k) {
       const int32_t id = members[k];
-      const Op& op = p.ops[id];
+      const OpLite& op = ops[id];
       if (!IsComm(op.kind)) continue;
       Span* s = span_of(op, node, true);
       if (s->first < 0) s->first = id;
@@ -169,7 +199,7 @@ void ForEachIssueStep(const Plan& p, const std::function<void(const IssueStep&)>
     }
     for (int32_t k = member_begin[node]; k < member_begin[node + 1]; ++k) {
       const int32_t id = members[k];
-      const Op& op = p.ops[id];
+      const OpLite& op = ops[id];
       if (op.kind == OpKind::kSend) {
         step.comm.push_back(id);  // sends by op id
       } else if (op.kind == OpKind::kRecv) {
@@ -187,7 +217,7 @@ void ForEachIssueStep(const Plan& p, const std::function<void(const IssueStep&)>
         }
       }
     }
-    std::stable_sort(recvs.begin(), recvs.end(), [&](int32_t a, int32_t b) { return p.ops[a].match < p.ops[b].match; });
+    std::stable_sort(recvs.begin(), recvs.end(), [&](int32_t a, int32_t b) { return ops[a].match < ops[b].match; });
     step.comm.insert(step.comm.end(), recvs.begin(), recvs.end());
     issued += step.before.size() + step.comm.size() + step.after.size();
     visit(step);

@@ -34,7 +34,8 @@
 // estimated as above; the estimate adds the relay rounds as a second phase).
 // Large plans search first the side whose first candidate estimates faster;
 // the other side's candidates whose schedule estimate already loses to it
-// are not emitted.
+// are not emitted, and those of at most two segments per round whose port
+// bound (PortBoundSeconds, from the pair totals) loses are not even cut.
 // A round per phase holds all of a GPU's staged segments at once: it is
 // planned under the first policy only (never bought with a memory saver);
 // where that does not fit, large plans try it at 64 MiB, then the next
@@ -334,6 +335,13 @@ class Search {
   // cannot fit either. Returns true when a large plan's schedule estimate
   // already loses to the plan in hand (nothing emitted).
   bool Consider(size_t size_index, int64_t direct_min_bytes, int32_t per_round) {
+    // Large plans: a schedule of at most two segments per round whose port
+    // bound (at most its estimate, less the roundings of summing its rounds)
+    // already loses to the plan in hand is not even cut.
+    if (!small_ && per_round <= 2 && beat_s_ < std::numeric_limits<double>::infinity()) {
+      if (!port_bound_s_) port_bound_s_ = PortBoundSeconds(prob_);  // planner/segments.h
+      if (Loses(*port_bound_s_ * (1 - 1e-6))) return true;
+    }
     const std::shared_ptr<const Schedule> sched =
         cache_.Get(prob_, relayed_, sizes_[size_index], direct_min_bytes, per_round);
     // Thresholds that leave every piece in the same class give the same plan:
@@ -400,7 +408,7 @@ class Search {
       }
       // An emitter bug must not reach the user as a plan that cannot run.
       try {
-        IssueOrder(e.plan);
+        ForEachIssueStep(e.plan, [](const IssueStep&) {});  // the check alone: no list of steps kept
       } catch (const PlanRefused& refused) {
         if (unissuable_.empty()) unissuable_ = fmt::format("{} under {}", refused.problem(), policy.Name());
         continue;
@@ -496,6 +504,7 @@ class Search {
   const double beat_s_;
   const bool wins_ties_;
   bool Loses(double time_s) const { return wins_ties_ ? time_s > beat_s_ : time_s >= beat_s_; }
+  std::optional<double> port_bound_s_;  // PortBoundSeconds(prob_), once asked
   // Per size: (segments per round, segment list) already planned.
   std::vector<std::vector<std::pair<int32_t, std::vector<Segment>>>> tried_;
   std::optional<Candidate> best_;

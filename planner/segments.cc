@@ -429,6 +429,24 @@ void Estimate(Schedule& sc, const Cluster& c) {
 
 }  // namespace
 
+double PortBoundSeconds(const Problem& prob) {
+  const Cluster& c = prob.scenario.cluster;
+  constexpr int kClasses = 4;  // LinkClass values
+  std::vector<int64_t> out(static_cast<size_t>(c.Gpus()) * kClasses, 0), in(out.size(), 0);
+  for (const PairBytes& pb : prob.pairs) {
+    if (pb.src_gpu == pb.dst_gpu) continue;
+    const int lc = static_cast<int>(c.Between(pb.src_gpu, pb.dst_gpu));
+    out[static_cast<size_t>(pb.src_gpu) * kClasses + lc] += pb.bytes;
+    in[static_cast<size_t>(pb.dst_gpu) * kClasses + lc] += pb.bytes;
+  }
+  double bound = 0;
+  for (size_t k = 0; k < out.size(); ++k) {
+    const double bytes_per_s = c.Link(static_cast<LinkClass>(k % kClasses)).bytes_per_s;
+    if (bytes_per_s > 0) bound = std::max(bound, static_cast<double>(std::max(out[k], in[k])) / bytes_per_s);
+  }
+  return bound;
+}
+
 Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes, int32_t per_round) {
   Schedule sc;
   sc.segment_bytes = segment_bytes;

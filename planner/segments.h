@@ -107,4 +107,17 @@ struct Schedule {
 // round per phase.
 Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes, int32_t per_round = 1);
 
+// At most the estimate_s of every schedule of `prob` (its routing in use) of
+// one or two segments per round, whatever the segment size and threshold,
+// less the roundings of adding up its rounds (relative 1e-10 for a million
+// rounds): the largest bytes one GPU sends or receives over one link class,
+// at that class's rate. Why: the estimate adds up its rounds, each at least
+// as long as each of its port-rounds (a GPU direction's segments of one
+// class in that round, bytes over rate plus a latency); with at most two
+// segments of a GPU and direction per round, its segments of one class in a
+// round are one port-round, so the rounds add up to at least all of its
+// bytes of that class over the rate. Not for a round per phase (a GPU's
+// segments of one class may be split around those of another). O(pairs).
+double PortBoundSeconds(const Problem& prob);
+
 }  // namespace reshard

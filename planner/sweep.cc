@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <map>
 #include <memory>
@@ -349,15 +350,29 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
       work(0);
       return;
     }
+    // A worker's exception (an internal error) stops the others taking new
+    // groups and is thrown here once all have joined, as on one thread.
+    std::exception_ptr failure;
+    std::mutex failure_mu;
+    auto guarded = [&](size_t worker) {
+      try {
+        work(worker);
+      } catch (...) {
+        next = num_groups;
+        std::lock_guard<std::mutex> lock(failure_mu);
+        if (!failure) failure = std::current_exception();
+      }
+    };
     std::vector<std::thread> pool;
     try {
-      for (int64_t t = 0; t < pool_size; ++t) pool.emplace_back(work, static_cast<size_t>(t));
+      for (int64_t t = 0; t < pool_size; ++t) pool.emplace_back(guarded, static_cast<size_t>(t));
     } catch (const std::system_error&) {
       // No more threads (ulimit, memory for stacks): the ones started take
       // every group from the shared index; with none, this thread does.
-      if (pool.empty()) work(0);
+      if (pool.empty()) guarded(0);
     }
     for (std::thread& t : pool) t.join();
+    if (failure) std::rethrow_exception(failure);
   };
 
   if (options.exhaustive) {

@@ -901,6 +901,34 @@ TEST(Planner, MemoryOnlyEmissionAndOffloadPredictionAreExact) {
   EXPECT_GT(predicted_short, 4);  // ... and some, beyond no offload, do not
 }
 
+// PortBoundSeconds (planner/segments.h) is at most the estimate of every
+// schedule of one or two segments per round (the search skips cutting a
+// candidate whose bound already loses): a 2-node relay scenario, relayed
+// and not, and qwen3-30b-a3b's EP layout, at
+// sizes from 1 MiB to 1 GiB and two in-place thresholds.
+TEST(Planner, PortBoundIsAtMostEveryScheduleEstimate) {
+  std::vector<Scenario> scenarios = {planner_testing::TwoNodeRelayScenario(),
+                                     BuiltinScenario("qwen3-30b-a3b-ep2-to-tp2")};
+  int checked = 0;
+  for (const Scenario& s : scenarios) {
+    Problem prob(s);
+    for (bool relayed : {false, true}) {
+      if (relayed && prob.AddRelays() == 0) continue;
+      const double bound = PortBoundSeconds(prob);
+      ASSERT_GT(bound, 0) << s.name;
+      for (int32_t per_round : {1, 2})
+        for (int64_t size : {int64_t{1} << 20, int64_t{8} << 20, int64_t{64} << 20, int64_t{1} << 30})
+          for (int64_t direct : {int64_t{0}, int64_t{64} << 20}) {
+            const Schedule sc = MakeSchedule(prob, size, direct, per_round);
+            EXPECT_LE(bound, sc.estimate_s * (1 + 1e-12))
+                << fmt::format("{} relayed {} per_round {} size {} direct {}", s.name, relayed, per_round, size, direct);
+            ++checked;
+          }
+    }
+  }
+  EXPECT_GE(checked, 48);
+}
+
 // A policy that releases nothing (no optimizer offload, training weights
 // kept) allocates every staging slot and destination buffer before its
 // first free, so its memory answer needs no emission (EmitMode::kAnswerOnly):
