@@ -80,6 +80,10 @@ struct PlannerOptions {
   // Relays over NVLink (Problem::AddRelays): unset, planned with and without
   // and kept if predicted faster; true: always (where any); false: never.
   std::optional<bool> relays;
+  // Sender-side relays over NVLink (Problem::AddSendRelays), on top of the
+  // routing chosen above: unset, kept if predicted faster; true: always
+  // (where any NIC's egress is above its domain's mean); false: never.
+  std::optional<bool> send_relays;
   // Predict with the simulator (false: the planner's own per-port estimate).
   bool simulate = true;
   // Plans with at most this many (destination rank, fragment) pairs choose
@@ -116,6 +120,7 @@ struct PlanStats {
   int64_t fragments = 0;        // (destination rank, fragment) pairs
   int64_t ops = 0;
   int64_t relayed_bytes = 0;    // received over NVLink from a destination GPU that got them over the network
+  int64_t send_relayed_bytes = 0;  // sent over NVLink to a GPU of the sender's domain, which sends them on over its NIC
   std::vector<int64_t> planned_peak_bytes;  // per GPU: the planner's bound on device memory
   std::vector<MemoryParts> peak_parts;      // per GPU, at its simulated peak (empty unless simulated)
   std::string predicted_by;     // "simulator" or "port model"
