@@ -237,6 +237,11 @@ int64_t Problem::AddSendRelays() {
     }
     std::stable_sort(takers[d].begin(), takers[d].end(), [&](int32_t a, int32_t b) { return load[a] < load[b]; });
   }
+  // A NIC's excess below what the network carries in one op's latency is
+  // left alone: relaying it cannot save more than the latency its second
+  // hop adds (dgx-h200: 48 GB/s x 12 us = 576 kB).
+  const int64_t min_excess =
+      std::max<int64_t>(1, static_cast<int64_t>(c.network.bytes_per_s * c.network.latency_ns * 1e-9));
   // Entries in `sourced` order (sender, receiver, layer): a sender's excess
   // goes, fragment by fragment, to its domain's takers in turn.
   std::vector<size_t> cursor(domains, 0);
@@ -245,7 +250,8 @@ int64_t Problem::AddSendRelays() {
     if (sf.relay || c.Between(sf.src_gpu, sf.dst_gpu) != LinkClass::kNetwork) continue;
     const int32_t from = c.NicOf(sf.src_gpu);
     const int64_t b = sf.elems * elem_bytes;
-    if (2 * (load[from] - level[from]) < b) continue;  // within half a fragment of its level
+    const int64_t excess = load[from] - level[from];
+    if (excess < min_excess || 2 * excess < b) continue;  // within half a fragment of its level
     const int32_t d = c.DomainOf(sf.src_gpu);
     auto& tk = takers[d];
     while (cursor[d] < tk.size() && 2 * (level[tk[cursor[d]]] - load[tk[cursor[d]]]) < b) ++cursor[d];

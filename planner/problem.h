@@ -103,7 +103,8 @@ struct Problem {
   // GPU of the domain on a NIC below that mean (SourcedFragment::via), in
   // (sender, receiver, layer) order, north-west-corner style: the busiest
   // NICs' excess fills the idlest NICs' room, whole fragments (one that
-  // overshoots by more than half goes to the next). The first hop (holder
+  // overshoots by more than half goes to the next; an excess smaller than
+  // the network carries in one op's latency stays). The first hop (holder
   // -> relay peer, into staging) runs before every other transfer; the
   // second with the direct ones. Entries become relayed ones, put after the
   // direct entries (before AddRelays' ones) sorted by (sender, receiver,

@@ -1,10 +1,12 @@
 // End to end on the host backend: scenarios of the tiny presets planned by
 // the planner and run by the executor, every destination element verified.
 // The executor never links the planner; this test links both.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "model/scenario.h"
 #include "planner/planner.h"
+#include "planner/segments.h"
 #include "tests/executor/e2e_cases.h"
 
 namespace reshard {
@@ -63,6 +65,39 @@ plan: {segment_bytes: 256KiB}
     EXPECT_GE(2 * r.stats.relayed_bytes, r.plan.summary.bytes_moved.network);
     EXPECT_EQ(r.plan.summary.bytes_moved.nvlink, r.stats.relayed_bytes);
     testing::ExpectHostRunVerifies(r.plan, "relayed");
+  }
+}
+
+// Sender-side relays (Problem::AddSendRelays): one GPU of node 0 holds
+// every weight that node 1's eight GPUs need, so its NIC would carry them
+// all; fragments go first over NVLink to its node peers (into staging
+// there), which send them on over their own NICs. Every element of every
+// destination GPU verified on the host backend, with one and two segments
+// per round and a round per phase, with receive-side relays too (TP2 DP4).
+TEST(EndToEndRelays, SenderRelayedPlanVerifiesEveryElement) {
+  for (const char* destination : {"{tp: 8, gpus: \"8-15\"}", "{tp: 2, dp: 4, gpus: \"8-15\"}"}) {
+    const Scenario s = ParseScenario(fmt::format(R"(
+name: e2e-send-relay
+model: tiny-llama
+cluster: {{preset: dgx-h200, nodes: 2}}
+source: {{tp: 1, gpus: "0"}}
+destination: {}
+plan: {{segment_bytes: 256KiB}}
+)",
+                                                 destination),
+                                     "<e2e>");
+    for (int32_t per_round : {1, 2, kPerRoundAll}) {
+      PlannerOptions po;
+      po.simulate = false;
+      po.send_relays = true;
+      po.per_round = per_round;
+      const PlanResult r = MakePlan(s, po);
+      ASSERT_TRUE(r.ok()) << r.message;
+      // Node 0's mean egress is an eighth: about 7/8 of the bytes go through a peer.
+      EXPECT_GT(8 * r.stats.send_relayed_bytes, 6 * r.plan.summary.bytes_moved.network) << destination;
+      EXPECT_EQ(r.plan.summary.bytes_moved.nvlink, r.stats.send_relayed_bytes + r.stats.relayed_bytes) << destination;
+      testing::ExpectHostRunVerifies(r.plan, "sender-relayed");
+    }
   }
 }
 
