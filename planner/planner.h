@@ -10,7 +10,10 @@
 //     (planner/buffer_layout.h) and the fragments in sender order, built once;
 //     optionally relays (Problem::AddRelays): a box that several GPUs of one
 //     NVLink domain receive over the network goes to one of them, which sends
-//     it on over NVLink from its destination buffer after the network rounds.
+//     it on over NVLink from its destination buffer after the network rounds;
+//     optionally sender-side relays (Problem::AddSendRelays): a NIC that
+//     sends more than its NVLink domain's mean hands fragments over NVLink
+//     to peers on idler NICs (into staging there), which send them on.
 //  4. Segments and rounds (planner/segments.h, planner/rounds.h): per
 //     (sender, receiver) pair and transfer class the fragments are cut into
 //     equal segments of at most segment_bytes; a bipartite edge colouring
@@ -28,7 +31,8 @@
 //     GPU and the bytes missing.
 //  7. Search (planner/search.h, the only step that calls the simulator):
 //     segment size, in-place threshold and memory policy, without relays and
-//     then with them (kept only if predicted faster). Small plans
+//     then with them (kept only if predicted faster), then with sender-side
+//     relays on top of the routing chosen (likewise). Small plans
 //     simulate the candidates and keep the fastest; large plans rank
 //     (size, per_round) pairs by a round-model estimate from the pair byte
 //     totals and keep the first policy that fits. Prediction: the simulator (sim/simulator.h); lower

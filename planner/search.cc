@@ -34,7 +34,9 @@
 // estimated as above; the estimate adds the relay rounds as a second phase).
 // Large plans search first the side whose first candidate estimates faster;
 // the other side's candidates whose schedule estimate already loses to it
-// are not emitted.
+// are not emitted. Sender-side relays (Problem::AddSendRelays) are then
+// added to the routing chosen and searched the same way, with the plan in
+// hand to beat: kept only if predicted faster.
 // A round per phase holds all of a GPU's staged segments at once: it is
 // planned under the first policy only (never bought with a memory saver);
 // where that does not fit, large plans try it at 64 MiB, then the next
@@ -319,9 +321,6 @@ class Routings {
     const int32_t base = now_ == kSendRelayed ? send_base_ : now_;
     return base == kRelayed && relayed_bytes_ > 0 ? kRelayed : kPlain;
   }
-  // The problem holds relayed entries now.
-  bool Relayed() const { return prob_.relayed_bytes > 0; }
-
  private:
   void Swap(Problem::Routing& r) {
     std::swap(prob_.sourced, r.sourced);
