@@ -132,7 +132,9 @@ TEST(SendRelays, BalancedEgressMovesNothing) {
 //    every receive of its first hop (same GPU), and reads only the staging
 //    buffer those receives wrote;
 //  * the relay peer's staging buffers are allocated before their receives
-//    and freed after the sends, on that GPU, and counted in its planned peak.
+//    and freed after the sends, on that GPU, and counted in its planned peak;
+//    the memory answers without a full emission (EmitMode::kMemoryOnly, and
+//    kAnswerOnly for the policy that releases nothing) are the full one's.
 TEST(SendRelays, EveryByteOnceAndRelayedBytesArriveBeforeTheyAreSentOn) {
   const std::vector<Scenario> scenarios = {
       TwoNodes("tiny-llama", "{tp: 1, gpus: \"0\"}", "{tp: 8, gpus: \"8-15\"}", "one-holder-tiny"),
@@ -197,6 +199,13 @@ TEST(SendRelays, EveryByteOnceAndRelayedBytesArriveBeforeTheyAreSentOn) {
               for (const auto& [buf, rs] : recvs_into) relay_bytes[p.buffers[buf].gpu] += p.buffers[buf].bytes;
               for (int32_t g = 0; g < s.cluster.Gpus(); ++g)
                 if (relay_bytes[g] > 0) EXPECT_GE(e.planned_peak[g], relay_bytes[g]) << what << " GPU " << g;
+              std::vector<EmitMode> modes = {EmitMode::kMemoryOnly};
+              if (!policy.source_to_host) modes.push_back(EmitMode::kAnswerOnly);
+              for (EmitMode mode : modes) {
+                const EmittedPlan answer = EmitPlan(prob, sc, policy, mode);
+                EXPECT_EQ(answer.planned_peak, e.planned_peak) << what << " mode " << static_cast<int>(mode);
+                EXPECT_EQ(answer.shortfall, e.shortfall) << what << " mode " << static_cast<int>(mode);
+              }
               ++relayed_plans;
             }
     }
