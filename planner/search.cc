@@ -609,16 +609,35 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   routes.Use(use_relays && relayed_bytes > 0 ? Routings::kRelayed : Routings::kPlain);
   // Sender-side relays (Problem::AddSendRelays) on top of the routing
   // chosen: kept only if predicted faster (or forced: options.send_relays).
+  // Large plans try them at the (size, segments per round) that won only
+  // (each cut and emission of a large plan costs about as much as planning:
+  // llama3-405b 1.6 -> 6.4 CPU-s over all candidates), and where the
+  // estimate prefers them both plans are simulated, so the simulator
+  // decides as for small plans.
   SizeOrders send_orders;
   int64_t send_relayed_bytes = 0;
+  std::optional<Prediction> predicted;  // of search's best, where already simulated
   if (options.send_relays != std::optional<bool>{false} && (search->best() || options.send_relays)) {
     const int32_t base = routes.Now();
     if (routes.SendRelayedBytes(base) > 0) {
       routes.Use(Routings::kSendRelayed);
       send_orders = order_of(prob);
       const bool forced = options.send_relays == std::optional<bool>{true};
-      std::unique_ptr<Search> sent = run(prob, send_orders.order, forced ? kNone : time_of(search), forced);
-      if (sent->best() && (forced || time_of(sent) < time_of(search))) {
+      Order order = send_orders.order;
+      if (!small && search->best()) {
+        const Schedule& won = *search->best()->schedule;
+        order = Order{{search->BestSize(), won.all_in_one_round ? kPerRoundAll : won.per_round}};
+      }
+      std::unique_ptr<Search> sent = run(prob, order, forced ? kNone : time_of(search), forced);
+      bool keep = sent->best() && (forced || time_of(sent) < time_of(search));
+      if (keep && !forced && !small && options.simulate) {
+        std::optional<Prediction> before = KnownPrediction(known, search->best()->emitted.plan);
+        if (!before) before = SimulateCandidate(search->best()->emitted.plan);
+        Prediction after = SimulateCandidate(sent->best()->emitted.plan);
+        keep = after.time_s < before->time_s;
+        predicted = keep ? std::move(after) : std::move(*before);
+      }
+      if (keep) {
         search = std::move(sent);
         send_relayed_bytes = prob.send_relayed_bytes;
       } else {
@@ -633,10 +652,9 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   // simulated, and where a round per phase estimates below that, it is
   // planned and simulated too; the faster is kept. (Where a round per phase
   // won, the rounds' optimistic estimate was already the slower.)
-  std::optional<Prediction> predicted;
   if (!small && options.simulate && search->best()) {
     // A sweep's memory policy that changes nothing: the last plan's prediction (known_plan.h).
-    predicted = KnownPrediction(known, search->best()->emitted.plan);
+    if (!predicted) predicted = KnownPrediction(known, search->best()->emitted.plan);
     if (!predicted) predicted = SimulateCandidate(search->best()->emitted.plan);
     const SizeOrders& o = send_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
     if (!search->best()->schedule->all_in_one_round && !o.all_first && !o.all.empty() &&
