@@ -16,14 +16,6 @@
 
 namespace reshard {
 
-std::string PlanPolicy::Name() const {
-  std::string s = destination_per_layer ? "dest-per-layer" : "dest-all-at-once";
-  if (source_to_host) s += "+source-to-host";
-  if (offload_fraction >= 1) s += "+optimizer-offload-all";
-  else if (offload_fraction > 0) s += fmt::format("+optimizer-offload-{:.2f}", offload_fraction);
-  return s;
-}
-
 namespace {
 
 constexpr int32_t kStreamRelease = 3;  // training weights -> host, apart from optimizer offload
@@ -110,6 +102,8 @@ class Emitter {
         const auto used = std::min<size_t>(static_cast<size_t>(d.slots), d.staged.size());  // slot k: uses k mod slots
         for (size_t k = 0; k < used; ++k) StagingSlot(g, send, static_cast<int32_t>(k));
       }
+    for (size_t i = 0; i < sc_.segments.size(); ++i)
+      if (sc_.segments[i].hop == 1) ForwardBuffer(static_cast<int32_t>(i));
     AllocAllDest();
   }
 
@@ -138,6 +132,7 @@ class Emitter {
     // Position among its sender's staged sends / its receiver's staged
     // receives (-1: that side is in place); use k takes slot k % slots.
     int32_t send_use = -1, recv_use = -1;
+    int32_t forward = -1;  // a sender-relay first hop: the relay peer's buffer it fills
   };
 
   // One direction (sending or receiving) of one GPU.
@@ -235,7 +230,8 @@ class Emitter {
       seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
       for (int32_t x : seen) ++buffers_[x].readers;
     };
-    for (const Segment& g : sc_.segments) count_parts(g.first_part, g.num_parts);
+    for (const Segment& g : sc_.segments)
+      if (g.hop != 2) count_parts(g.first_part, g.num_parts);  // a second hop reads the relay peer's buffer
     for (const LocalBatch& l : sc_.locals) count_parts(l.first_part, l.num_parts);
   }
 
@@ -301,12 +297,12 @@ class Emitter {
     }
     for (size_t i = 0; i < sc_.segments.size(); ++i) {
       const Segment& sg = sc_.segments[i];
-      if (!sg.send_direct) {
+      if (sg.Packs()) {
         auto& staged = gpus_[sg.src_gpu].send.staged;
         segment_ops_[i].send_use = static_cast<int32_t>(staged.size());
         staged.push_back(static_cast<int32_t>(i));
       }
-      if (!sg.recv_direct) {
+      if (sg.Unpacks()) {
         auto& staged = gpus_[sg.dst_gpu].recv.staged;
         segment_ops_[i].recv_use = static_cast<int32_t>(staged.size());
         staged.push_back(static_cast<int32_t>(i));
@@ -334,8 +330,8 @@ class Emitter {
     }
     // Staging slot sizes: the largest staged segment each GPU sends / receives.
     for (const Segment& sg : sc_.segments) {
-      if (!sg.send_direct) gpus_[sg.src_gpu].send.slot_bytes = std::max(gpus_[sg.src_gpu].send.slot_bytes, sg.bytes);
-      if (!sg.recv_direct) gpus_[sg.dst_gpu].recv.slot_bytes = std::max(gpus_[sg.dst_gpu].recv.slot_bytes, sg.bytes);
+      if (sg.Packs()) gpus_[sg.src_gpu].send.slot_bytes = std::max(gpus_[sg.src_gpu].send.slot_bytes, sg.bytes);
+      if (sg.Unpacks()) gpus_[sg.dst_gpu].recv.slot_bytes = std::max(gpus_[sg.dst_gpu].recv.slot_bytes, sg.bytes);
     }
   }
 
@@ -354,6 +350,22 @@ class Emitter {
       buffers_[buf].alloc = memory_->Alloc(buf, send ? kStreamCompute : kStreamComm);
     }
     return d.slot_buffer[k];
+  }
+
+  // The relay peer's buffer a sender-relay first hop `seg` fills (its parts
+  // packed, in part order) and its second hop sends on: made and allocated
+  // (on the comm stream, before the first hop's group) at first use, freed
+  // at the end (Epilogue), so the peak does not depend on the rounds' order.
+  int32_t ForwardBuffer(int32_t seg) {
+    SegmentOps& so = segment_ops_[seg];
+    if (so.forward < 0) {
+      const Segment& sg = sc_.segments[seg];
+      so.forward = AddPlanBuffer(out_.plan, sg.dst_gpu, MemorySpace::kDevice, BufferRole::kStaging, sg.bytes, -1,
+                                 false, fmt::format("relay s{} gpu{}", seg, sg.dst_gpu));
+      buffers_.resize(out_.plan.buffers.size());
+      buffers_[so.forward].alloc = memory_->Alloc(so.forward, kStreamComm);
+    }
+    return so.forward;
   }
 
   // The staging slot a staged receive of segment `seg` uses; appends to
@@ -467,10 +479,17 @@ class Emitter {
   void EmitPerPart(int32_t i, const Op& send0, const Op& recv0) {
     const Segment& sg = sc_.segments[i];
     const Direction& sender = gpus_[sg.src_gpu].send;
-    const int32_t sslot = sg.send_direct ? -1 : sender.slot_buffer[segment_ops_[i].send_use % sender.slots];
+    const int32_t sslot = sg.send_direct ? -1
+                          : sg.hop == 2  ? segment_ops_[sg.feed].forward
+                                         : sender.slot_buffer[segment_ops_[i].send_use % sender.slots];
     std::vector<int32_t> rdeps;
     int32_t rslot = -1;
-    if (!sg.recv_direct) rslot = RecvSlot(i, rdeps);
+    if (sg.hop == 1) {
+      rslot = ForwardBuffer(i);
+      rdeps.push_back(buffers_[rslot].alloc);
+    } else if (!sg.recv_direct) {
+      rslot = RecvSlot(i, rdeps);
+    }
     std::vector<std::pair<int32_t, int32_t>> reads;  // (source buffer, send op) read in place
     int64_t off = 0;
     // Parts back to back on every in-place side (staged sides always are)
@@ -513,7 +532,7 @@ class Emitter {
         if (sg.relay) WaitForWrites({h.src_buffer}, send.deps);
       } else {
         send.region = ContiguousRegion(sslot, off, bytes);
-        send.deps.push_back(segment_ops_[i].pack);
+        SentAfter(i, send.deps);
       }
       if (sg.recv_direct) {
         recv.region = ContiguousRegion(h.dst_region.buffer, h.dst_region.offset_bytes, bytes);
@@ -547,14 +566,36 @@ class Emitter {
     group_reads_.clear();
   }
 
+  // What a staged send of segment `i` waits for: its pack, or for a
+  // sender-relay second hop, every receive of its first hop.
+  void SentAfter(int32_t i, std::vector<int32_t>& deps) const {
+    const Segment& sg = sc_.segments[i];
+    if (sg.hop != 2) {
+      deps.push_back(segment_ops_[i].pack);
+      return;
+    }
+    const auto& recvs = segment_ops_[sg.feed].recvs;
+    RESHARD_CHECK(!recvs.empty(), "a second hop is sent after its first");
+    deps.insert(deps.end(), recvs.begin(), recvs.end());
+  }
+
   // The send and receive of a segment staged on both sides: one op each,
   // from the sender's slot into the receiver's.
   void EmitStagedPair(int32_t i, Op send, Op recv) {
     const Segment& sg = sc_.segments[i];
     const Direction& sender = gpus_[sg.src_gpu].send;
-    send.region = ContiguousRegion(sender.slot_buffer[segment_ops_[i].send_use % sender.slots], 0, sg.bytes);
-    send.deps.push_back(segment_ops_[i].pack);
-    recv.region = ContiguousRegion(RecvSlot(i, recv.deps), 0, sg.bytes);
+    const int32_t sslot = sg.hop == 2 ? segment_ops_[sg.feed].forward
+                                      : sender.slot_buffer[segment_ops_[i].send_use % sender.slots];
+    send.region = ContiguousRegion(sslot, 0, sg.bytes);
+    SentAfter(i, send.deps);
+    int32_t rslot;
+    if (sg.hop == 1) {
+      rslot = ForwardBuffer(i);
+      recv.deps.push_back(buffers_[rslot].alloc);
+    } else {
+      rslot = RecvSlot(i, recv.deps);
+    }
+    recv.region = ContiguousRegion(rslot, 0, sg.bytes);
     if (full_) {
       send.label = fmt::format("send s{}", i);
       recv.label = fmt::format("recv s{}", i);
@@ -595,7 +636,7 @@ class Emitter {
       const int32_t k = segment_ops_[id].send_use;
       if (k >= ge.send.slots && segment_ops_[ge.send.staged[k - ge.send.slots]].sends.empty()) break;
       ++ge.next_pack;
-      if (!sc_.segments[id].send_direct) EmitPack(id);
+      if (sc_.segments[id].Packs()) EmitPack(id);
     }
   }
 
@@ -651,7 +692,8 @@ class Emitter {
       // before the round's group (inside it, an alloc would split the group).
       for (int32_t i = b0; i < b1; ++i) {
         const Segment& sg = sc_.segments[i];
-        if (!sg.recv_direct) StagingSlot(sg.dst_gpu, false, segment_ops_[i].recv_use % gpus_[sg.dst_gpu].recv.slots);
+        if (sg.hop == 1) ForwardBuffer(i);
+        else if (sg.Unpacks()) StagingSlot(sg.dst_gpu, false, segment_ops_[i].recv_use % gpus_[sg.dst_gpu].recv.slots);
       }
       // Groups: connected components of this round's transfers.
       for (int32_t i = b0; i < b1; ++i) {
@@ -676,7 +718,7 @@ class Emitter {
       }
       ReleaseGroupReads();
       for (int32_t i = b0; i < b1; ++i)
-        if (!sc_.segments[i].recv_direct) EmitUnpack(i);
+        if (sc_.segments[i].Unpacks()) EmitUnpack(i);
       if (r == 0 && !policy_.destination_per_layer) AllocAllDest();
     }
     // Local copies not yet emitted (plans without rounds, or late priorities).
@@ -709,6 +751,15 @@ class Emitter {
         }
       }
     }
+    // Sender-relay buffers: after their second hop's sends, on the relay peer.
+    for (size_t i = 0; i < sc_.segments.size(); ++i) {
+      const Segment& sg = sc_.segments[i];
+      if (sg.hop != 2) continue;
+      const int32_t buf = segment_ops_[sg.feed].forward;
+      const auto& sends = segment_ops_[i].sends;
+      const int32_t free = AppendMemoryOp(out_.plan, OpKind::kFree, buf, kStreamCompute, sends);
+      memory_->RecordFree(sg.src_gpu, free, out_.plan.buffers[buf].bytes);
+    }
     // Releases no allocation needed: freed on their own stream.
     memory_->EmitPendingReleases();
     out_.groups = next_group_;
@@ -738,56 +789,6 @@ EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& 
   EmittedPlan e = Emitter(prob, sc, policy, mode).Run();
   if (mode == EmitMode::kFull) ShareCopiesWithTransfers(e.plan);
   return e;
-}
-
-size_t OffloadedOptimizerSlots(const std::vector<int64_t>& slot_bytes, int64_t optimizer_bytes, double fraction) {
-  const double goal = fraction * static_cast<double>(optimizer_bytes);
-  int64_t done = 0;
-  size_t k = 0;
-  for (; k < slot_bytes.size() && done < goal - 0.5; ++k) done += slot_bytes[k];
-  return k;
-}
-
-namespace {
-int64_t OffloadedOptimizerBytes(const std::vector<int64_t>& slot_bytes, int64_t optimizer_bytes, double fraction) {
-  const size_t n = OffloadedOptimizerSlots(slot_bytes, optimizer_bytes, fraction);
-  return std::accumulate(slot_bytes.begin(), slot_bytes.begin() + static_cast<std::ptrdiff_t>(n), int64_t{0});
-}
-}  // namespace
-
-double OptimizerOffloadSeconds(const Problem& prob, const std::vector<std::vector<int64_t>>& optimizer_slots,
-                               double fraction) {
-  double longest_s = 0;
-  for (size_t g = 0; g < optimizer_slots.size(); ++g) {
-    const std::vector<int64_t>& slots = optimizer_slots[g];
-    const size_t n = OffloadedOptimizerSlots(slots, prob.memory_at_start[g].optimizer, fraction);
-    double s = 0;
-    for (size_t k = 0; k < n; ++k) s += HostMoveSeconds(prob.scenario.cluster, slots[k]);
-    longest_s = std::max(longest_s, s);
-  }
-  return longest_s;
-}
-
-std::vector<std::vector<int64_t>> OptimizerSlotBytes(const Plan& p) {
-  std::vector<std::vector<int64_t>> out(p.cluster.Gpus());
-  for (const PlanBuffer& b : p.buffers)
-    if (b.role == BufferRole::kOptimizer && b.preexisting) out[b.gpu].push_back(b.bytes);
-  return out;
-}
-
-std::vector<int64_t> PredictMissingBytes(const Problem& prob, const std::vector<int64_t>& start_missing,
-                                         const std::vector<int64_t>& shortfall, double from_fraction,
-                                         double to_fraction, const std::vector<std::vector<int64_t>>& optimizer_slots) {
-  RESHARD_CHECK(to_fraction >= from_fraction, "a prediction only for more optimizer offload");
-  const size_t gpus = shortfall.size();
-  std::vector<int64_t> out(gpus, 0);
-  for (size_t g = 0; g < gpus; ++g) {
-    const int64_t opt = prob.memory_at_start[g].optimizer;
-    const int64_t extra = OffloadedOptimizerBytes(optimizer_slots[g], opt, to_fraction) -
-                          OffloadedOptimizerBytes(optimizer_slots[g], opt, from_fraction);
-    out[g] = std::max(start_missing[g], std::max<int64_t>(0, shortfall[g] - extra));
-  }
-  return out;
 }
 
 }  // namespace reshard

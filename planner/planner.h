@@ -10,7 +10,10 @@
 //     (planner/buffer_layout.h) and the fragments in sender order, built once;
 //     optionally relays (Problem::AddRelays): a box that several GPUs of one
 //     NVLink domain receive over the network goes to one of them, which sends
-//     it on over NVLink from its destination buffer after the network rounds.
+//     it on over NVLink from its destination buffer after the network rounds;
+//     optionally sender-side relays (Problem::AddSendRelays): a NIC that
+//     sends more than its NVLink domain's mean hands fragments over NVLink
+//     to peers on idler NICs (into staging there), which send them on.
 //  4. Segments and rounds (planner/segments.h, planner/rounds.h): per
 //     (sender, receiver) pair and transfer class the fragments are cut into
 //     equal segments of at most segment_bytes; a bipartite edge colouring
@@ -28,7 +31,8 @@
 //     GPU and the bytes missing.
 //  7. Search (planner/search.h, the only step that calls the simulator):
 //     segment size, in-place threshold and memory policy, without relays and
-//     then with them (kept only if predicted faster). Small plans
+//     then with them (kept only if predicted faster), then with sender-side
+//     relays on top of the routing chosen (likewise). Small plans
 //     simulate the candidates and keep the fastest; large plans rank
 //     (size, per_round) pairs by a round-model estimate from the pair byte
 //     totals and keep the first policy that fits. Prediction: the simulator (sim/simulator.h); lower
@@ -80,6 +84,10 @@ struct PlannerOptions {
   // Relays over NVLink (Problem::AddRelays): unset, planned with and without
   // and kept if predicted faster; true: always (where any); false: never.
   std::optional<bool> relays;
+  // Sender-side relays over NVLink (Problem::AddSendRelays), on top of the
+  // routing chosen above: unset, kept if predicted faster; true: always
+  // (where any NIC's egress is above its domain's mean); false: never.
+  std::optional<bool> send_relays;
   // Predict with the simulator (false: the planner's own per-port estimate).
   bool simulate = true;
   // Plans with at most this many (destination rank, fragment) pairs choose
@@ -116,6 +124,7 @@ struct PlanStats {
   int64_t fragments = 0;        // (destination rank, fragment) pairs
   int64_t ops = 0;
   int64_t relayed_bytes = 0;    // received over NVLink from a destination GPU that got them over the network
+  int64_t send_relayed_bytes = 0;  // sent over NVLink to a GPU of the sender's domain, which sends them on over its NIC
   std::vector<int64_t> planned_peak_bytes;  // per GPU: the planner's bound on device memory
   std::vector<MemoryParts> peak_parts;      // per GPU, at its simulated peak (empty unless simulated)
   std::string predicted_by;     // "simulator" or "port model"

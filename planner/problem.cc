@@ -34,8 +34,8 @@ int BitsFor(int64_t n) {
   return k;
 }
 
-// Byte totals per (sender, receiver, relayed) run of `sourced`, for the
-// segment-size estimate.
+// Byte totals per (sender, receiver, relayed, relay peer) run of `sourced`,
+// for the segment-size estimate; a sender-relayed run gives both its hops.
 std::vector<PairBytes> PairTotals(const ScratchVector<SourcedFragment>& sourced, int64_t elem_bytes) {
   std::vector<PairBytes> pairs;
   for (size_t i = 0; i < sourced.size();) {
@@ -45,7 +45,13 @@ std::vector<PairBytes> PairTotals(const ScratchVector<SourcedFragment>& sourced,
       bytes += sourced[j].elems * elem_bytes;
       ++j;
     }
-    pairs.push_back(PairBytes{sourced[i].src_gpu, sourced[i].dst_gpu, bytes, sourced[i].relay});
+    const SourcedFragment& x = sourced[i];
+    if (x.via >= 0) {  // two hops: holder -> relay peer first, then on to the receiver
+      pairs.push_back(PairBytes{x.src_gpu, x.via, bytes, false, true});
+      pairs.push_back(PairBytes{x.via, x.dst_gpu, bytes, false});
+    } else {
+      pairs.push_back(PairBytes{x.src_gpu, x.dst_gpu, bytes, x.relay});
+    }
     i = j;
   }
   return pairs;
@@ -197,6 +203,79 @@ int64_t Problem::AddRelays() {
   pairs = PairTotals(sourced, elem_bytes);
   relayed_bytes = relayed;
   return relayed;
+}
+
+int64_t Problem::AddSendRelays() {
+  const Cluster& c = scenario.cluster;
+  if (c.nics_per_node <= 0) return 0;
+  const int32_t nics = c.nodes * c.nics_per_node;
+  const int32_t domain_gpus = c.gpus_per_node * c.nvlink_domain_nodes;
+  // Network egress per NIC (AddRelays' entries travel over NVLink).
+  std::vector<int64_t> load(nics, 0);
+  for (const SourcedFragment& sf : sourced)
+    if (!sf.relay && sf.via < 0 && c.Between(sf.src_gpu, sf.dst_gpu) == LinkClass::kNetwork)
+      load[c.NicOf(sf.src_gpu)] += sf.elems * elem_bytes;
+  // Per domain: the mean over its NICs (rounded up) is each NIC's level;
+  // NICs above it give their excess, NICs below take up to their room.
+  // Relay peer of a NIC: its lowest GPU.
+  const int32_t domains = (c.Gpus() + domain_gpus - 1) / domain_gpus;
+  std::vector<int64_t> level(nics, 0);
+  std::vector<int32_t> nic_gpu(nics, -1);
+  for (int32_t g = c.Gpus() - 1; g >= 0; --g) nic_gpu[c.NicOf(g)] = g;
+  std::vector<std::vector<int32_t>> takers(domains);  // per domain: NICs below the level, most room first
+  for (int32_t d = 0; d < domains; ++d) {
+    std::vector<int32_t> dn;
+    for (int32_t n = 0; n < nics; ++n)
+      if (nic_gpu[n] >= 0 && c.DomainOf(nic_gpu[n]) == d) dn.push_back(n);
+    if (dn.size() < 2) continue;
+    int64_t sum = 0;
+    for (int32_t n : dn) sum += load[n];
+    const int64_t mean = (sum + static_cast<int64_t>(dn.size()) - 1) / static_cast<int64_t>(dn.size());
+    for (int32_t n : dn) {
+      level[n] = mean;
+      if (load[n] < mean) takers[d].push_back(n);
+    }
+    std::stable_sort(takers[d].begin(), takers[d].end(), [&](int32_t a, int32_t b) { return load[a] < load[b]; });
+  }
+  // A NIC's excess below what the network carries in one op's latency is
+  // left alone: relaying it cannot save more than the latency its second
+  // hop adds (dgx-h200: 48 GB/s x 12 us = 576 kB).
+  const int64_t min_excess =
+      std::max<int64_t>(1, static_cast<int64_t>(c.network.bytes_per_s * c.network.latency_ns * 1e-9));
+  // Entries in `sourced` order (sender, receiver, layer): a sender's excess
+  // goes, fragment by fragment, to its domain's takers in turn.
+  std::vector<size_t> cursor(domains, 0);
+  int64_t moved = 0;
+  for (SourcedFragment& sf : sourced) {
+    if (sf.relay || c.Between(sf.src_gpu, sf.dst_gpu) != LinkClass::kNetwork) continue;
+    const int32_t from = c.NicOf(sf.src_gpu);
+    const int64_t b = sf.elems * elem_bytes;
+    const int64_t excess = load[from] - level[from];
+    if (excess < min_excess || 2 * excess < b) continue;  // within half a fragment of its level
+    const int32_t d = c.DomainOf(sf.src_gpu);
+    auto& tk = takers[d];
+    while (cursor[d] < tk.size() && 2 * (level[tk[cursor[d]]] - load[tk[cursor[d]]]) < b) ++cursor[d];
+    if (cursor[d] == tk.size()) continue;  // no room for it: later (smaller) fragments may fit
+    const int32_t to = tk[cursor[d]];
+    sf.via = nic_gpu[to];
+    load[from] -= b;
+    load[to] += b;
+    moved += b;
+  }
+  if (moved == 0) return 0;
+  // Sender-relayed entries after the direct ones, before AddRelays' ones.
+  auto rank_of = [](const SourcedFragment& x) { return x.relay ? 2 : x.via >= 0 ? 1 : 0; };
+  std::stable_sort(sourced.begin(), sourced.end(),
+                   [&](const SourcedFragment& x, const SourcedFragment& y) { return rank_of(x) < rank_of(y); });
+  auto first = std::find_if(sourced.begin(), sourced.end(), [](const SourcedFragment& x) { return x.via >= 0; });
+  auto last = std::find_if(first, sourced.end(), [](const SourcedFragment& x) { return x.via < 0; });
+  std::sort(first, last, [](const SourcedFragment& x, const SourcedFragment& y) {
+    return std::tie(x.src_gpu, x.dst_gpu, x.via, x.src_slot, x.dst_rank, x.frag) <
+           std::tie(y.src_gpu, y.dst_gpu, y.via, y.src_slot, y.dst_rank, y.frag);
+  });
+  pairs = PairTotals(sourced, elem_bytes);
+  send_relayed_bytes = moved;
+  return moved;
 }
 
 }  // namespace reshard

@@ -42,11 +42,15 @@ struct SourcedFragment {
   // that receives the same box over the network; src_rank / src_piece /
   // src_slot then name that destination rank, its piece and plan buffer.
   bool relay = false;
+  // Sender-side relay (Problem::AddSendRelays): sent first over NVLink to
+  // this GPU of the sender's domain (into staging there), which sends it on
+  // over its own NIC; -1: sent straight.
+  int32_t via = -1;
 };
 
 // Entries of one (sender, receiver) pair: cut and scheduled together.
 inline bool SamePair(const SourcedFragment& a, const SourcedFragment& b) {
-  return a.src_gpu == b.src_gpu && a.dst_gpu == b.dst_gpu && a.relay == b.relay;
+  return a.src_gpu == b.src_gpu && a.dst_gpu == b.dst_gpu && a.relay == b.relay && a.via == b.via;
 }
 
 // Bytes from one GPU to another (sender == receiver: local copies).
@@ -54,6 +58,10 @@ struct PairBytes {
   int32_t src_gpu, dst_gpu;
   int64_t bytes;
   bool relay = false;  // relayed bytes (sent after every network transfer)
+  // The first hop of sender-relayed bytes (holder -> relay peer over
+  // NVLink, before every other transfer); their second hop is a pair of its
+  // own (relay peer -> receiver).
+  bool pre = false;
 };
 
 // Layouts and start memory given instead of built from the scenario (a view
@@ -90,18 +98,37 @@ struct Problem {
   int64_t AddRelays();
   int64_t relayed_bytes = 0;
 
-  // What AddRelays changes: saved and restored to plan with and without
+  // Sender-side relays over NVLink: where a NIC's network egress exceeds the
+  // mean of its NVLink domain's NICs, entries it would send go instead to a
+  // GPU of the domain on a NIC below that mean (SourcedFragment::via), in
+  // (sender, receiver, layer) order, north-west-corner style: the busiest
+  // NICs' excess fills the idlest NICs' room, whole fragments (one that
+  // overshoots by more than half goes to the next; an excess smaller than
+  // the network carries in one op's latency stays). The first hop (holder
+  // -> relay peer, into staging) runs before every other transfer; the
+  // second with the direct ones. Entries become relayed ones, put after the
+  // direct entries (before AddRelays' ones) sorted by (sender, receiver,
+  // relay peer, slot, rank, fragment), and the pairs recomputed. Run after
+  // AddRelays (on the network entries left). Returns the bytes moved off
+  // their sender's NIC (0: none, nothing changed). O(N log N) for the N
+  // network entries.
+  int64_t AddSendRelays();
+  int64_t send_relayed_bytes = 0;
+
+  // What AddRelays / AddSendRelays change: saved and restored to plan with and without
   // relays from one Problem (copies of O(N) entries).
   struct Routing {
     ScratchVector<SourcedFragment> sourced;
     std::vector<PairBytes> pairs;
     int64_t relayed_bytes = 0;
+    int64_t send_relayed_bytes = 0;
   };
-  Routing SaveRouting() const { return Routing{sourced, pairs, relayed_bytes}; }
+  Routing SaveRouting() const { return Routing{sourced, pairs, relayed_bytes, send_relayed_bytes}; }
   void RestoreRouting(Routing r) {
     sourced = std::move(r.sourced);
     pairs = std::move(r.pairs);
     relayed_bytes = r.relayed_bytes;
+    send_relayed_bytes = r.send_relayed_bytes;
   }
 
   // The side a (possibly relayed) entry is sent from.

@@ -45,7 +45,10 @@ class EfficiencyMemo {
 // posts its ops op_gap_ns apart), no flow faster than the largest segment's
 // efficiency allows, plus a latency; then the unpacks. Each term is the
 // busiest GPU's or port's. O(pairs).
-double AllInOneRoundEstimate(const Problem& prob, int64_t segment_bytes, bool relay) {
+// A pair's phase: sender-relay first hops, direct, relayed (AddRelays).
+int PhaseOf(const PairBytes& pb) { return pb.pre ? 0 : pb.relay ? 2 : 1; }
+
+double AllInOneRoundEstimate(const Problem& prob, int64_t segment_bytes, int phase) {
   const Cluster& c = prob.scenario.cluster;
   const int32_t gpus = c.Gpus();
   constexpr int kClasses = 4;  // LinkClass values
@@ -58,7 +61,7 @@ double AllInOneRoundEstimate(const Problem& prob, int64_t segment_bytes, bool re
   double flow_s = 0;
   bool any = false;
   for (const PairBytes& pb : prob.pairs) {
-    if (pb.src_gpu == pb.dst_gpu || pb.relay != relay) continue;
+    if (pb.src_gpu == pb.dst_gpu || PhaseOf(pb) != phase) continue;
     any = true;
     const int64_t nseg = (pb.bytes + segment_bytes - 1) / segment_bytes;
     const int64_t each = (pb.bytes + nseg - 1) / nseg;
@@ -110,8 +113,8 @@ double AllInOneRoundEstimate(const Problem& prob, int64_t segment_bytes, bool re
 // per round a GPU that both sends and receives has one staging slot per
 // direction, so its next pack and last unpack do not overlap the transfers:
 // each round adds them. Then the first pack and last unpack.
-double PhaseEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round, bool relay) {
-  if (per_round == kPerRoundAll) return AllInOneRoundEstimate(prob, segment_bytes, relay);
+double PhaseEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round, int phase) {
+  if (per_round == kPerRoundAll) return AllInOneRoundEstimate(prob, segment_bytes, phase);
   const Cluster& c = prob.scenario.cluster;
   const int32_t gpus = c.Gpus();
   std::vector<int64_t> out(gpus, 0), in(gpus, 0);
@@ -119,7 +122,7 @@ double PhaseEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_rou
   double round_s = 0;
   EfficiencyMemo nvlink(c.nvlink), network(c.network);
   for (const PairBytes& pb : prob.pairs) {
-    if (pb.src_gpu == pb.dst_gpu || pb.relay != relay) continue;
+    if (pb.src_gpu == pb.dst_gpu || PhaseOf(pb) != phase) continue;
     const int64_t nseg = (pb.bytes + segment_bytes - 1) / segment_bytes;
     const int64_t each = (pb.bytes + nseg - 1) / nseg;
     out[pb.src_gpu] += nseg;
@@ -150,8 +153,8 @@ double PhaseEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_rou
 }  // namespace
 
 double QuickEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round) {
-  double total_s = 0;  // relayed pairs: a second phase after the first
-  for (bool relay : {false, true}) total_s += PhaseEstimate(prob, segment_bytes, per_round, relay);
+  double total_s = 0;  // phases one after another: sender-relay first hops, direct, relayed
+  for (int phase : {0, 1, 2}) total_s += PhaseEstimate(prob, segment_bytes, per_round, phase);
   return total_s;
 }
 

@@ -20,7 +20,8 @@
 
 namespace reshard {
 
-// Both phases (direct, then relayed pairs) of the estimate, in seconds.
+// Every phase (sender-relay first hops, direct, then relayed pairs) of the
+// estimate, in seconds.
 double QuickEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round);
 
 }  // namespace reshard

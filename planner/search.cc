@@ -36,6 +36,9 @@
 // the other side's candidates whose schedule estimate already loses to it
 // are not emitted, and those of at most two segments per round whose port
 // bound (PortBoundSeconds, from the pair totals) loses are not even cut.
+// Sender-side relays (Problem::AddSendRelays) are then added to the routing
+// chosen and searched the same way, with the plan in hand to beat: kept
+// only if predicted faster.
 // A round per phase holds all of a GPU's staged segments at once: it is
 // planned under the first policy only (never bought with a memory saver);
 // where that does not fit, large plans try it at 64 MiB, then the next
@@ -74,6 +77,7 @@
 #include "planner/problem.h"
 #include "planner/quantize.h"
 #include "planner/round_estimate.h"
+#include "planner/routings.h"
 #include "planner/segments.h"
 #include "sim/ports.h"
 #include "sim/topology_bound.h"
@@ -252,58 +256,25 @@ bool SameSegments(const std::vector<Segment>& a, const std::vector<Segment>& b) 
 }
 
 // Schedules already cut, shared by the searches of one problem (and by a
-// PlanSession's plans): keyed by (relayed routing, size, threshold, segments
-// per round). Only the latest segment size is kept: searches and sweeps go
+// PlanSession's plans): keyed by (routing, size, threshold, segments per
+// round). Only the latest segment size is kept: searches and sweeps go
 // size by size, and a large plan's schedule is hundreds of MB.
 class ScheduleCache {
  public:
-  std::shared_ptr<const Schedule> Get(const Problem& prob, bool relayed, int64_t segment_bytes,
+  std::shared_ptr<const Schedule> Get(const Problem& prob, int32_t routing, int64_t segment_bytes,
                                       int64_t direct_min_bytes, int32_t per_round) {
     if (segment_bytes != size_) {
       entries_.clear();
       size_ = segment_bytes;
     }
-    auto& e = entries_[std::make_tuple(relayed, direct_min_bytes, per_round)];
+    auto& e = entries_[std::make_tuple(routing, direct_min_bytes, per_round)];
     if (!e) e = std::make_shared<const Schedule>(MakeSchedule(prob, segment_bytes, direct_min_bytes, per_round));
     return e;
   }
 
  private:
   int64_t size_ = -1;
-  std::map<std::tuple<bool, int64_t, int32_t>, std::shared_ptr<const Schedule>> entries_;
-};
-
-// A problem's routing without and with relays (Problem::AddRelays, made on
-// first use), switched by swapping the two: no copies after the first.
-class Routings {
- public:
-  explicit Routings(Problem& prob) : prob_(prob) {}
-  // The relayed bytes (0: no box is relayed; both routings are the same).
-  int64_t RelayedBytes() {
-    if (relayed_bytes_ < 0) {
-      Use(false);
-      other_ = prob_.SaveRouting();
-      relayed_bytes_ = prob_.AddRelays();
-      relays_now_ = true;
-    }
-    return relayed_bytes_;
-  }
-  void Use(bool relays) {
-    if (relays == relays_now_) return;
-    RESHARD_CHECK(relayed_bytes_ >= 0, "the relayed routing is made before it is used");
-    std::swap(prob_.sourced, other_.sourced);
-    std::swap(prob_.pairs, other_.pairs);
-    std::swap(prob_.relayed_bytes, other_.relayed_bytes);
-    relays_now_ = relays;
-  }
-  // The problem holds relayed entries now.
-  bool Relayed() const { return relays_now_ && relayed_bytes_ > 0; }
-
- private:
-  Problem& prob_;
-  Problem::Routing other_;
-  bool relays_now_ = false;
-  int64_t relayed_bytes_ = -1;
+  std::map<std::tuple<int32_t, int64_t, int32_t>, std::shared_ptr<const Schedule>> entries_;
 };
 
 // The candidates planned so far: the fastest that fits, and the infeasible
@@ -312,12 +283,12 @@ class Search {
  public:
   // `beat_s`: large plans only emit candidates that may be faster than this
   // (the plan another search found); equal ones only if `wins_ties`.
-  Search(const Problem& prob, ScheduleCache& cache, bool relayed, std::vector<int64_t> sizes,
+  Search(const Problem& prob, ScheduleCache& cache, int32_t routing, std::vector<int64_t> sizes,
          std::vector<int64_t> directs, std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small,
          double beat_s, bool wins_ties)
       : prob_(prob),
         cache_(cache),
-        relayed_(relayed),
+        routing_(routing),
         sizes_(std::move(sizes)),
         directs_(std::move(directs)),
         per_rounds_(std::move(per_rounds)),
@@ -343,7 +314,7 @@ class Search {
       if (Loses(*port_bound_s_ * (1 - 1e-6))) return true;
     }
     const std::shared_ptr<const Schedule> sched =
-        cache_.Get(prob_, relayed_, sizes_[size_index], direct_min_bytes, per_round);
+        cache_.Get(prob_, routing_, sizes_[size_index], direct_min_bytes, per_round);
     // Thresholds that leave every piece in the same class give the same plan:
     // plan it once (most MoE and small-piece plans).
     auto& tried = tried_[size_index];
@@ -496,7 +467,7 @@ class Search {
  private:
   const Problem& prob_;
   ScheduleCache& cache_;
-  const bool relayed_;
+  const int32_t routing_;  // Routings::Key() of the problem's routing
   const std::vector<int64_t> sizes_, directs_;
   const std::vector<int32_t> per_rounds_;
   const std::vector<PlanPolicy> policies_;
@@ -588,7 +559,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   // `beat_s` / `wins_ties`: see Search.
   auto order_of = [&](const Problem& p) { return SizeOrder(p, sizes, per_rounds, options, small); };
   auto run = [&](const Problem& p, const Order& order, double beat_s, bool wins_ties) {
-    auto search = std::make_unique<Search>(p, cache, routes.Relayed(), sizes, DirectThresholds(s, options, small),
+    auto search = std::make_unique<Search>(p, cache, routes.Key(), sizes, DirectThresholds(s, options, small),
                                            per_rounds, Policies(s, options), small, beat_s, wins_ties);
     search->Run(order);
     return search;
@@ -609,34 +580,34 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   const Order& relay_order = relay_orders.order;
   int64_t relayed_bytes = 0;
   if (options.relays == std::optional<bool>{false}) {
-    routes.Use(false);
+    routes.Use(Routings::kPlain);
     plain_orders = order_of(prob);
     plain = run(prob, plain_order, kNone, true);
   } else if (options.relays == std::optional<bool>{true}) {
     relayed_bytes = routes.RelayedBytes();
-    routes.Use(true);
+    routes.Use(Routings::kRelayed);
     plain_orders = order_of(prob);  // one routing when nothing is relayed
     if (relayed_bytes > 0) std::swap(plain_orders, relay_orders);
     (relayed_bytes > 0 ? relayed : plain) = run(prob, relayed_bytes > 0 ? relay_order : plain_order, kNone,
                                                 relayed_bytes == 0);
   } else {
-    routes.Use(false);
+    routes.Use(Routings::kPlain);
     plain_orders = order_of(prob);
     const double plain_first_s = small ? 0 : first_estimate(prob, plain_order);
     relayed_bytes = routes.RelayedBytes();
-    routes.Use(true);
+    routes.Use(Routings::kRelayed);
     if (relayed_bytes == 0) {
       plain = run(prob, plain_order, kNone, true);
     } else {
       relay_orders = order_of(prob);
       if (!small && first_estimate(prob, relay_order) < plain_first_s) {
         relayed = run(prob, relay_order, kNone, false);
-        routes.Use(false);
+        routes.Use(Routings::kPlain);
         plain = run(prob, plain_order, time_of(relayed), true);
       } else {
-        routes.Use(false);
+        routes.Use(Routings::kPlain);
         plain = run(prob, plain_order, kNone, true);
-        routes.Use(true);
+        routes.Use(Routings::kRelayed);
         relayed = run(prob, relay_order, time_of(plain), false);
       }
     }
@@ -645,7 +616,45 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   const bool use_relays = relayed && (relayed->best() ? time_of(relayed) < time_of(plain) : !(plain && plain->best()));
   std::unique_ptr<Search> search = std::move(use_relays ? relayed : plain);
   if (!use_relays) relayed_bytes = 0;
-  routes.Use(use_relays && relayed_bytes > 0);
+  routes.Use(use_relays && relayed_bytes > 0 ? Routings::kRelayed : Routings::kPlain);
+  // Sender-side relays (Problem::AddSendRelays) on top of the routing
+  // chosen: kept only if predicted faster (or forced: options.send_relays).
+  // Large plans try them at the (size, segments per round) that won only
+  // (each cut and emission of a large plan costs about as much as planning:
+  // llama3-405b 1.6 -> 6.4 CPU-s over all candidates), and where the
+  // estimate prefers them both plans are simulated, so the simulator
+  // decides as for small plans.
+  SizeOrders send_orders;
+  int64_t send_relayed_bytes = 0;
+  std::optional<Prediction> predicted;  // of search's best, where already simulated
+  if (options.send_relays != std::optional<bool>{false} && (search->best() || options.send_relays)) {
+    const int32_t base = routes.Now();
+    if (routes.SendRelayedBytes(base) > 0) {
+      routes.Use(Routings::kSendRelayed);
+      send_orders = order_of(prob);
+      const bool forced = options.send_relays == std::optional<bool>{true};
+      Order order = send_orders.order;
+      if (!small && search->best()) {
+        const Schedule& won = *search->best()->schedule;
+        order = Order{{search->BestSize(), won.all_in_one_round ? kPerRoundAll : won.per_round}};
+      }
+      std::unique_ptr<Search> sent = run(prob, order, forced ? kNone : time_of(search), forced);
+      bool keep = sent->best() && (forced || time_of(sent) < time_of(search));
+      if (keep && !forced && !small && options.simulate) {
+        std::optional<Prediction> before = KnownPrediction(known, search->best()->emitted.plan);
+        if (!before) before = SimulateCandidate(search->best()->emitted.plan);
+        Prediction after = SimulateCandidate(sent->best()->emitted.plan);
+        keep = after.time_s < before->time_s;
+        predicted = keep ? std::move(after) : std::move(*before);
+      }
+      if (keep) {
+        search = std::move(sent);
+        send_relayed_bytes = prob.send_relayed_bytes;
+      } else {
+        routes.Use(base);
+      }
+    }
+  }
   // Large plans rank candidates by the round estimate, which is close for a
   // round per phase but optimistic for rounds (ports idle while a round's
   // flows ramp up, wait for their peers or end early: kimi-k2 by 9 %). So
@@ -653,12 +662,11 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   // simulated, and where a round per phase estimates below that, it is
   // planned and simulated too; the faster is kept. (Where a round per phase
   // won, the rounds' optimistic estimate was already the slower.)
-  std::optional<Prediction> predicted;
   if (!small && options.simulate && search->best()) {
     // A sweep's memory policy that changes nothing: the last plan's prediction (known_plan.h).
-    predicted = KnownPrediction(known, search->best()->emitted.plan);
+    if (!predicted) predicted = KnownPrediction(known, search->best()->emitted.plan);
     if (!predicted) predicted = SimulateCandidate(search->best()->emitted.plan);
-    const SizeOrders& o = use_relays ? relay_orders : plain_orders;
+    const SizeOrders& o = send_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
     if (!search->best()->schedule->all_in_one_round && !o.all_first && !o.all.empty() &&
         o.all_estimate_s < predicted->time_s) {
       // At its best size only: its smaller fallback, where that does not
@@ -675,6 +683,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   PlanResult res;
   res.stats.fragments = prob.Fragments();
   res.stats.relayed_bytes = relayed_bytes;
+  res.stats.send_relayed_bytes = send_relayed_bytes;
   auto& best = search->best();
   if (!best && !search->unissuable().empty())
     throw InternalError(fmt::format("planner: every plan of scenario '{}' ({}) that fits in memory cannot be "
@@ -787,8 +796,8 @@ int64_t PlanSession::LargestRemotePairBytes() {
   Problem& prob = m.Prob();
   int64_t largest = 0;
   m.routes->RelayedBytes();
-  for (bool relays : {false, true}) {
-    m.routes->Use(relays);
+  for (int32_t routing : {Routings::kPlain, Routings::kRelayed}) {
+    m.routes->Use(routing);
     for (const PairBytes& pb : prob.pairs)
       if (pb.src_gpu != pb.dst_gpu) largest = std::max(largest, pb.bytes);
   }

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <utility>
 
+#include "model/error.h"
 #include "planner/buffer_layout.h"
 #include "planner/rounds.h"
 
@@ -105,12 +106,23 @@ class RemotePairCutter {
       F.cur.relay = prob_.sourced[i].relay;
     }
     Fill();
+    const int32_t via = prob_.sourced[i].via;
     for (ClassFiller& F : fill_) {
       Close(F);
       const int64_t base_part = static_cast<int64_t>(sc_.parts.size());
       for (Segment& d : F.segments) {
         d.first_part += base_part;
-        sc_.segments.push_back(d);
+        if (via < 0) {
+          sc_.segments.push_back(d);
+          continue;
+        }
+        // Sender-relayed: the same parts in two hops, through a buffer of
+        // the relay peer that holds them packed (in part order).
+        Segment first = d, second = d;
+        first.dst_gpu = via, first.recv_direct = false, first.hop = 1;
+        second.src_gpu = via, second.send_direct = false, second.hop = 2;
+        sc_.segments.push_back(first);
+        sc_.segments.push_back(second);
       }
       sc_.parts.insert(sc_.parts.end(), F.parts.begin(), F.parts.end());
     }
@@ -311,10 +323,15 @@ void AssignRounds(Schedule& sc, int32_t gpus) {
   sc.all_in_one_round = asked == kPerRoundAll;
   sc.per_round = sc.all_in_one_round ? 1 : asked;  // all: the largest phase's Δ, below
   sc.rounds = 0;
-  for (bool relay : {false, true}) {
+  // Phases: sender-relay first hops, then the direct segments (with the
+  // second hops), then AddRelays' relayed ones.
+  auto phase_of = [](const Segment& g) { return g.hop == 1 ? 0 : g.relay ? 2 : 1; };
+  for (int32_t phase : {0, 1, 2}) {
+    const bool relay = phase == 2;
+    const int32_t rounds_before = sc.rounds;
     std::vector<int32_t> order;
     for (int32_t x = 0; x < static_cast<int32_t>(sc.segments.size()); ++x)
-      if (sc.segments[x].relay == relay) order.push_back(x);
+      if (phase_of(sc.segments[x]) == phase) order.push_back(x);
     if (order.empty()) continue;
     if (sc.all_in_one_round) {  // one round: Δ is the largest degree, no colouring
       std::vector<int32_t> out(gpus, 0), in(gpus, 0);
@@ -327,6 +344,7 @@ void AssignRounds(Schedule& sc, int32_t gpus) {
       sc.per_round = std::max(sc.per_round, delta);
       sc.rounds += 1;
       if (relay) sc.relay_rounds = 1;
+      if (phase == 0) sc.pre_rounds = 1;
       continue;
     }
     const int32_t per_round = asked;
@@ -340,7 +358,8 @@ void AssignRounds(Schedule& sc, int32_t gpus) {
     Colouring col = ColourBipartite(gpus, gpus, edges);
     for (size_t e = 0; e < order.size(); ++e) sc.segments[order[e]].round = sc.rounds + col.colour[e] / per_round;
     sc.rounds += (col.colours + per_round - 1) / per_round;
-    if (relay) sc.relay_rounds = (col.colours + per_round - 1) / per_round;
+    if (relay) sc.relay_rounds = sc.rounds - rounds_before;
+    if (phase == 0) sc.pre_rounds = sc.rounds - rounds_before;
   }
   // Within a round keep the pair order; the parts of a segment stay where they are.
   std::stable_sort(sc.segments.begin(), sc.segments.end(), [](const Segment& a, const Segment& b) {
@@ -349,6 +368,18 @@ void AssignRounds(Schedule& sc, int32_t gpus) {
   std::stable_sort(sc.locals.begin(), sc.locals.end(), [](const LocalBatch& a, const LocalBatch& b) {
     return std::tie(a.gpu, a.priority, a.src_slot) < std::tie(b.gpu, b.priority, b.src_slot);
   });
+  // Second hops find their first by its parts (each first hop's are its own).
+  std::vector<std::pair<int64_t, int32_t>> firsts;
+  for (int32_t x = 0; x < static_cast<int32_t>(sc.segments.size()); ++x)
+    if (sc.segments[x].hop == 1) firsts.emplace_back(sc.segments[x].first_part, x);
+  if (firsts.empty()) return;
+  std::sort(firsts.begin(), firsts.end());
+  for (Segment& g : sc.segments) {
+    if (g.hop != 2) continue;
+    const auto it = std::lower_bound(firsts.begin(), firsts.end(), std::make_pair(g.first_part, int32_t{-1}));
+    RESHARD_CHECK(it != firsts.end() && it->first == g.first_part, "a second hop without its first");
+    g.feed = it->second;
+  }
 }
 
 // Peers and the per-port estimate: rounds run one after another, each as
@@ -399,8 +430,8 @@ void Estimate(Schedule& sc, const Cluster& c) {
     const LinkProfile& lp = c.Link(c.Between(g.src_gpu, g.dst_gpu));
     add(out[g.src_gpu], g, lp);
     add(in[g.dst_gpu], g, lp);
-    if (!g.send_direct) copy_s[g.src_gpu] += copy_time(g.bytes);
-    if (!g.recv_direct) copy_s[g.dst_gpu] += copy_time(g.bytes);
+    if (g.Packs()) copy_s[g.src_gpu] += copy_time(g.bytes);
+    if (g.Unpacks()) copy_s[g.dst_gpu] += copy_time(g.bytes);
   }
   for (int32_t x = 0; x < gpus; ++x) close(out[x]), close(in[x]);
   for (const LocalBatch& l : sc.locals) copy_s[l.gpu] += copy_time(l.bytes);
@@ -410,8 +441,8 @@ void Estimate(Schedule& sc, const Cluster& c) {
     // unpacks follow them, on the busiest GPU.
     std::vector<double> pack_s(static_cast<size_t>(sc.rounds) * gpus, 0), unpack_s(pack_s.size(), 0);
     for (const Segment& g : sc.segments) {
-      if (!g.send_direct) pack_s[static_cast<size_t>(g.round) * gpus + g.src_gpu] += copy_time(g.bytes);
-      if (!g.recv_direct) unpack_s[static_cast<size_t>(g.round) * gpus + g.dst_gpu] += copy_time(g.bytes);
+      if (g.Packs()) pack_s[static_cast<size_t>(g.round) * gpus + g.src_gpu] += copy_time(g.bytes);
+      if (g.Unpacks()) unpack_s[static_cast<size_t>(g.round) * gpus + g.dst_gpu] += copy_time(g.bytes);
     }
     for (int32_t r = 0; r < sc.rounds; ++r) {
       const auto at = static_cast<std::ptrdiff_t>(r) * gpus;
@@ -421,7 +452,7 @@ void Estimate(Schedule& sc, const Cluster& c) {
   } else {
     // The first pack and the last unpack do not overlap anything.
     for (const Segment& g : sc.segments)
-      edge = std::max(edge, ((g.send_direct ? 0 : 1) + (g.recv_direct ? 0 : 1)) * copy_time(g.bytes));
+      edge = std::max(edge, ((g.Packs() ? 1 : 0) + (g.Unpacks() ? 1 : 0)) * copy_time(g.bytes));
   }
   const double transfer = std::accumulate(round_s.begin(), round_s.end(), 0.0);
   sc.estimate_s = std::max(transfer + edge, *std::max_element(copy_s.begin(), copy_s.end()));

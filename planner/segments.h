@@ -24,7 +24,11 @@
 // capacity to the flows still running (each capped by its size's
 // efficiency), and the round ends when its last flow does. Relayed
 // segments (Problem::AddRelays) are coloured apart, in rounds after all
-// others: their sender must have received the bytes first.
+// others: their sender must have received the bytes first. A sender-relayed
+// pair (Problem::AddSendRelays) is cut like any other and each segment
+// becomes two: its first hop (holder -> relay peer) is coloured apart, in
+// rounds before all others; its second (relay peer -> receiver) with the
+// direct segments.
 // per_round = kPerRoundAll: each phase (the relayed segments are the
 // second) is one round holding all of a port's segments: no round barriers,
 // max-min sharing to the end; staging holds every staged segment of a GPU at
@@ -76,8 +80,16 @@ struct Segment {
   int32_t priority;  // sender's progress through its layers, 0..1023
   int32_t round = -1;
   bool relay = false;  // its parts are relayed: rounds after every other segment's
+  // Sender-side relay (SourcedFragment::via): hop 1 carries the parts from
+  // their holder to the relay peer, into a staging buffer of its own there
+  // (rounds before every other segment's); hop 2 (`feed`: its hop 1) sends
+  // that buffer on to the receiver. 0: not relayed that way.
+  int8_t hop = 0;
+  int32_t feed = -1;
   bool Direct() const { return send_direct && recv_direct; }
   bool PerPart() const { return send_direct || recv_direct; }  // one send / recv per part
+  bool Packs() const { return !send_direct && hop != 2; }    // the sender packs it into a staging slot
+  bool Unpacks() const { return !recv_direct && hop != 1; }  // the receiver unpacks it from one
 };
 
 // Local copies of one GPU reading one source plan buffer (slot).
@@ -97,6 +109,7 @@ struct Schedule {
   bool all_in_one_round = false;    // asked kPerRoundAll: each phase is one round
   int32_t rounds = 0;
   int32_t relay_rounds = 0;         // of which the last ones, relayed segments only
+  int32_t pre_rounds = 0;           // of which the first ones, sender-relay first hops only
   std::vector<int32_t> peers;       // per GPU: distinct send/recv peers
   double estimate_s = 0;            // per-port estimate of the transfer phase
 };

@@ -1,10 +1,14 @@
 // End to end on the host backend: scenarios of the tiny presets planned by
 // the planner and run by the executor, every destination element verified.
 // The executor never links the planner; this test links both.
+#include <optional>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "model/scenario.h"
 #include "planner/planner.h"
+#include "planner/segments.h"
 #include "tests/executor/e2e_cases.h"
 
 namespace reshard {
@@ -36,6 +40,18 @@ TEST_P(EndToEnd, TwoSegmentsPerRoundVerifyEveryElement) {
   testing::ExpectHostRunVerifies(r.plan, GetParam().name);
 }
 
+// `s` planned by the port model (no simulation) with `per_round` segments
+// per round and relays forced as given (unset: searched).
+PlanResult PlanByPortModel(const Scenario& s, int32_t per_round, std::optional<bool> relays,
+                           std::optional<bool> send_relays) {
+  PlannerOptions po;
+  po.simulate = false;
+  po.per_round = per_round;
+  po.relays = relays;
+  po.send_relays = send_relays;
+  return MakePlan(s, po);
+}
+
 // Relays over NVLink: four destination replicas in one NVLink domain need
 // the same bytes, which sit in another domain; each box crosses the network
 // once, into one of them, and is sent on over NVLink to the other three
@@ -52,17 +68,44 @@ plan: {segment_bytes: 256KiB}
 )",
                                    "<e2e>");
   for (int32_t per_round : {1, 2}) {
-    PlannerOptions po;
-    po.simulate = false;
-    po.relays = true;
-    po.per_round = per_round;
-    const PlanResult r = MakePlan(s, po);
+    const PlanResult r = PlanByPortModel(s, per_round, true, false);  // receive-side relays alone
     ASSERT_TRUE(r.ok()) << r.message;
     // tp2 -> tp2 dp2: every box goes to two GPUs of the domain, so half of
     // the destination's bytes are relayed (norms replicated over TP: more).
     EXPECT_GE(2 * r.stats.relayed_bytes, r.plan.summary.bytes_moved.network);
     EXPECT_EQ(r.plan.summary.bytes_moved.nvlink, r.stats.relayed_bytes);
     testing::ExpectHostRunVerifies(r.plan, "relayed");
+  }
+}
+
+// Sender-side relays (Problem::AddSendRelays): one GPU of node 0 holds
+// every weight that node 1's eight GPUs need, so its NIC would carry them
+// all; fragments go first over NVLink to its node peers (into staging
+// there), which send them on over their own NICs. Every element of every
+// destination GPU verified on the host backend, with one and two segments
+// per round and a round per phase, with receive-side relays too (TP2 DP4).
+TEST(EndToEndRelays, SenderRelayedPlanVerifiesEveryElement) {
+  for (const auto& [destination, relays] : {std::pair{"{tp: 8, gpus: \"8-15\"}", false},
+                                            std::pair{"{tp: 2, dp: 4, gpus: \"8-15\"}", true}}) {
+    const Scenario s = ParseScenario(fmt::format(R"(
+name: e2e-send-relay
+model: tiny-llama
+cluster: {{preset: dgx-h200, nodes: 2}}
+source: {{tp: 1, gpus: "0"}}
+destination: {}
+plan: {{segment_bytes: 256KiB}}
+)",
+                                                 destination),
+                                     "<e2e>");
+    for (int32_t per_round : {1, 2, kPerRoundAll}) {
+      const PlanResult r = PlanByPortModel(s, per_round, relays, true);
+      ASSERT_TRUE(r.ok()) << r.message;
+      EXPECT_EQ(r.stats.relayed_bytes > 0, relays) << destination;
+      // Node 0's mean egress is an eighth: about 7/8 of the bytes go through a peer.
+      EXPECT_GT(8 * r.stats.send_relayed_bytes, 6 * r.plan.summary.bytes_moved.network) << destination;
+      EXPECT_EQ(r.plan.summary.bytes_moved.nvlink, r.stats.send_relayed_bytes + r.stats.relayed_bytes) << destination;
+      testing::ExpectHostRunVerifies(r.plan, "sender-relayed");
+    }
   }
 }
 

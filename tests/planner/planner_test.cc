@@ -802,10 +802,13 @@ source: {tp: 2, gpus: "0-1"}
 destination: {tp: 2, dp: 2, gpus: "8-11"}
 )",
                                    "<test>");
-  PlannerOptions never;
+  PlannerOptions never, searched;
   never.relays = false;
+  // Sender-side relays (AddSendRelays) would spread node 0's egress over
+  // its idle NICs too: tested apart (SendRelays below).
+  never.send_relays = searched.send_relays = false;
   const PlanResult direct = MakePlan(s, never);
-  const PlanResult chosen = MakePlan(s);
+  const PlanResult chosen = MakePlan(s, searched);
   ASSERT_TRUE(direct.ok() && chosen.ok());
   EXPECT_EQ(direct.stats.relayed_bytes, 0);
   EXPECT_EQ(direct.plan.summary.bytes_moved.nvlink, 0);
