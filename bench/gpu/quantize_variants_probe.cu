@@ -47,18 +47,6 @@ __global__ void FillKernel(uint16_t* x, int64_t n, int kind) {
 
 enum : int { kDivExact = 0, kDivLazy = 1, kDivMulOnly = 2 };
 
-// Packed max of the magnitudes of a chunk's 8 bf16 (as bf16x2), exact.
-__device__ __forceinline__ __nv_bfloat162 ChunkAmax2(const uint4& v, __nv_bfloat162 m) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int h = 0; h < 4; ++h) {
-    __nv_bfloat162 x;
-    *reinterpret_cast<uint32_t*>(&x) = w[h] & 0x7FFF7FFFu;
-    m = __hmax2(m, x);
-  }
-  return m;
-}
-
 // Whether fp32 q may round to another E4M3 value than a float within a few
 // ulps of it: E4M3's rounding boundaries (midpoints of normals and of
 // subnormals, and 2^-10) all have mantissa bits 18..0 zero; values below
@@ -66,20 +54,6 @@ __device__ __forceinline__ __nv_bfloat162 ChunkAmax2(const uint4& v, __nv_bfloat
 __device__ __forceinline__ bool NearBoundary(float q) {
   const uint32_t b = __float_as_uint(q);
   return ((b + 16u) & 0x7FFFFu) <= 32u && fabsf(q) >= 0x1p-12f;
-}
-
-// A chunk divided exactly (DivByScale) or multiplied by 1 / s (power-of-two
-// scales), without QuantizeChunk's software branch (its registers).
-__device__ __forceinline__ uint2 QuantizeChunkExact(const uint4& v, float s, float rs, int mode) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-  uint32_t q[2] = {0, 0};
-#pragma unroll
-  for (int h = 0; h < 4; ++h) {
-    const float a = BitsFloat(w[h] << 16), c = BitsFloat(w[h] & 0xFFFF0000u);
-    const float2 f = mode == kQuantPow2 ? make_float2(a * rs, c * rs) : make_float2(DivByScale(a, s, rs), DivByScale(c, s, rs));
-    q[h / 2] |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3)) << (16 * (h % 2));
-  }
-  return make_uint2(q[0], q[1]);
 }
 
 template <int T, int MinCtas, int Div, bool Packed>
@@ -139,7 +113,7 @@ __global__ void __launch_bounds__(T, MinCtas) CandidateKernel(const QuantizeJob 
       for (int i = 0; i < C; ++i) {
         uint2 q;
         if (Div == kDivExact) {
-          q = QuantizeChunkExact(v[i], s, rs, mode);
+          q = QuantizeChunkFast(v[i], s, rs, mode);
         } else {
           const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
           uint32_t o[2] = {0, 0};
@@ -152,7 +126,7 @@ __global__ void __launch_bounds__(T, MinCtas) CandidateKernel(const QuantizeJob 
                         << (16 * (h % 2));
           }
           q = make_uint2(o[0], o[1]);
-          if (Div == kDivLazy && mode == kQuantDivide && __any_sync(0xffffffffu, near)) q = QuantizeChunkExact(v[i], s, rs, mode);
+          if (Div == kDivLazy && mode == kQuantDivide && __any_sync(0xffffffffu, near)) q = QuantizeChunkFast(v[i], s, rs, mode);
         }
         *reinterpret_cast<uint2*>(obase + (row0 + i * (T / 16)) * j.out_row + 8 * col) = q;
       }

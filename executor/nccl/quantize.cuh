@@ -115,4 +115,20 @@ __device__ __forceinline__ uint2 QuantizeChunk(const uint4& v, float s, float rs
   return make_uint2(q[0], q[1]);
 }
 
+// A chunk divided exactly by s (DivByScale) or, for a power-of-two s,
+// multiplied by rs = 1 / s: QuantizeChunk without its software branch, whose
+// registers the 128 x 128 kernel's loop cannot afford.
+__device__ __forceinline__ uint2 QuantizeChunkFast(const uint4& v, float s, float rs, int mode) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  uint32_t q[2] = {0, 0};
+#pragma unroll
+  for (int h = 0; h < 4; ++h) {
+    const float a = BitsFloat(w[h] << 16), c = BitsFloat(w[h] & 0xFFFF0000u);
+    const float2 f =
+        mode == kQuantPow2 ? make_float2(a * rs, c * rs) : make_float2(DivByScale(a, s, rs), DivByScale(c, s, rs));
+    q[h / 2] |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3)) << (16 * (h % 2));
+  }
+  return make_uint2(q[0], q[1]);
+}
+
 }  // namespace reshard::gpu

@@ -149,22 +149,6 @@ __global__ void __launch_bounds__(kBlockThreads * W, 4 / W) QuantizeKernelWide(c
   }
 }
 
-// A chunk divided exactly by s (DivByScale) or, for a power-of-two s,
-// multiplied by rs = 1 / s: QuantizeChunk without its software branch, whose
-// registers the 128 x 128 kernel's loop cannot afford.
-__device__ __forceinline__ uint2 QuantizeChunkFast(const uint4& v, float s, float rs, int mode) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-  uint32_t q[2] = {0, 0};
-#pragma unroll
-  for (int h = 0; h < 4; ++h) {
-    const float a = BitsFloat(w[h] << 16), c = BitsFloat(w[h] & 0xFFFF0000u);
-    const float2 f =
-        mode == kQuantPow2 ? make_float2(a * rs, c * rs) : make_float2(DivByScale(a, s, rs), DivByScale(c, s, rs));
-    q[h / 2] |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3)) << (16 * (h % 2));
-  }
-  return make_uint2(q[0], q[1]);
-}
-
 // 128 x 128 blocks of a job whose rows and columns are whole blocks (every
 // weight the planner tiles for DeepSeek-style scales): one block per CTA
 // iteration, 256 threads of 8 chunks each (a thread's chunks in one column,
