@@ -201,8 +201,12 @@ void Run(const SweepCmdOptions& o) {
   CheckOutputPath(o.csv, "--csv", {o.scenario.scenario, o.scenario.calibration});
   const Scenario s = o.scenario.Load();
   const SweepGrid grid = GridOf(o);
-  for (int64_t b : grid.segment_bytes)
-    if (b > 0) CheckSegmentBytes(s, b, "<cli>", "--segment-bytes");
+  if (!grid.segment_bytes.empty()) {
+    const int64_t destination_bytes = DestinationBytes(s, "<cli>");  // one layout for every size
+    for (int64_t b : grid.segment_bytes)
+      if (const std::string problem = b > 0 ? SegmentBytesProblem(s, b, destination_bytes) : ""; !problem.empty())
+        throw InputError("<cli>", "--segment-bytes", problem);
+  }
   SweepOptions so;
   so.threads = o.threads;
   so.exhaustive = o.exhaustive;
@@ -242,7 +246,7 @@ void RegisterSweepCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "sweep", "capacity planning: time and peak memory over segment sizes, offload, memory policies, NVLink domains");
   AddScenarioOptions(cmd, o->scenario);
-  cmd->add_option("--segment-bytes", o->segment_bytes, "segment sizes, e.g. 4MiB,16MiB (default 4 MiB .. 4 GiB, x2)");
+  cmd->add_option("--segment-bytes", o->segment_bytes, "segment sizes, e.g. 4MiB,16MiB (default 4 MiB .. 4 GiB, x2: those `plan --segment-bytes` accepts, at most 131072 segments)");
   cmd->add_option("--offload", o->offload, "optimizer offload fractions, e.g. 0,0.5,1 (default 0,0.25,0.5,1)");
   cmd->add_option("--domains", o->domains,
                   "nvlink_domain_nodes values to compare, e.g. 1,2 (default: the cluster's own; others describe "

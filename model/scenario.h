@@ -98,6 +98,11 @@ int64_t ParseBytes(const std::string& text, const std::string& file, const std::
 inline constexpr int64_t kMinSegmentBytes = 4096;
 inline constexpr int64_t kMaxSegments = int64_t{1} << 17;
 void CheckSegmentBytes(const Scenario& s, int64_t segment_bytes, const std::string& file, const std::string& field);
+// CheckSegmentBytes's problem with a size, "" when it has none;
+// `destination_bytes`: DestinationBytes(s) (one layout built for many sizes).
+std::string SegmentBytesProblem(const Scenario& s, int64_t segment_bytes, int64_t destination_bytes);
+// The bytes of every destination rank, summed (each replica counts).
+int64_t DestinationBytes(const Scenario& s, const std::string& file);
 
 // Memory of one GPU when the refit starts, before the plan allocates anything.
 struct GpuMemoryAtStart {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -48,11 +49,10 @@ bool ValidDomain(const Cluster& c, int32_t d) {
 }
 
 // One grid point, planned with its choices forced: by `session` (a plan
-// session of the point's domain) or, when null, by MakePlan. `slots`, when
-// given, gets the plan's optimizer slot bytes per GPU (OptimizerSlotBytes;
-// empty when it does not fit).
+// session of the point's domain) or, when null, by MakePlan. `moves`, when
+// given, gets the plan's HostMoves (empty when it does not fit).
 SweepPoint Evaluate(const Scenario& base, PlanSession* session, SweepPoint p,
-                    std::vector<std::vector<int64_t>>* slots = nullptr) {
+                    HostMoves* moves = nullptr) {
   Scenario s = base;
   s.cluster.nvlink_domain_nodes = p.nvlink_domain_nodes;
   PlannerOptions o;
@@ -64,7 +64,7 @@ SweepPoint Evaluate(const Scenario& base, PlanSession* session, SweepPoint p,
   // auto) and keep the fastest, as `reshard plan` does; large ones take the default.
   try {
     const PlanResult r = session ? session->Plan(o) : MakePlan(s, o);
-    if (slots && r.ok()) *slots = OptimizerSlotBytes(r.plan);
+    if (moves && r.ok()) *moves = HostMovesOf(r.plan);
     const std::vector<int64_t>& peaks = r.ok() ? r.plan.summary.predicted_peak_bytes : r.stats.planned_peak_bytes;
     if (!peaks.empty()) {
       const auto it = std::max_element(peaks.begin(), peaks.end());  // first GPU on ties
@@ -91,21 +91,6 @@ SweepPoint Evaluate(const Scenario& base, PlanSession* session, SweepPoint p,
   return p;
 }
 
-// The longest per-GPU queue of optimizer offloads under `fraction`
-// (OptimizerOffloadSeconds, from a plan's optimizer slots): the PCIe time a
-// point of that fraction takes at least. 0 without slots.
-double OffloadSeconds(const Cluster& c, const std::vector<std::vector<int64_t>>& slots, double fraction) {
-  double longest_s = 0;
-  for (const std::vector<int64_t>& g : slots) {
-    const int64_t optimizer = std::accumulate(g.begin(), g.end(), int64_t{0});  // the slots split it whole
-    const size_t n = OffloadedOptimizerSlots(g, optimizer, fraction);
-    double s = 0;
-    for (size_t k = 0; k < n; ++k) s += HostMoveSeconds(c, g[k]);
-    longest_s = std::max(longest_s, s);
-  }
-  return longest_s;
-}
-
 // The copy of point `from`'s results for `to`, which plans the same.
 SweepPoint SamePlanAs(const SweepPoint& from, size_t from_index, SweepPoint to) {
   SweepPoint p = from;
@@ -115,6 +100,30 @@ SweepPoint SamePlanAs(const SweepPoint& from, size_t from_index, SweepPoint to) 
 }
 
 }  // namespace
+
+HostMoves HostMovesOf(const Plan& p) {
+  HostMoves m;
+  m.optimizer = OptimizerSlotBytes(p);
+  m.source.resize(m.optimizer.size());
+  for (const PlanBuffer& b : p.buffers)
+    if (b.role == BufferRole::kSourceWeights && b.preexisting && b.space == MemorySpace::kDevice)
+      m.source[b.gpu].push_back(b.bytes);
+  return m;
+}
+
+double HostMoveBoundSeconds(const Cluster& c, const HostMoves& moves, double fraction, bool source_to_host) {
+  if (!(c.pcie.bytes_per_s > 0)) return 0;
+  int64_t most = 0;
+  for (size_t g = 0; g < moves.optimizer.size(); ++g) {
+    const std::vector<int64_t>& slots = moves.optimizer[g];
+    const int64_t optimizer = std::accumulate(slots.begin(), slots.end(), int64_t{0});  // the slots split it whole
+    const size_t n = OffloadedOptimizerSlots(slots, optimizer, fraction);
+    int64_t bytes = std::accumulate(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(n), int64_t{0});
+    if (source_to_host) bytes = std::accumulate(moves.source[g].begin(), moves.source[g].end(), bytes);
+    most = std::max(most, bytes);
+  }
+  return static_cast<double>(most) / c.pcie.bytes_per_s;
+}
 
 std::vector<int32_t> DefaultDomainSizes(const Cluster& c) {
   const int32_t v = c.nvlink_domain_nodes;
@@ -127,6 +136,18 @@ std::vector<int32_t> DefaultDomainSizes(const Cluster& c) {
   }
   if (std::find(out.begin(), out.end(), v) == out.end()) out.insert(out.begin(), v);  // always the cluster's own
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int64_t> DefaultSegmentSizes(const Scenario& s) {
+  std::vector<int64_t> out;
+  std::string problem;
+  const int64_t destination_bytes = DestinationBytes(s, s.path);
+  for (int64_t x = int64_t{4} << 20; x <= int64_t{4} << 30; x *= 2) {
+    problem = SegmentBytesProblem(s, x, destination_bytes);
+    if (problem.empty()) out.push_back(x);
+  }
+  if (out.empty()) throw InputError(s.path, "--segment-bytes", problem);  // the largest size's problem
   return out;
 }
 
@@ -197,8 +218,7 @@ std::optional<size_t> Recommend(const std::vector<SweepPoint>& points, int64_t c
 
 SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& options) {
   SweepGrid g = grid;
-  if (g.segment_bytes.empty())
-    for (int64_t x = int64_t{4} << 20; x <= int64_t{4} << 30; x *= 2) g.segment_bytes.push_back(x);
+  if (g.segment_bytes.empty()) g.segment_bytes = DefaultSegmentSizes(s);
   if (g.offload_fractions.empty()) g.offload_fractions = DefaultOffloadFractions(s);
   if (g.policies.empty()) g.policies = {{false, false}, {true, false}, {false, true}, {true, true}};
   if (g.nvlink_domain_nodes.empty()) g.nvlink_domain_nodes = {s.cluster.nvlink_domain_nodes};
@@ -320,15 +340,17 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
     options.progress(++done, total);
   };
   // Plans and simulates `todo` (lists of points of one (domain, size)) on
-  // the pool; `slots[k]`, when given, gets todo[k]'s first plan's optimizer
-  // slots. A worker w takes first[w] first (when >= 0: the group whose size
+  // the pool; `moves[k]`, when given, gets todo[k]'s first plan's
+  // HostMoves. A worker w takes first[w] first (when >= 0: the group whose size
   // its session last cut, so that a policy equal to the point planned there
   // is not simulated again, known_plan.h), then any group not taken, and
-  // notes in last[w] the last it planned. Which worker plans a group changes
-  // only the time.
+  // notes in last[w] the last it planned; `after`, when given, is called
+  // (worker, k) once the worker planned todo[k]. Which worker plans a group
+  // changes only the time.
   std::vector<int64_t> last(static_cast<size_t>(threads), -1);
   auto run_groups = [&](const std::vector<std::vector<size_t>>& todo,
-                        std::vector<std::vector<std::vector<int64_t>>>* slots, const std::vector<int64_t>& first) {
+                        std::vector<HostMoves>* moves, const std::vector<int64_t>& first,
+                        const std::function<void(size_t, int64_t)>& after) {
     const int64_t num_groups = static_cast<int64_t>(todo.size());
     const int64_t pool_size = std::min(threads, std::max<int64_t>(1, num_groups));
     std::atomic<int64_t> next{0};
@@ -338,10 +360,11 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
         if (taken[k].exchange(true)) return;
         for (size_t i : todo[k]) {
           res.points[i] = Evaluate(s, session_of(worker, res.points[i].nvlink_domain_nodes), res.points[i],
-                                   slots && i == todo[k].front() ? &(*slots)[k] : nullptr);
+                                   moves && i == todo[k].front() ? &(*moves)[k] : nullptr);
           note_done();
         }
         last[worker] = k;
+        if (after) after(worker, k);
       };
       if (worker < first.size() && first[worker] >= 0) plan_group(first[worker]);
       for (int64_t k; (k = next.fetch_add(1)) < num_groups;) plan_group(k);
@@ -363,20 +386,23 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
         if (!failure) failure = std::current_exception();
       }
     };
+    // This thread is worker 0: its allocations come from the main heap,
+    // which keeps freed blocks (mallopt in `reshard sweep`), where another
+    // thread's blocks over 64 MiB are mapped and unmapped for every plan.
     std::vector<std::thread> pool;
     try {
-      for (int64_t t = 0; t < pool_size; ++t) pool.emplace_back(guarded, static_cast<size_t>(t));
+      for (int64_t t = 1; t < pool_size; ++t) pool.emplace_back(guarded, static_cast<size_t>(t));
     } catch (const std::system_error&) {
-      // No more threads (ulimit, memory for stacks): the ones started take
-      // every group from the shared index; with none, this thread does.
-      if (pool.empty()) guarded(0);
+      // No more threads (ulimit, memory for stacks): the ones started and
+      // this one take every group from the shared index.
     }
+    guarded(0);
     for (std::thread& t : pool) t.join();
     if (failure) std::rethrow_exception(failure);
   };
 
   if (options.exhaustive) {
-    run_groups(groups, nullptr, {});
+    run_groups(groups, nullptr, {}, nullptr);
   } else {
     // Pruning (see sweep.h). The base point of each group: least offload,
     // then fewest memory savers, then grid order.
@@ -389,27 +415,82 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
         const SweepPoint &x = res.points[a], &y = res.points[b];
         return std::make_tuple(x.offload_fraction, savers(x), a) < std::make_tuple(y.offload_fraction, savers(y), b);
       })};
-    std::vector<std::vector<std::vector<int64_t>>> slots(groups.size());
-    run_groups(bases, &slots, {});
+    std::vector<HostMoves> moves(groups.size());
     const double limit = (1.0 - options.margin) * static_cast<double>(res.capacity_bytes);
     auto within_margin = [&](const SweepPoint& p) {
       return p.fits && p.error.empty() && static_cast<double>(p.peak_bytes) <= limit;
     };
+    auto estimate_of = [&](size_t k, const SweepPoint& p) {
+      const SweepPoint& base = res.points[bases[k].front()];
+      const double bound_s = HostMoveBoundSeconds(s.cluster, moves[k], p.offload_fraction, p.policy.source_to_host);
+      return within_margin(base) ? std::max(bound_s, base.time_s * (1 - options.prune_tolerance)) : bound_s;
+    };
+    // A base point's twin (the same but destination_per_layer) is cheapest
+    // right after it, on its session: mostly the same plan, whose prediction
+    // is taken (known_plan.h) instead of simulated again, where any other
+    // worker would cut and simulate it. So the worker plans it then if the
+    // bar so far lets it through (the bar only falls, so the final one lets
+    // through no more); where the final bar does not, the result is dropped:
+    // the results are those of planning it with the others, only the time
+    // differs (deepseek-v3: two twins 6.6 and 5.4 -> ~1.6 CPU-s each).
+    std::vector<int64_t> twin(groups.size(), -1);
+    for (size_t k = 0; k < groups.size(); ++k) {
+      const SweepPoint& b = res.points[bases[k].front()];
+      for (size_t i : groups[k]) {
+        const SweepPoint& p = res.points[i];
+        if (p.offload_fraction == b.offload_fraction && p.policy.source_to_host == b.policy.source_to_host &&
+            p.policy.destination_per_layer != b.policy.destination_per_layer)
+          twin[k] = static_cast<int64_t>(i);
+      }
+    }
+    std::vector<char> twin_planned(groups.size(), 0);
+    std::vector<SweepPoint> twin_unplanned(groups.size());
+    std::mutex bar_mu;
+    double bar_so_far = std::numeric_limits<double>::infinity();
+    auto plan_twin = [&](size_t worker, int64_t k) {
+      const SweepPoint& base = res.points[bases[k].front()];
+      double bar_seen = 0;
+      {
+        std::lock_guard<std::mutex> lock(bar_mu);
+        if (within_margin(base)) bar_so_far = std::min(bar_so_far, base.time_s);
+        bar_seen = bar_so_far;
+      }
+      const int64_t t = twin[k];
+      if (t < 0 || estimate_of(k, res.points[t]) > bar_seen) return;
+      twin_unplanned[k] = res.points[t];
+      res.points[t] = Evaluate(s, session_of(worker, res.points[t].nvlink_domain_nodes), res.points[t]);
+      twin_planned[k] = 1;
+      note_done();
+    };
+    run_groups(bases, &moves, {}, plan_twin);
     double bar = std::numeric_limits<double>::infinity();  // the fastest base point that fits within the margin
     for (const std::vector<size_t>& b : bases)
       if (within_margin(res.points[b.front()])) bar = std::min(bar, res.points[b.front()].time_s);
-    std::vector<std::vector<size_t>> rest;  // the points to simulate, by group
+    // The points to simulate, in lists of one group's points that differ only
+    // in destination_per_layer (which often changes nothing: the second
+    // takes the first's prediction, known_plan.h, on the same session), so
+    // that both threads have work to the end: 2.5 simulated policies per
+    // group, three groups on two threads left one idle for a group's time.
+    std::vector<std::vector<size_t>> rest;
     std::vector<int64_t> rest_of(groups.size(), -1), first(last.size(), -1);
     for (size_t k = 0; k < groups.size(); ++k) {
-      const SweepPoint& base = res.points[bases[k].front()];
+      std::map<std::pair<double, bool>, size_t> list_of;  // (offload, source_to_host) -> index into rest
       for (size_t i : groups[k]) {
         if (i == bases[k].front()) continue;
         SweepPoint& p = res.points[i];
-        p.estimate_s = OffloadSeconds(s.cluster, slots[k], p.offload_fraction);
-        if (within_margin(base)) p.estimate_s = std::max(p.estimate_s, base.time_s * (1 - options.prune_tolerance));
+        const double estimate_s = estimate_of(k, p);
+        if (twin_planned[k] && static_cast<int64_t>(i) == twin[k]) {
+          if (estimate_s > bar) p = twin_unplanned[k], p.simulated = false;  // counted done when planned
+          p.estimate_s = estimate_s;
+          continue;
+        }
+        p.estimate_s = estimate_s;
         if (p.estimate_s <= bar) {
-          if (rest_of[k] < 0) rest_of[k] = static_cast<int64_t>(rest.size()), rest.emplace_back();
-          rest.back().push_back(i);
+          const auto [it, added] = list_of.try_emplace(std::make_pair(p.offload_fraction, p.policy.source_to_host),
+                                                       rest.size());
+          if (added) rest.emplace_back();
+          if (rest_of[k] < 0) rest_of[k] = static_cast<int64_t>(it->second);
+          rest[it->second].push_back(i);
         } else {
           p.simulated = false;
           note_done();
@@ -418,7 +499,7 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
     }
     for (size_t w = 0; w < last.size(); ++w)
       if (last[w] >= 0) first[w] = rest_of[last[w]];
-    run_groups(rest, nullptr, first);
+    run_groups(rest, nullptr, first, nullptr);
   }
   sessions.clear();
   for (size_t i = 0; i < res.points.size(); ++i)

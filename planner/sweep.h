@@ -24,28 +24,27 @@
 // each (domain, size)'s base point -- its least offload, then fewest memory
 // savers (dest-all-at-once, no source-to-host) -- is planned and simulated.
 // Every other point gets an estimate: the larger of its base point's time
-// less prune_tolerance (5 %) and the time its optimizer offload alone takes
-// on the PCIe link (planner/emitter.h OptimizerOffloadSeconds, from the base
-// plan's optimizer slots); where the base point does not fit within the
-// margin (or fails), the offload time alone. Then every point whose estimate
-// is at most the time of the fastest base point that fits within the margin
-// (all of them when none does) is planned and simulated; the others are
-// reported as estimated, not simulated (simulated = false), and are never on
+// less prune_tolerance (5 %) and its host moves' PCIe bound
+// (HostMoveBoundSeconds: the optimizer offload and, with source-to-host, the
+// training weights, from the base plan's buffers); where the base point does
+// not fit within the margin (or fails), that bound alone. Then every point
+// whose estimate is at most the time of the fastest base point that fits
+// within the margin (all of them when none does) is planned and simulated;
+// the others are reported as estimated, not simulated (simulated = false), and are never on
 // the front nor recommended. The recommendation equals the exhaustive
 // sweep's unless a memory saver makes a point more than prune_tolerance
 // faster than its size's base point (savers only add host transfers and
-// later allocations: ~0.01 % faster at most on the built-in scenarios) or
-// the offload takes less than its PCIe time: the exhaustive sweep's
-// recommended point Q has time(Q) <= the bar, and its estimate <= time(Q)
-// under those two conditions, so Q is simulated. The front is that of the
+// later allocations: ~0.01 % faster at most on the built-in scenarios): the
+// exhaustive sweep's recommended point Q has time(Q) <= the bar, and its
+// estimate <= time(Q) (the PCIe part is a bound), so Q is simulated. The front is that of the
 // simulated points: a pruned point of lower peak (a memory saver at a slow
 // size) is missing from it, and a simulated point it would dominate may be
 // listed instead. Under memory pressure a saver can be faster than a point
 // with fewer (qwen3-30b-a3b ep2 -> tp2: dest-per-layer 21 % faster at
 // offload 0.25), which is why a size whose base point does not fit within
-// the margin estimates its points by their offload time alone. deepseek-v3:
-// 28 of its 112 planned points simulated (README of
-// bench/results/2026-12-02-cpu-sweep-speed-3).
+// the margin estimates its points by their PCIe bound alone. deepseek-v3:
+// 24 of its 80 planned points simulated (README of
+// bench/results/2026-12-03-cpu-sweep-60s).
 #pragma once
 
 #include <cstdint>
@@ -57,6 +56,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "model/scenario.h"
+#include "plan/plan.h"
 
 namespace reshard {
 
@@ -74,7 +74,7 @@ struct MemoryPolicy {
 inline constexpr int64_t kMaxSweepPoints = 1024;
 
 struct SweepGrid {
-  std::vector<int64_t> segment_bytes;      // empty: powers of two 4 MiB .. 4 GiB
+  std::vector<int64_t> segment_bytes;      // empty: DefaultSegmentSizes(scenario)
   std::vector<double> offload_fractions;   // empty: DefaultOffloadFractions(scenario)
   std::vector<MemoryPolicy> policies;      // empty: all four
   std::vector<int32_t> nvlink_domain_nodes;// empty: the cluster's own (the domain a user has);
@@ -136,6 +136,28 @@ struct SweepResult {
 // up to the node count that divide the node count; only values for which the
 // cluster stays valid (ValidateCluster). Single-node clusters: the value alone.
 std::vector<int32_t> DefaultDomainSizes(const Cluster& c);
+
+// The bytes a plan may move to host, per GPU: its optimizer slots in layer
+// order (OptimizerSlotBytes) and its training weight buffers.
+struct HostMoves {
+  std::vector<std::vector<int64_t>> optimizer, source;
+};
+HostMoves HostMovesOf(const Plan& p);
+
+// A lower bound on the time of a plan with optimizer offload `fraction` and,
+// with `source_to_host`, every training weight buffer moved to host (the
+// emitter moves each once its last read is done): the most bytes one GPU
+// moves to host over its PCIe link's peak rate, which no sharing exceeds
+// (its duplex rate is no higher). `moves`: HostMovesOf any plan of the same
+// problem. 0 where the cluster has no PCIe rate.
+double HostMoveBoundSeconds(const Cluster& c, const HostMoves& moves, double fraction, bool source_to_host);
+
+// Segment sizes a sweep tries by default: powers of two 4 MiB .. 4 GiB that
+// `reshard plan --segment-bytes` accepts (SegmentBytesProblem: at most
+// kMaxSegments segments, so deepseek-v3 on 512 GPUs starts at 16 MiB; its 4
+// and 8 MiB points, which plan refuses, took 150 of the sweep's 250 CPU-s).
+// Throws InputError when none is accepted.
+std::vector<int64_t> DefaultSegmentSizes(const Scenario& s);
 
 // Offload fractions worth sweeping: 0 alone when there is no optimizer state
 // on the GPUs or the scenario forbids offload (every fraction would give the

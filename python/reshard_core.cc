@@ -156,7 +156,12 @@ std::string SweepScenario(const ScenarioPtr& s, const std::vector<int64_t>& segm
   grid.segment_bytes = segment_bytes;
   grid.offload_fractions = offload_fractions;
   grid.nvlink_domain_nodes = domains;
-  for (int64_t b : grid.segment_bytes) CheckSegmentBytes(*s, b, "<python>", "segment_bytes");
+  if (!grid.segment_bytes.empty()) {
+    const int64_t destination_bytes = DestinationBytes(*s, "<python>");  // one layout for every size
+    for (int64_t b : grid.segment_bytes)
+      if (const std::string problem = SegmentBytesProblem(*s, b, destination_bytes); !problem.empty())
+        throw InputError("<python>", "segment_bytes", problem);
+  }
   SweepOptions so;
   so.threads = threads;
   so.margin = margin;

@@ -257,7 +257,7 @@ def sweep(scenario, *, segment_bytes=None, offload=None, domains=None, margin=0.
     """Capacity planning (``reshard sweep``): plan and simulate over segment
     sizes, offload fractions, memory policies and NVLink domain sizes.
 
-    Lists default as the CLI's (4 MiB .. 4 GiB; 0, 0.25, 0.5, 1; the cluster's
+    Lists default as the CLI's (4 MiB .. 4 GiB, x2, those `plan` accepts; 0, 0.25, 0.5, 1; the cluster's
     domain). Sizes may be ints or strings ("64MiB"). ``threads`` 0: every
     core. Releases the GIL. Points that do not fit are results (``fits``
     False), not exceptions. Points estimated slower are not simulated

@@ -16,6 +16,7 @@
 
 #include "model/error.h"
 #include "model/scenario.h"
+#include "planner/planner.h"
 #include "planner/sweep.h"
 #include "tests/planner/planner_test_util.h"
 
@@ -295,6 +296,80 @@ TEST(SweepRun, RealModelAndInfeasiblePointsAreResults) {
   const nlohmann::json j = bad;
   EXPECT_TRUE(j["recommended"].is_null());
   EXPECT_TRUE(j["points"][0]["time_s"].is_null());
+}
+
+// The default sizes are the powers of two 4 MiB .. 4 GiB that `plan
+// --segment-bytes` accepts: at most kMaxSegments segments (deepseek-v3 on 512
+// GPUs: 1.90 TiB / 131072 = 15.2 MiB, so from 16 MiB) and no more than a GPU.
+TEST(SweepGrid, DefaultSizesArePlanAccepted) {
+  Scenario tiny = BuiltinScenario("tiny-llama-tp2-to-tp1x2");
+  std::vector<int64_t> every;
+  for (int64_t x = int64_t{4} << 20; x <= int64_t{4} << 30; x *= 2) every.push_back(x);
+  EXPECT_EQ(DefaultSegmentSizes(tiny), every);
+  tiny.cluster.gpu_memory_bytes = int64_t{1} << 30;  // 2 GiB and 4 GiB segments do not fit a GPU
+  EXPECT_EQ(DefaultSegmentSizes(tiny), std::vector<int64_t>(every.begin(), every.end() - 2));
+
+  const Scenario dsv3 = BuiltinScenario("deepseek-v3-pp16ep16-to-tp32dp8");
+  const std::vector<int64_t> sizes = DefaultSegmentSizes(dsv3);
+  EXPECT_EQ(sizes, std::vector<int64_t>(every.begin() + 2, every.end()));
+  const int64_t dst = DestinationBytes(dsv3, dsv3.path);
+  EXPECT_EQ(SegmentBytesProblem(dsv3, int64_t{16} << 20, dst), "");
+  EXPECT_NE(SegmentBytesProblem(dsv3, int64_t{8} << 20, dst).find("more than the 131072"), std::string::npos);
+}
+
+// HostMoveBoundSeconds by hand: PCIe 50 GB/s. GPU 0: optimizer slots 3 GB and
+// 1 GB (4 GB in all), 2 GB of training weights; GPU 1: one 1 GB slot, 1 GB of
+// weights. Offload 0.5: GPU 0 moves its first slot (3 GB >= 2 GB), GPU 1 its
+// only one. Without source-to-host: max(3, 1) GB / 50 GB/s = 0.06 s; with
+// it: max(3 + 2, 1 + 1) GB / 50 GB/s = 0.1 s; offload 0 and source-to-host:
+// 2 GB / 50 GB/s = 0.04 s; no PCIe rate: 0.
+TEST(SweepPruning, HostMoveBoundByHand) {
+  Cluster c = BuiltinScenario("tiny-llama-tp2-to-tp1x2").cluster;
+  c.pcie.bytes_per_s = 50e9;
+  HostMoves m;
+  m.optimizer = {{3'000'000'000, 1'000'000'000}, {1'000'000'000}};
+  m.source = {{2'000'000'000}, {1'000'000'000}};
+  EXPECT_DOUBLE_EQ(HostMoveBoundSeconds(c, m, 0.5, false), 0.06);
+  EXPECT_DOUBLE_EQ(HostMoveBoundSeconds(c, m, 0.5, true), 0.1);
+  EXPECT_DOUBLE_EQ(HostMoveBoundSeconds(c, m, 0, true), 0.04);
+  EXPECT_DOUBLE_EQ(HostMoveBoundSeconds(c, m, 0, false), 0);
+  c.pcie.bytes_per_s = 0;
+  EXPECT_EQ(HostMoveBoundSeconds(c, m, 1, true), 0);
+}
+
+// The pruning's PCIe part is a bound: every point the exhaustive sweep
+// simulates takes at least HostMoveBoundSeconds of its size's base plan's
+// moves (the same buffers in every plan of the problem).
+TEST(SweepPruning, HostMoveBoundIsBelowEverySimulatedTime) {
+  for (const char* name : {"tiny-llama-tp2-to-tp1x2", "llama3-8b-tp2-to-tp1x2-offload"}) {
+    SCOPED_TRACE(name);
+    const Scenario s = BuiltinScenario(name);
+    SweepGrid g;
+    g.segment_bytes = {int64_t{64} << 20};
+    SweepOptions every;
+    every.exhaustive = true;
+    const SweepResult r = Sweep(s, g, every);
+    PlannerOptions o;
+    o.segment_bytes = g.segment_bytes.front();
+    o.offload_fraction = 0;
+    o.destination_per_layer = false;
+    o.source_to_host = false;
+    const PlanResult base = MakePlan(s, o);
+    ASSERT_TRUE(base.ok());
+    const HostMoves moves = HostMovesOf(base.plan);
+    int64_t weights = 0;
+    for (const std::vector<int64_t>& gpu : moves.source)
+      for (int64_t b : gpu) weights += b;
+    EXPECT_GT(weights, 0);  // source-to-host moves something
+    int64_t checked = 0;
+    for (const SweepPoint& p : r.points) {
+      if (!p.fits) continue;
+      const double bound_s = HostMoveBoundSeconds(s.cluster, moves, p.offload_fraction, p.policy.source_to_host);
+      EXPECT_LE(bound_s, p.time_s) << p.offload_fraction << " " << p.policy.Name();
+      checked += bound_s > 0;
+    }
+    EXPECT_GT(checked, 0);
+  }
 }
 
 TEST(SweepGrid, AxesTheScenarioHas) {
