@@ -647,9 +647,12 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     const SizeOrders& o = send_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
     if (!search->best()->schedule->all_in_one_round && !o.all_first && !o.all.empty() &&
         o.all_estimate_s < predicted->time_s) {
-      // At its best size only: its smaller fallback, where that does not
-      // fit, doubled deepseek-v3's planning time for 2 %.
-      std::unique_ptr<Search> runner_up = run(prob, Order{o.all.front()}, predicted->time_s, false);
+      // At its best size, then, where that does not fit, at its fallback
+      // (kAllFallbackBytes): deepseek-v3 171.1 -> 165.5 ms, the best point of
+      // `reshard sweep` (issue: the auto size within 2 % of a sweep's best),
+      // for one more cut, emission and simulation (about doubles its
+      // planning time, bench/results/2026-12-03-cpu-sweep-60s).
+      std::unique_ptr<Search> runner_up = run(prob, o.all, predicted->time_s, false);
       if (runner_up->best()) {
         const Plan& other = runner_up->best()->emitted.plan;
         std::optional<Prediction> p = KnownPrediction(known, other);
