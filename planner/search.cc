@@ -647,17 +647,29 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     const SizeOrders& o = send_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
     if (!search->best()->schedule->all_in_one_round && !o.all_first && !o.all.empty() &&
         o.all_estimate_s < predicted->time_s) {
-      // At its best size, then, where that does not fit, at its fallback
-      // (kAllFallbackBytes): deepseek-v3 171.1 -> 165.5 ms, the best point of
-      // `reshard sweep` (issue: the auto size within 2 % of a sweep's best),
-      // for one more cut, emission and simulation (about doubles its
-      // planning time, bench/results/2026-12-03-cpu-sweep-60s).
+      // At its best size, then where that does not fit at kAllFallbackBytes:
+      // deepseek-v3 171.1 -> 165.5 ms (its sweep's best) for one more plan.
       std::unique_ptr<Search> runner_up = run(prob, o.all, predicted->time_s, false);
       if (runner_up->best()) {
         const Plan& other = runner_up->best()->emitted.plan;
         std::optional<Prediction> p = KnownPrediction(known, other);
         if (!p) p = SimulateCandidate(other);
         if (p->time_s < predicted->time_s) search = std::move(runner_up), predicted = std::move(p);
+      }
+    }
+    // The round estimate is the more optimistic the more rounds (each one's
+    // ramp and tail), so it favours small sizes: where rounds still win, the
+    // largest size (fewest rounds and ops) is simulated too, kept if faster
+    // (kimi-k2 fp8: the estimate's 53.8 MiB 234.7 ms, 1 GiB 213.7 ms).
+    const Schedule& won = *search->best()->schedule;
+    const size_t largest = static_cast<size_t>(std::max_element(sizes.begin(), sizes.end()) - sizes.begin());
+    if (!won.all_in_one_round && sizes[largest] != won.segment_bytes) {
+      std::unique_ptr<Search> big = run(prob, Order{{largest, won.per_round}}, predicted->time_s, false);
+      if (big->best()) {
+        const Plan& other = big->best()->emitted.plan;
+        std::optional<Prediction> p = KnownPrediction(known, other);
+        if (!p) p = SimulateCandidate(other);
+        if (p->time_s < predicted->time_s) search = std::move(big), predicted = std::move(p);
       }
     }
   }
