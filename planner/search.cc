@@ -536,9 +536,11 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   const std::vector<int32_t> per_rounds = PerRounds(options);
   // `beat_s` / `wins_ties`: see Search.
   auto order_of = [&](const Problem& p) { return SizeOrder(p, sizes, per_rounds, options, small); };
-  auto run = [&](const Problem& p, const Order& order, double beat_s, bool wins_ties) {
+  auto run = [&](const Problem& p, const Order& order, double beat_s, bool wins_ties,
+                 std::vector<PlanPolicy> policies = {}) {
+    if (policies.empty()) policies = Policies(s, options);
     auto search = std::make_unique<Search>(p, cache, routes.Key(), sizes, DirectThresholds(s, options, small),
-                                           per_rounds, Policies(s, options), small, beat_s, wins_ties);
+                                           per_rounds, std::move(policies), small, beat_s, wins_ties);
     search->Run(order);
     return search;
   };
@@ -633,44 +635,42 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       }
     }
   }
-  // Large plans rank candidates by the round estimate, which is close for a
-  // round per phase but optimistic for rounds (ports idle while a round's
-  // flows ramp up, wait for their peers or end early: kimi-k2 by 9 %). So
-  // where rounds won, their error is measured on the plan in hand: it is
-  // simulated, and where a round per phase estimates below that, it is
-  // planned and simulated too; the faster is kept. (Where a round per phase
-  // won, the rounds' optimistic estimate was already the slower.)
+  // Large plans rank candidates by the round estimate, close for a round per
+  // phase but optimistic for rounds (ports idle while a round's flows ramp up,
+  // wait for peers or end early). So the plan in hand is simulated, and the
+  // candidates below where it may have erred too; the fastest is kept.
   if (!small && options.simulate && search->best()) {
     // A sweep's memory policy that changes nothing: the last plan's prediction (known_plan.h).
     if (!predicted) predicted = KnownPrediction(known, search->best()->emitted.plan);
     if (!predicted) predicted = SimulateCandidate(search->best()->emitted.plan);
+    auto keep_if_faster = [&](std::unique_ptr<Search> other) {  // where predicted faster
+      if (!other->best()) return;
+      std::optional<Prediction> p = KnownPrediction(known, other->best()->emitted.plan);
+      if (!p) p = SimulateCandidate(other->best()->emitted.plan);
+      if (p->time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
+    };
     const SizeOrders& o = send_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
+    // Where rounds won and a round per phase estimates below the plan in hand: at
+    // its best size, then (no fit) at kAllFallbackBytes (deepseek-v3 171.1 -> 165.5 ms).
     if (!search->best()->schedule->all_in_one_round && !o.all_first && !o.all.empty() &&
-        o.all_estimate_s < predicted->time_s) {
-      // At its best size, then where that does not fit at kAllFallbackBytes:
-      // deepseek-v3 171.1 -> 165.5 ms (its sweep's best) for one more plan.
-      std::unique_ptr<Search> runner_up = run(prob, o.all, predicted->time_s, false);
-      if (runner_up->best()) {
-        const Plan& other = runner_up->best()->emitted.plan;
-        std::optional<Prediction> p = KnownPrediction(known, other);
-        if (!p) p = SimulateCandidate(other);
-        if (p->time_s < predicted->time_s) search = std::move(runner_up), predicted = std::move(p);
-      }
-    }
-    // The round estimate is the more optimistic the more rounds (each one's
-    // ramp and tail), so it favours small sizes: where rounds still win, the
-    // largest size (fewest rounds and ops) is simulated too, kept if faster
-    // (kimi-k2 fp8: the estimate's 53.8 MiB 234.7 ms, 1 GiB 213.7 ms).
-    const Schedule& won = *search->best()->schedule;
+        o.all_estimate_s < predicted->time_s)
+      keep_if_faster(run(prob, o.all, predicted->time_s, false));
+    // The estimate is the more optimistic the more rounds, so it favours small sizes:
+    // rounds at the largest size too (kimi-k2 fp8: 53.8 MiB 234.7 ms, 1 GiB 213.7 ms).
+    const std::shared_ptr<const Schedule> won = search->best()->schedule;
     const size_t largest = static_cast<size_t>(std::max_element(sizes.begin(), sizes.end()) - sizes.begin());
-    if (!won.all_in_one_round && sizes[largest] != won.segment_bytes) {
-      std::unique_ptr<Search> big = run(prob, Order{{largest, won.per_round}}, predicted->time_s, false);
-      if (big->best()) {
-        const Plan& other = big->best()->emitted.plan;
-        std::optional<Prediction> p = KnownPrediction(known, other);
-        if (!p) p = SimulateCandidate(other);
-        if (p->time_s < predicted->time_s) search = std::move(big), predicted = std::move(p);
-      }
+    if (!won->all_in_one_round && sizes[largest] != won->segment_bytes)
+      keep_if_faster(run(prob, Order{{largest, won->per_round}}, predicted->time_s, false));
+    // The first policy that fits is kept; where it releases memory, allocating
+    // destination layers late can be faster (llama3-405b at full offload: 19 %).
+    const PlanPolicy kept = search->best()->policy;
+    if (!kept.destination_per_layer && !options.destination_per_layer &&
+        (kept.offload_fraction > 0 || kept.source_to_host)) {
+      PlanPolicy twin = kept;
+      twin.destination_per_layer = true;
+      const Schedule& at = *search->best()->schedule;
+      keep_if_faster(run(prob, Order{{search->BestSize(), at.all_in_one_round ? kPerRoundAll : at.per_round}},
+                         predicted->time_s, false, {twin}));
     }
   }
   PlanResult res;

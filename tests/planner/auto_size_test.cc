@@ -5,8 +5,12 @@
 // rounds: kimi-k2 fp8 picked 53.8 MiB rounds (234.7 ms) where 1 GiB rounds
 // take 213.7 ms; deepseek-v3 picked 11.86 MB rounds (171.1 ms) where a round
 // per phase at 64 MiB takes 165.5 ms (its best size, 1 GiB, does not fit).
-// At-scale plans (hundreds of GPUs, ~20 CPU-s): `slow`.
+// And under memory pressure large plans keep the first policy that fits:
+// llama3-405b at full offload kept dest-all-at-once (1932.5 ms) where
+// dest-per-layer takes 1523.2 ms.
+// At-scale plans (hundreds of GPUs, ~25 CPU-s): `slow`.
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -32,6 +36,26 @@ TEST(AutoSize, NoSlowerThanTheSizesItOnceMissed) {
     ASSERT_TRUE(missed.ok());
     EXPECT_LE(chosen.plan.summary.predicted_time_s, missed.plan.summary.predicted_time_s * 1.02)
         << "auto " << chosen.plan.summary.segment_bytes << " B, forced " << size << " B";
+  }
+}
+
+TEST(AutoSize, MemoryBoundPlanKeepsTheFasterDestinationPolicy) {
+  const Scenario s = LoadScenario(std::string(RESHARD_SOURCE_DIR) +
+                                  "/bench/results/2026-12-02-cpu-planner-pressure/"
+                                  "llama3-405b-dgx-h100-tp4pp16-to-tp16dp8.yaml");
+  const PlanResult chosen = MakePlan(s, {});
+  ASSERT_TRUE(chosen.ok());
+  const PlanSummary& c = chosen.plan.summary;
+  EXPECT_GT(c.offload_fraction, 0);  // memory-bound: the optimizer moves out
+  for (const bool per_layer : {false, true}) {
+    PlannerOptions o;
+    o.segment_bytes = c.segment_bytes;
+    o.offload_fraction = c.offload_fraction;
+    o.destination_per_layer = per_layer;
+    o.source_to_host = c.memory_policy.find("source-to-host") != std::string::npos;
+    const PlanResult forced = MakePlan(s, o);
+    ASSERT_TRUE(forced.ok()) << per_layer;
+    EXPECT_LE(c.predicted_time_s, forced.plan.summary.predicted_time_s) << per_layer;
   }
 }
 
