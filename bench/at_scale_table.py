@@ -2,7 +2,7 @@
 """The at-scale table: reshard's plan against the Megatron-style plan on every
 at-scale scenario of the repository, both predicted by the same simulator.
 
-    bench/at_scale_table.py --reshard build/reshard --out DIR [--keep] [--python-issue]
+    bench/at_scale_table.py --reshard build/reshard --out DIR [--keep] [--saved-from DIR2] [--python-issue]
                             [--only reshard|megatron] [--markdown FILE] [NAME ...]
 
 Per scenario it runs, saving each command's JSON under DIR:
@@ -17,7 +17,9 @@ issue for the Megatron-style plan (the bar reshard must clear; reshard still
 pays its executor's). CPU seconds are the child's user + system time
 (getrusage), comparable on a shared machine where wall time is not. `--keep`
 reuses a saved JSON instead of rerunning (the Megatron-style simulations of
-deepseek-v3 take minutes); with `--saved-only` nothing is run. Writes DIR/summary.json and the markdown table
+deepseek-v3 take minutes), from DIR or else from `--saved-from DIR2` (an
+earlier run's folder: rows that did not change are read there, not copied);
+with `--saved-only` nothing is run. Writes DIR/summary.json and the markdown table
 (stdout; with --markdown FILE also into FILE, between its
 "<!-- at_scale_table begin/end -->" markers if it has them) with the commit
 it ran at.
@@ -60,8 +62,12 @@ SCENARIOS = [
 ]
 
 
-def run(cmd, out_path, keep, saved_only=False):
+def run(cmd, out_path, keep, saved_only=False, saved_from=None):
     """Runs cmd (stdout: JSON) into out_path; returns (json, cpu_s or None)."""
+    if keep and not os.path.exists(out_path) and saved_from:
+        earlier = os.path.join(saved_from, os.path.basename(out_path))
+        if os.path.exists(earlier):
+            out_path = earlier
     if keep and os.path.exists(out_path):
         with open(out_path) as f:
             saved = json.load(f)
@@ -100,6 +106,7 @@ def main():
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--python-issue", action="store_true")
     ap.add_argument("--saved-only", action="store_true", help="with --keep: rows not saved stay empty")
+    ap.add_argument("--saved-from", help="with --keep: an earlier run's folder to read rows not saved in --out from")
     ap.add_argument("--only", choices=["reshard", "megatron"])
     ap.add_argument("--markdown")
     ap.add_argument("names", nargs="*")
@@ -112,7 +119,7 @@ def main():
         if a.only != "megatron":
             print(f"{name}: reshard plan", file=sys.stderr, flush=True)
             r, cpu = run([a.reshard, "plan", scen, "--json"], os.path.join(a.out, f"{name}.reshard.json"), a.keep,
-                      a.saved_only)
+                      a.saved_only, a.saved_from)
             row["reshard"] = r and {k: r.get(k) for k in (
                 "time_s", "lower_bound_s", "routing_bound_s", "plan_efficiency", "segment_bytes", "rounds",
                 "segments_per_round", "round_per_phase", "relayed_bytes", "memory_policy", "peak_bytes")}
@@ -127,7 +134,8 @@ def main():
                 print(f"{name}: megatron ({issue})", file=sys.stderr, flush=True)
                 base = os.path.basename(m).removesuffix(".yaml")  # rows sharing a bf16 scenario share its file
                 r, cpu = run([a.reshard, "simulate", m, "--baseline", "megatron", *flags, "--json"],
-                             os.path.join(a.out, f"{base}.megatron-{issue}.json"), a.keep, a.saved_only)
+                             os.path.join(a.out, f"{base}.megatron-{issue}.json"), a.keep, a.saved_only,
+                             a.saved_from)
                 row[f"megatron_{issue}"] = r and {"time_s": r.get("time_s"), "lower_bound_s": r.get("lower_bound_s"),
                                                   "does_not_fit": r.get("exit") == 3}
                 row[f"megatron_{issue}_cpu_s"] = cpu
