@@ -20,8 +20,9 @@
 //    port / PCIe d2h / PCIe h2d. kAlloc / kFree take no time. A copy kernel
 //    also runs no faster than the cluster's copy_kernel rate for its pairs'
 //    run lengths at its sm_share (each pair at its rate, times summed).
-//    A network transfer waits until the NCCL proxies of both its NICs can
-//    post it (LinkProfile::op_gap_ns between posts on one NIC).
+//    A network transfer waits until the NCCL proxies of both its NICs have
+//    posted it, each in its own NIC's order (LinkProfile::op_gap_ns between
+//    posts on one NIC; a side does not wait for the other to post).
 //  * Host issue (sim/host_issue.h, SimOptions::issue). A launch is issued no
 //    earlier than its host thread queued its ops, by the executor's per-call
 //    costs (Cluster::host) or a Python stack's (Cluster::host_python), one

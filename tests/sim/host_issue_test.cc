@@ -453,6 +453,34 @@ TEST(Simulate, NetworkOpsThroughOneNicArePostedOneAfterAnother) {
   (void)r1, (void)r2;
 }
 
+TEST(Simulate, EachSideOfANetworkTransferPostsInItsOwnNicsOrder) {
+  // 5 nodes x 1 GPU, one NIC each, network 1 B/ns, op_gap 500 ns, latency
+  // 100 ns; one group: C(2) -> B(1), E(4) -> B(1), E(4) -> A(0), 1000 B each,
+  // rendezvous in that order.
+  //   C -> B: C posts at 0, B at 0: starts 0 + 100. NIC C, B busy to 500.
+  //   E -> B: E posts at 0 (busy to 500), B at 500 (busy to 1000): starts 600.
+  //   E -> A: E posts at 500, A at 0: starts 600. (Had E waited with B for
+  //   the post of E -> B at 500, its NIC would be busy to 1000 and E -> A
+  //   would start at 1100 and end at 2850.)
+  // Bytes: C -> B alone on nicB.in [100, 600]: 500 B. From 600 the three
+  // share nicB.in (C->B, E->B) and nicE.out (E->B, E->A) at 0.5 B/ns each:
+  // C -> B's last 500 B end at 1600; E -> B and E -> A have 500 B left and
+  // stay at 0.5 B/ns (nicE.out): both end at 2600.
+  Cluster c = TestCluster(5, 1, 1);
+  c.network.op_gap_ns = 500;
+  c.network.latency_ns = 100;
+  PlanBuilder b(c);
+  auto [s1, r1] = b.Transfer(2, 1, 1000, {kStreamComm, 0}, {kStreamComm, 0});
+  auto [s2, r2] = b.Transfer(4, 1, 1000, {kStreamComm, 0}, {kStreamComm, 0});
+  auto [s3, r3] = b.Transfer(4, 0, 1000, {kStreamComm, 0}, {kStreamComm, 0});
+  const Prediction p = SimVerified(b.Build());
+  EXPECT_EQ(p.op_end_ns[s1], 1600);
+  EXPECT_EQ(p.op_end_ns[s2], 2600);
+  EXPECT_EQ(p.op_end_ns[s3], 2600);
+  EXPECT_EQ(p.op_end_ns[r3], 2600);
+  (void)r1, (void)r2;
+}
+
 TEST(HostIssue, EachKindPaysItsOwnHostCalls) {
   // One process, one stream on GPU0; events 10 around each op with GPU work
   // (allocs and frees that nothing on another stream waits for record none:
