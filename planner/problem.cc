@@ -1,6 +1,7 @@
 #include "planner/problem.h"
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 #include <utility>
 
@@ -57,6 +58,95 @@ std::vector<PairBytes> PairTotals(const ScratchVector<SourcedFragment>& sourced,
   return pairs;
 }
 
+
+// The smallest sub-box SplitSharedFragments cuts: above it a relayed part's
+// transfer outweighs its op (an NVLink op's 23 us latency and 3.7 us of event
+// brackets against 23 us to move 8 MiB at 365 GB/s).
+constexpr int64_t kMinRelaySubBoxBytes = int64_t{8} << 20;
+
+// Splits each large fragment that several GPUs of one NVLink domain need
+// over the network (the same tensor box in the shards of destination ranks on
+// n GPUs of a domain that holds no source of it) into up to n sub-boxes of at least min_sub_bytes along its first dimension
+// that has room, so AddRelays can give each sub-box its own receiver: the
+// domain then takes the box through n NICs and relays it all-gather style
+// (every member sends its part to the others), where a whole box relayed by
+// one member loads that member's NIC and NVLink out with all of it
+// (llama3-8b on GB200 NVL72: one GPU sent the 263 MB embedding shard to 17
+// peers). The same box gets the same cut in every shard, so equal boxes stay
+// equal. Fragments keep their (dst_piece, box) order and tile their pieces.
+// O(R log R + F) for R destination ranks and F fragments, plus O(B log B)
+// for the B large boxes.
+void SplitSharedFragments(TransferSet& ts, const Layout& src, const std::vector<int32_t>& src_gpu, const Layout& dst,
+                          const std::vector<int32_t>& dst_gpu, const Cluster& c, int64_t elem_bytes,
+                          int64_t min_sub_bytes) {
+  // Per source shard: the domains holding a rank of it, sorted.
+  std::vector<std::vector<int32_t>> src_domains(src.shards.size());
+  for (int32_t q = 0; q < src.Ranks(); ++q) src_domains[src.rank_shard[q]].push_back(c.DomainOf(src_gpu[q]));
+  for (auto& v : src_domains) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  }
+  auto held_in = [&](const Fragment& f, int32_t domain) {  // a holder of f sits in `domain`
+    for (const auto& [shard, piece] : ts.holder_sets[f.holder_set].holders)
+      if (std::binary_search(src_domains[shard].begin(), src_domains[shard].end(), domain)) return true;
+    return false;
+  };
+  // Per shard: (domain, GPUs of the domain holding a rank of it).
+  std::vector<std::tuple<int32_t, int32_t, int32_t>> sdg;  // (shard, domain, gpu)
+  for (int32_t r = 0; r < dst.Ranks(); ++r) sdg.emplace_back(dst.rank_shard[r], c.DomainOf(dst_gpu[r]), dst_gpu[r]);
+  std::sort(sdg.begin(), sdg.end());
+  sdg.erase(std::unique(sdg.begin(), sdg.end()), sdg.end());
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> per_domain(ts.shard_fragments.size());
+  for (const auto& [shard, domain, gpu] : sdg) {
+    auto& v = per_domain[shard];
+    if (v.empty() || v.back().first != domain) v.emplace_back(domain, 0);
+    ++v.back().second;
+  }
+  // Large boxes: per (tensor, box, domain) the GPUs that need it.
+  std::map<std::tuple<int32_t, Box, int32_t>, int32_t> need;
+  for (size_t sh = 0; sh < ts.shard_fragments.size(); ++sh)
+    for (const Fragment& f : ts.shard_fragments[sh])
+      if (f.elems * elem_bytes >= 2 * min_sub_bytes)
+        for (const auto& [domain, n] : per_domain[sh])
+          if (!held_in(f, domain)) need[{f.tensor, f.box, domain}] += n;
+  if (need.empty()) return;
+  std::map<std::pair<int32_t, Box>, int32_t> ways;  // (tensor, box) -> most GPUs of one domain
+  for (const auto& [key, n] : need) {
+    int32_t& w = ways[{std::get<0>(key), std::get<1>(key)}];
+    w = std::max(w, n);
+  }
+  for (auto& frags : ts.shard_fragments) {
+    std::vector<Fragment> out;
+    bool split = false;
+    for (const Fragment& f : frags) {
+      const auto it = f.elems * elem_bytes >= 2 * min_sub_bytes ? ways.find({f.tensor, f.box}) : ways.end();
+      int d = 0;
+      while (d < f.box.ndim && f.box.hi[d] - f.box.lo[d] < 2) ++d;
+      const int64_t parts =
+          it == ways.end() || d == f.box.ndim
+              ? 1
+              : std::min({static_cast<int64_t>(it->second), f.elems * elem_bytes / min_sub_bytes, f.box.hi[d] - f.box.lo[d]});
+      if (parts < 2) {
+        out.push_back(f);
+        continue;
+      }
+      split = true;
+      const int64_t lo = f.box.lo[d], extent = f.box.hi[d] - lo;
+      for (int64_t k = 0; k < parts; ++k) {
+        Fragment g = f;
+        g.box.lo[d] = lo + extent * k / parts;
+        g.box.hi[d] = lo + extent * (k + 1) / parts;
+        g.elems = Volume(g.box);
+        out.push_back(g);
+      }
+    }
+    if (!split) continue;
+    std::sort(out.begin(), out.end(),
+              [](const Fragment& a, const Fragment& b) { return std::tie(a.dst_piece, a.box) < std::tie(b.dst_piece, b.box); });
+    frags = std::move(out);
+  }
+}
+
 }  // namespace
 
 int32_t Problem::SrcPieceIndex(int32_t src_rank, const Fragment& f) const {
@@ -75,6 +165,8 @@ Problem::Problem(const Scenario& s, const ProblemInputs* given) : scenario(s) {
   transfer_set = BuildTransferSet(s.model, src, dst);
   CheckPlanFragments(dst, transfer_set, s.path);  // before anything of the plan's size
   dst_gpu = PlaceDestinations(s, src, dst, transfer_set);
+  SplitSharedFragments(transfer_set, src, s.source_gpus, dst, dst_gpu, s.cluster, DTypeBytes(s.dtype),
+                       kMinRelaySubBoxBytes);
   choice = ChooseSources(s, src, dst, transfer_set, dst_gpu);
   src_buffers = LayoutBuffers(src);
   dst_buffers = LayoutBuffers(dst);

@@ -1,0 +1,129 @@
+// The search's candidates and their order (planner/search_candidates.h).
+#include "planner/search_candidates.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "planner/round_estimate.h"
+#include "planner/segments.h"
+
+namespace reshard::search_candidates {
+
+std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
+  std::vector<double> fractions;
+  if (o.offload_fraction) {
+    fractions = {*o.offload_fraction};
+  } else {
+    switch (s.memory.optimizer.offload) {
+      case OffloadMode::kNone: fractions = {0}; break;
+      case OffloadMode::kAll: fractions = {1}; break;
+      case OffloadMode::kFraction: fractions = {s.memory.optimizer.fraction}; break;
+      case OffloadMode::kAuto: fractions = {0, 0.25, 0.5, 0.75, 1}; break;
+    }
+  }
+  std::vector<bool> per_layer = o.destination_per_layer ? std::vector<bool>{*o.destination_per_layer}
+                                                        : std::vector<bool>{false, true};
+  std::vector<bool> to_host = o.source_to_host ? std::vector<bool>{*o.source_to_host} : std::vector<bool>{false, true};
+  // Fastest first: no offload, then the cheap memory savers, then more offload.
+  std::vector<PlanPolicy> out;
+  for (double f : fractions)
+    for (bool th : to_host)
+      for (bool pl : per_layer) out.push_back(PlanPolicy{f, pl, th, o.merge_local_copies});
+  return out;
+}
+
+std::vector<int64_t> SegmentSizes(const Scenario& s, const PlannerOptions& options, bool small) {
+  const int64_t given = options.segment_bytes > 0 ? options.segment_bytes : s.plan.segment_bytes;
+  if (given > 0) return {given};
+  if (!options.segment_candidates.empty()) return options.segment_candidates;
+  std::vector<int64_t> sizes;
+  for (int64_t x = int64_t{4} << 20; x <= int64_t{1} << 30; x *= 2) {
+    sizes.push_back(x);
+    if (small || x == int64_t{1} << 30) continue;
+    for (int k = 1; k < 4; ++k) {
+      const double y = static_cast<double>(x) * std::exp2(k / 4.0);
+      sizes.push_back(static_cast<int64_t>(std::llround(y / 65536.0)) * 65536);
+    }
+  }
+  return sizes;
+}
+
+std::vector<int32_t> PerRounds(const PlannerOptions& options) {
+  if (options.per_round > 0) return {options.per_round};
+  if (!options.per_round_candidates.empty()) return options.per_round_candidates;
+  return {1, 2, kPerRoundAll};
+}
+
+SizeOrders SizeOrder(const Problem& prob, const std::vector<int64_t>& sizes, const std::vector<int32_t>& per_rounds,
+                     const PlannerOptions& options, bool small) {
+  std::vector<size_t> by_size(sizes.size());
+  std::iota(by_size.begin(), by_size.end(), 0);
+  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  SizeOrders out;
+  if (small || (sizes.size() <= 1 && per_rounds.size() <= 1)) {
+    for (size_t i : by_size) out.order.emplace_back(i, per_rounds.front());
+    return out;
+  }
+  // Bound the plan's size: sizes whose segment count exceeds the cap only
+  // compete when no size meets it.
+  std::vector<int64_t> count(sizes.size(), 0);
+  for (size_t i = 0; i < sizes.size(); ++i)
+    for (const PairBytes& pb : prob.pairs)
+      if (pb.src_gpu != pb.dst_gpu) count[i] += (pb.bytes + sizes[i] - 1) / sizes[i];
+  const bool any_under = std::any_of(count.begin(), count.end(), [&](int64_t n) { return n <= options.max_segments; });
+  struct Cand {
+    size_t size;
+    int32_t per_round;
+    double estimate_s;
+  };
+  std::vector<Cand> cands;
+  for (size_t i : by_size)
+    for (int32_t b : per_rounds)
+      cands.push_back(Cand{i, b,
+                           any_under && count[i] > options.max_segments ? std::numeric_limits<double>::infinity()
+                                                                        : QuickEstimate(prob, sizes[i], b)});
+  auto best_of = [&](bool all) {
+    double best = std::numeric_limits<double>::infinity();
+    for (const Cand& c : cands)
+      if ((c.per_round == kPerRoundAll) == all) best = std::min(best, c.estimate_s);
+    const Cand* pick = nullptr;
+    for (const Cand& c : cands) {
+      if ((c.per_round == kPerRoundAll) != all || c.estimate_s > best * kTie) continue;
+      if (!pick || c.per_round < pick->per_round ||
+          (c.per_round == pick->per_round && sizes[c.size] > sizes[pick->size]))
+        pick = &c;
+    }
+    return pick;
+  };
+  const Cand* first = best_of(false);
+  const Cand* all = best_of(true);
+  if (!first) first = all, all = nullptr;
+  if (all) {
+    out.all.emplace_back(all->size, all->per_round);
+    out.all_estimate_s = all->estimate_s;
+    // Where it does not fit: at kAllFallbackBytes, whose staging slots (the
+    // largest staged segment each) waste less.
+    const auto fallback = std::find(sizes.begin(), sizes.end(), kAllFallbackBytes);
+    if (fallback != sizes.end() && sizes[all->size] > kAllFallbackBytes)
+      out.all.emplace_back(static_cast<size_t>(fallback - sizes.begin()), kPerRoundAll);
+  }
+  out.rounds.emplace_back(first->size, first->per_round);
+  if (first->per_round != per_rounds.front()) out.rounds.emplace_back(first->size, per_rounds.front());
+  const size_t smallest = static_cast<size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
+  if (smallest != first->size) out.rounds.emplace_back(smallest, per_rounds.front());
+  out.all_first = all && all->estimate_s < first->estimate_s * (1 - kPerRoundGain);
+  if (out.all_first) out.order = out.all;
+  out.order.insert(out.order.end(), out.rounds.begin(), out.rounds.end());
+  return out;
+}
+
+std::vector<int64_t> DirectThresholds(const Scenario& s, const PlannerOptions& options, bool small) {
+  const int64_t given = options.direct_min_bytes >= 0 ? options.direct_min_bytes : s.plan.direct_min_bytes;
+  if (given >= 0) return {given};
+  std::vector<int64_t> out = {kDefaultDirectMinBytes};
+  if (small) out.insert(out.end(), {std::numeric_limits<int64_t>::max(), int64_t{0}});
+  return out;
+}
+
+}  // namespace reshard::search_candidates

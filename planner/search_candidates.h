@@ -1,0 +1,81 @@
+// The candidates MakePlan's search (planner/search.cc) tries, and their
+// order: memory policies, segment sizes, segments per round, in-place
+// thresholds, and for large plans the (size, segments per round) ranking by
+// the round estimate (planner/round_estimate.h). Internal to planner/.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "model/scenario.h"
+#include "planner/emitter.h"
+#include "planner/planner.h"
+#include "planner/problem.h"
+
+namespace reshard::search_candidates {
+
+// Large plans: the best round estimate wins; only equal ones are ties (then
+// fewer segments per round and larger sizes go first). A band of 0.5 %
+// picked 215 MiB for kimi-k2 where 64 MiB is 4 % faster.
+inline constexpr double kTie = 1 + 1e-9;
+// Plans not simulated choose among four sizes per doubling from this many
+// fragment pairs on (below it, among powers of two: few pairs, few segments,
+// and the estimate has nothing to gain between them).
+inline constexpr int64_t kFineSizesMinFragments = 20000;
+// Small plans: more segments per round (more staging) must be this much faster.
+inline constexpr double kPerRoundGain = 0.01;
+// Large plans: where receive-side relays lose to the plain routing by less
+// than this on the round estimate, sender-side relays are tried on top of
+// them too (PlanProblem), and the simulator decides.
+inline constexpr double kRelayBand = 0.05;
+// The in-place threshold tried first (DirectThresholds).
+inline constexpr int64_t kDefaultDirectMinBytes = int64_t{64} << 20;
+// Large plans: a round per phase at the size it estimates best (usually
+// the largest) holds the most staging; where that does not fit it is tried
+// at this size (an op of it reaches ~85 % of NVLink, as at kDefaultDirectMinBytes).
+inline constexpr int64_t kAllFallbackBytes = int64_t{64} << 20;
+
+// Memory policies in the order they are tried: fastest first.
+std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o);
+
+// The candidate segment sizes: powers of two for small plans (each is
+// simulated, or the plan has few fragments), four per doubling for large
+// ones (rounded to 64 KiB).
+std::vector<int64_t> SegmentSizes(const Scenario& s, const PlannerOptions& options, bool small);
+
+// Segments per round tried: given, or 1, 2 and all (a round per phase).
+std::vector<int32_t> PerRounds(const PlannerOptions& options);
+
+using Order = std::vector<std::pair<size_t, int32_t>>;
+
+// The (size index, segments per round) candidates in the order they are
+// tried, and for large plans each round family's own: rounds of 1 or 2 and
+// a round per phase (with its best round estimate).
+struct SizeOrders {
+  Order order;
+  Order rounds, all;  // each family's candidates (in `order` or not)
+  double all_estimate_s = std::numeric_limits<double>::infinity();
+  bool all_first = false;  // `order` starts with the round-per-phase family
+};
+
+// Small plans: every size, larger first (ties keep the first tried: fewer
+// ops), at the first per_round (the others are tried at the best size).
+// Large plans: the (size, per_round) of the best round estimate, preferring
+// fewer segments per round and then larger sizes within kTie of it; then,
+// only if no policy fits there, that size at the first per_round and the
+// smallest size (least staging): each emission of a large plan costs about
+// as much as planning itself. A round per phase (at its best size, then at
+// kAllFallbackBytes) goes first only when its estimate beats the others' by
+// kPerRoundGain; else it is left to the runner-up check (PlanProblem).
+// O(sizes x per_rounds x pairs).
+SizeOrders SizeOrder(const Problem& prob, const std::vector<int64_t>& sizes, const std::vector<int32_t>& per_rounds,
+                     const PlannerOptions& options, bool small);
+
+// In-place thresholds tried (PlannerOptions::direct_min_bytes). Ties keep the
+// first: 64 MiB (an op of that size reaches ~85 % of NVLink), then, for small
+// plans, everything packed, then everything contiguous in place.
+std::vector<int64_t> DirectThresholds(const Scenario& s, const PlannerOptions& options, bool small);
+
+}  // namespace reshard::search_candidates
