@@ -717,8 +717,14 @@ class Emitter {
         else EmitStagedPair(i, std::move(send), std::move(recv));
       }
       ReleaseGroupReads();
-      for (int32_t i = b0; i < b1; ++i)
-        if (sc_.segments[i].Unpacks()) EmitUnpack(i);
+      // A round per phase, before its relay round: unpacks feeding relays, the relays' packs, then the
+      // other unpacks, so the relay group does not wait behind them all (deepseek-v3 NVL72: -5 ms).
+      const bool relays_next = sc_.all_in_one_round && sc_.relay_rounds > 0 && r + 1 == R - sc_.relay_rounds;
+      for (int pass = relays_next ? 0 : 1; pass < 2; ++pass) {
+        for (int32_t i = b0; i < b1; ++i)
+          if (sc_.segments[i].Unpacks() && (!relays_next || sc_.segments[i].feeds == (pass == 0))) EmitUnpack(i);
+        for (int32_t g = 0; pass == 0 && g < gpus; ++g) PackUpTo(g, r + 1, r + 1);
+      }
       if (r == 0 && !policy_.destination_per_layer) AllocAllDest();
     }
     // Local copies not yet emitted (plans without rounds, or late priorities).

@@ -8,7 +8,9 @@
 // unpacks), the round's receive slots, its sends and receives as NCCL groups
 // (one per connected component of the round's transfers, each holding
 // matched pairs only, so a group depends only on earlier rounds and the plan
-// cannot deadlock), then the round's unpacks. Staging slots per GPU and
+// cannot deadlock), then the round's unpacks (in a round per phase followed
+// by a relay round: those of segments feeding relays, then the relayed
+// segments' packs, then the others). Staging slots per GPU and
 // direction: two rounds' worth (2 x per_round: packing the next round /
 // unpacking the previous one overlaps the current transfers); with one
 // segment per round, one slot per direction when a GPU stages both, so

@@ -270,6 +270,7 @@ int64_t Problem::AddRelays() {
     size_t best = gr.first;
     for (size_t k = gr.first + 1; k < gr.first + gr.n; ++k)
       if (ingress[want[members[k]].dst_gpu] < ingress[want[members[best]].dst_gpu]) best = k;
+    sourced[want[members[best]].at].feeds = true;
     const SourcedFragment& relay = sourced[want[members[best]].at];
     ingress[relay.dst_gpu] += gr.bytes;
     const Fragment& rf = FragmentOf(relay.dst_rank, relay.frag);

@@ -42,6 +42,9 @@ struct SourcedFragment {
   // that receives the same box over the network; src_rank / src_piece /
   // src_slot then name that destination rank, its piece and plan buffer.
   bool relay = false;
+  // Received over the network by the GPU AddRelays chose to relay its box:
+  // other GPUs' relayed entries read what this one writes.
+  bool feeds = false;
   // Sender-side relay (Problem::AddSendRelays): sent first over NVLink to
   // this GPU of the sender's domain (into staging there), which sends it on
   // over its own NIC; -1: sent straight.

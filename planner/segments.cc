@@ -75,11 +75,15 @@ void CutLocalPair(const Problem& prob, size_t i, size_t j, Schedule& sc) {
   }
 }
 
-// Transfer class of a piece: which sides send / receive it in place.
-constexpr uint8_t kSendDirect = 1, kRecvDirect = 2;
+// Transfer class of a piece: which sides send / receive it in place; kFeeds:
+// staged on both sides and feeding relays (SourcedFragment::feeds) in a round
+// per phase, cut into segments of its own so the receiver can unpack it first.
+constexpr uint8_t kSendDirect = 1, kRecvDirect = 2, kFeeds = 4;
+constexpr int kClasses = 5;
 // The side whose address orders an in-place class: the send side, except
 // for pieces received in place only.
 int RunSide(uint8_t cls) { return cls == kRecvDirect ? 1 : 0; }
+bool Staged(uint8_t cls) { return cls == 0 || cls == kFeeds; }
 
 // Cuts remote pairs into segments, per transfer class. One cutter serves
 // every pair of a schedule: its scratch vectors keep their capacity, which
@@ -97,13 +101,14 @@ class RemotePairCutter {
     Classify();
     StageAsOneStreamIfTooSplit();
     const int32_t sg = prob_.sourced[i].src_gpu, dg = prob_.sourced[i].dst_gpu;
-    for (int cl = 0; cl < 4; ++cl) {
+    for (int cl = 0; cl < kClasses; ++cl) {
       ClassFiller& F = fill_[cl];
       if (F.elems == 0) continue;
       const int64_t nseg = (F.elems + max_elems_ - 1) / max_elems_;
       F.seg_elems = (F.elems + nseg - 1) / nseg;
       F.cur = Segment{sg, dg, 0, 0, 0, (cl & kSendDirect) != 0, (cl & kRecvDirect) != 0, 0};
       F.cur.relay = prob_.sourced[i].relay;
+      F.cur.feeds = cl == kFeeds;
     }
     Fill();
     const int32_t via = prob_.sourced[i].via;
@@ -148,6 +153,10 @@ class RemotePairCutter {
   };
 
   const SideRun& RunOf(size_t q) const { return side_[RunSide(cls_[q])][q]; }
+  // Entry q of the pair goes to kFeeds when staged: only in a round per phase,
+  // whose emission unpacks it ahead (emitter.cc); with rounds, its extra
+  // segments moved kimi-k2's plans into ones that wait on themselves.
+  bool Feeds(size_t q) const { return sc_.per_round == kPerRoundAll && prob_.sourced[begin_ + q].feeds; }
 
   // A side goes in place when the piece is contiguous there and belongs to a
   // run (pieces of this pair back to back in one plan buffer, which the
@@ -185,14 +194,15 @@ class RemotePairCutter {
         side_[1][k] = SideRun{sf.dst_rank, db.slot_of[ds][dp.buffer], dr->offset_bytes, dr->Bytes(), 0};
     }
     for (int s = 0; s < 2; ++s) MeasureRuns(side_[s], run_order_);
-    for (int cl = 0; cl < 4; ++cl) class_ops_[cl] = 0;
+    for (int cl = 0; cl < kClasses; ++cl) class_ops_[cl] = 0;
     for (size_t k = 0; k < n; ++k) {
       const bool sd = side_[0][k].rank >= 0 && side_[0][k].run_bytes >= sc_.direct_min_bytes;
       const bool rd = side_[1][k].rank >= 0 && side_[1][k].run_bytes >= sc_.direct_min_bytes;
-      const uint8_t cl = static_cast<uint8_t>((sd ? kSendDirect : 0) | (rd ? kRecvDirect : 0));
+      uint8_t cl = static_cast<uint8_t>((sd ? kSendDirect : 0) | (rd ? kRecvDirect : 0));
+      if (cl == 0 && Feeds(k)) cl = kFeeds;
       cls_[k] = cl;
       fill_[cl].elems += frag_of_[k]->elems;
-      class_ops_[cl] += cl == 0 || side_[RunSide(cl)][k].run_start ? 1 : 0;
+      class_ops_[cl] += Staged(cl) || side_[RunSide(cl)][k].run_start ? 1 : 0;
     }
   }
 
@@ -200,11 +210,13 @@ class RemotePairCutter {
   // slot in a round; many small pairs, as in MoE plans, would double their
   // rounds): beyond that the pair is staged as one stream, only pieces
   // whose in-place run is at least half a segment keeping their class.
+  // kFeeds counts as staged here and stays apart (at most one more segment).
   void StageAsOneStreamIfTooSplit() {
     int64_t pair_elems = 0, split = 0;
     for (int cl = 0; cl < 4; ++cl) {
-      pair_elems += fill_[cl].elems;
-      int64_t segs = (fill_[cl].elems + max_elems_ - 1) / max_elems_;
+      const int64_t elems = fill_[cl].elems + (cl == 0 ? fill_[kFeeds].elems : 0);
+      pair_elems += elems;
+      int64_t segs = (elems + max_elems_ - 1) / max_elems_;
       if (cl != 0) segs = std::max(segs, (class_ops_[cl] + kMaxP2pPerSegment - 1) / kMaxP2pPerSegment);
       split += segs;
     }
@@ -213,7 +225,8 @@ class RemotePairCutter {
     const int64_t seg_elems = (pair_elems + nseg - 1) / nseg;
     for (ClassFiller& F : fill_) F.elems = 0;
     for (size_t q = 0; q < n_; ++q) {
-      if (cls_[q] != 0 && 2 * RunOf(q).run_bytes < seg_elems * prob_.elem_bytes) cls_[q] = 0;
+      if (!Staged(cls_[q]) && 2 * RunOf(q).run_bytes < seg_elems * prob_.elem_bytes)
+        cls_[q] = Feeds(q) ? kFeeds : 0;
       fill_[cls_[q]].elems += frag_of_[q]->elems;
     }
   }
@@ -244,7 +257,7 @@ class RemotePairCutter {
     std::iota(fill_order_.begin(), fill_order_.end(), size_t{0});
     std::stable_sort(fill_order_.begin(), fill_order_.end(), [&](size_t x, size_t y) {
       if (cls_[x] != cls_[y]) return cls_[x] < cls_[y];
-      if (cls_[x] == 0) return false;
+      if (Staged(cls_[x])) return false;
       const SideRun &a = RunOf(x), &b = RunOf(y);
       return std::tie(a.rank, a.slot, a.offset_bytes) < std::tie(b.rank, b.slot, b.offset_bytes);
     });
@@ -304,8 +317,8 @@ class RemotePairCutter {
   Schedule& sc_;
   const int64_t max_elems_;
   size_t begin_ = 0, n_ = 0;            // the current pair: prob.sourced[begin_, begin_ + n_)
-  ClassFiller fill_[4];                 // index: class (kSendDirect | kRecvDirect bits)
-  int64_t class_ops_[4] = {0, 0, 0, 0}; // p2p ops per class if nothing were merged
+  ClassFiller fill_[kClasses];          // index: class (kSendDirect | kRecvDirect bits, or kFeeds)
+  int64_t class_ops_[kClasses] = {};    // p2p ops per class if nothing were merged
   // Per entry of the pair (index q = position - begin_):
   std::vector<uint8_t> cls_;            // its transfer class
   std::vector<SideRun> side_[2];        // its send / receive side, if contiguous

@@ -7,7 +7,8 @@
 // the fragments, in the sender's layer order, are cut into equal segments of
 // at most segment_bytes (the class's bytes over the fewest segments that
 // fit), splitting a fragment along its outermost dimension where a segment
-// boundary falls inside it. A strided side goes through a staging buffer
+// boundary falls inside it. In a round per phase, staged fragments that feed
+// relays (SourcedFragment::feeds) are a class of their own. A strided side goes through a staging buffer
 // (one pack / unpack copy per segment); a contiguous side sends / receives
 // in place, one p2p op per part, at most kMaxP2pPerSegment per segment so a
 // round's NCCL group stays bounded. When splitting by class would add more
@@ -80,6 +81,10 @@ struct Segment {
   int32_t priority;  // sender's progress through its layers, 0..1023
   int32_t round = -1;
   bool relay = false;  // its parts are relayed: rounds after every other segment's
+  // Staged, and its parts feed relays only (SourcedFragment::feeds): the
+  // emitter unpacks it before the relayed segments are packed, and those
+  // before the other unpacks of its round.
+  bool feeds = false;
   // Sender-side relay (SourcedFragment::via): hop 1 carries the parts from
   // their holder to the relay peer, into a staging buffer of its own there
   // (rounds before every other segment's); hop 2 (`feed`: its hop 1) sends

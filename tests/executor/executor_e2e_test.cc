@@ -56,7 +56,8 @@ PlanResult PlanByPortModel(const Scenario& s, int32_t per_round, std::optional<b
 // the same bytes, which sit in another domain; each box crosses the network
 // once, into one of them, and is sent on over NVLink to the other three
 // (from that GPU's destination buffer, after its receive). Every element of
-// every replica verified, with one and two segments per round.
+// every replica verified, with one and two segments per round and a round
+// per phase (where the relays' packs run ahead of the unpacks not feeding them).
 TEST(EndToEndRelays, RelayedPlanVerifiesEveryElement) {
   const Scenario s = ParseScenario(R"(
 name: e2e-relay
@@ -67,7 +68,7 @@ destination: {tp: 2, dp: 2, gpus: "8-11"}
 plan: {segment_bytes: 256KiB}
 )",
                                    "<e2e>");
-  for (int32_t per_round : {1, 2}) {
+  for (int32_t per_round : {1, 2, kPerRoundAll}) {
     const PlanResult r = PlanByPortModel(s, per_round, true, false);  // receive-side relays alone
     ASSERT_TRUE(r.ok()) << r.message;
     // tp2 -> tp2 dp2: every box goes to two GPUs of the domain, so half of

@@ -920,6 +920,38 @@ destination: {{tp: 1, dp: 4, gpus: "8-11"}}
   for (int32_t r = 0; r < q.dst.Ranks(); ++r) EXPECT_EQ(embedding_boxes(q, r).second.size(), 1u) << "rank " << r;
 }
 
+// A round per phase with relays: each relaying GPU unpacks the segments
+// feeding relays (cut apart: Segment::feeds), then packs the relayed
+// segments, then unpacks the rest of the network round, so the relay
+// round's group waits for only what it reads. tiny-llama TP2 on node 0 ->
+// TP4 on node 1, 256 KiB segments: the norms (replicated over TP) are
+// relayed, the split weights are not.
+TEST(Relays, ARoundPerPhasePacksRelaysBeforeTheUnpacksNotFeedingThem) {
+  const Scenario s = FromYaml(Yaml("tiny-llama", "{preset: dgx-h200, nodes: 2}", "{tp: 2, gpus: \"0-1\"}",
+                                   "{tp: 4, gpus: \"8-11\"}"));
+  Problem p(s);
+  ASSERT_GT(p.AddRelays(), 0);
+  const Schedule sc = MakeSchedule(p, 256 << 10, int64_t{64} << 20, kPerRoundAll);
+  const EmittedPlan e = EmitPlan(p, sc, PlanPolicy{});
+  ASSERT_TRUE(e.fits);
+  ASSERT_TRUE(Verify(e.plan).ok());
+  int checked = 0;
+  for (int32_t g = 8; g < 12; ++g) {
+    // Compute-stream copies of g in plan order: 0 feeding unpack, 1 relay pack, 2 other network unpack.
+    std::vector<int> kinds;
+    for (const Op& op : e.plan.ops) {
+      if (op.gpu != g || op.kind != OpKind::kCopy || op.segment < 0) continue;
+      const Segment& sg = sc.segments[op.segment];
+      if (sg.relay && sg.src_gpu == g) kinds.push_back(1);
+      else if (!sg.relay && sg.dst_gpu == g) kinds.push_back(sg.feeds ? 0 : 2);
+    }
+    if (std::find(kinds.begin(), kinds.end(), 1) == kinds.end()) continue;
+    EXPECT_TRUE(std::is_sorted(kinds.begin(), kinds.end())) << "GPU " << g;
+    if (std::count(kinds.begin(), kinds.end(), 0) > 0 && std::count(kinds.begin(), kinds.end(), 2) > 0) ++checked;
+  }
+  EXPECT_GT(checked, 0);  // some GPU has all three kinds
+}
+
 // The relays of a large plan are chosen on the round estimate, which can err
 // by more than relays and plain differ; where relays lose by less than
 // kRelayBand, sender-side relays are tried on top of them too and the
