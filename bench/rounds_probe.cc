@@ -3,15 +3,21 @@
 // what a round per phase ("all") gains and the staging it holds.
 //
 //   rounds_probe SCENARIO [--sizes 64MiB,1GiB] [--per-round 1,2,all] [--json FILE]
+//                [--relays on|off] [--send-relays on|off] [--no-simulate] [--write-plans PREFIX]
 //
 // SCENARIO: a built-in name or a .yaml file. Each row: predicted time
-// (simulator), the planner's per-port estimate, rounds, the largest staging
-// peak and device peak over the GPUs, and the memory policy. The row "auto"
-// is MakePlan's choice. Progress goes to stderr.
+// (simulator, or with --no-simulate the planner's per-port estimate),
+// rounds, the largest staging peak and device peak over the GPUs, and the
+// memory policy. The row "auto" is MakePlan's choice. --relays /
+// --send-relays force the routing (PlannerOptions::relays / send_relays)
+// where the search would choose it; --write-plans writes each row's plan to
+// PREFIX.SIZE.PER_ROUND.json (for `reshard simulate --trace`). Progress goes
+// to stderr.
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +27,7 @@
 #include "model/scenario.h"
 #include "planner/planner.h"
 #include "planner/segments.h"
+#include "plan/plan.h"
 
 namespace reshard {
 namespace {
@@ -35,8 +42,17 @@ std::vector<std::string> Split(const std::string& v) {
   return out;
 }
 
-nlohmann::json Row(const Scenario& s, const std::string& size, const std::string& per_round) {
+struct Flags {
+  std::optional<bool> relays, send_relays;
+  bool simulate = true;
+  std::string write_prefix;
+};
+
+nlohmann::json Row(const Scenario& s, const std::string& size, const std::string& per_round, const Flags& f) {
   PlannerOptions po;
+  po.relays = f.relays;
+  po.send_relays = f.send_relays;
+  po.simulate = f.simulate;
   if (size != "auto") po.segment_bytes = ParseBytes(size, "--sizes", "segment");
   if (per_round == "all") po.per_round = kPerRoundAll;
   else if (per_round != "auto") po.per_round = std::stoi(per_round);
@@ -45,6 +61,8 @@ nlohmann::json Row(const Scenario& s, const std::string& size, const std::string
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::json j = {{"segment", size}, {"per_round", per_round}, {"fits", r.ok()}, {"wall_s", wall_s}};
   if (!r.ok()) return j;
+  if (!f.write_prefix.empty())
+    std::ofstream(fmt::format("{}.{}.{}.json", f.write_prefix, size, per_round)) << PlanToJson(r.plan).dump() << "\n";
   int64_t staging = 0, peak = 0;
   for (const MemoryParts& m : r.stats.peak_parts) staging = std::max(staging, m.staging_bytes);
   for (int64_t p : r.plan.summary.predicted_peak_bytes) peak = std::max(peak, p);
@@ -67,14 +85,25 @@ int main(int argc, char** argv) {
   using namespace reshard;
   std::string name, json_path;
   std::vector<std::string> sizes = {"auto"}, per_rounds = {"auto"};
+  Flags flags;
+  auto on_off = [](const std::string& v) -> std::optional<bool> {
+    if (v == "on") return true;
+    if (v == "off") return false;
+    return std::nullopt;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--sizes" && i + 1 < argc) sizes = Split(argv[++i]);
     else if (a == "--per-round" && i + 1 < argc) per_rounds = Split(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    else if (a == "--relays" && i + 1 < argc && on_off(argv[i + 1])) flags.relays = on_off(argv[++i]);
+    else if (a == "--send-relays" && i + 1 < argc && on_off(argv[i + 1])) flags.send_relays = on_off(argv[++i]);
+    else if (a == "--no-simulate") flags.simulate = false;
+    else if (a == "--write-plans" && i + 1 < argc) flags.write_prefix = argv[++i];
     else if (!a.empty() && a[0] != '-' && name.empty()) name = a;
     else {
-      std::cerr << "usage: rounds_probe SCENARIO [--sizes 64MiB,auto] [--per-round 1,2,all,auto] [--json FILE]\n";
+      std::cerr << "usage: rounds_probe SCENARIO [--sizes 64MiB,auto] [--per-round 1,2,all,auto] [--json FILE] "
+                   "[--relays on|off] [--send-relays on|off] [--no-simulate] [--write-plans PREFIX]\n";
       return 2;
     }
   }
@@ -87,7 +116,7 @@ int main(int argc, char** argv) {
     for (const std::string& size : sizes)
       for (const std::string& pr : per_rounds) {
         std::cerr << fmt::format("{} {} ...\n", size, pr);
-        nlohmann::json j = Row(s, size, pr);
+        nlohmann::json j = Row(s, size, pr, flags);
         if (!j["fits"].get<bool>()) {
           fmt::print("{:<8} {:<5} does not fit\n", size, pr);
         } else {
