@@ -231,13 +231,26 @@ void ForEachIssueStep(const Plan& p, const std::function<void(const IssueStep&)>
   if (!problems.empty()) throw PlanRefused(plan_source, problems);
 }
 
+std::vector<int32_t> EventOwners(const Plan& plan) {
+  std::vector<int32_t> owner(plan.ops.size());
+  std::unordered_map<int64_t, int32_t> first;  // (group, GPU) -> its first op
+  for (const Op& op : plan.ops) {
+    owner[op.id] = op.id;
+    if (op.group < 0 || (op.kind != OpKind::kSend && op.kind != OpKind::kRecv)) continue;
+    const int64_t key = static_cast<int64_t>(op.group) << 32 | static_cast<uint32_t>(op.gpu);
+    owner[op.id] = first.try_emplace(key, op.id).first->second;
+  }
+  return owner;
+}
+
 std::vector<uint8_t> OpEventCounts(const Plan& plan) {
+  const std::vector<int32_t> owner = EventOwners(plan);
   std::vector<uint8_t> n(plan.ops.size(), 2);
   for (const Op& op : plan.ops)
-    if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) n[op.id] = 0;
+    if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree || owner[op.id] != op.id) n[op.id] = 0;
   for (const Op& op : plan.ops)
     for (int32_t d : op.deps) {
-      if (d < 0 || static_cast<size_t>(d) >= plan.ops.size() || n[d] != 0) continue;
+      if (d < 0 || static_cast<size_t>(d) >= plan.ops.size() || n[d] != 0 || owner[d] != d) continue;
       const Op& dep = plan.ops[d];
       if (dep.gpu != op.gpu || dep.stream != op.stream) n[d] = 1;
     }

@@ -46,13 +46,21 @@ std::vector<IssueStep> IssueOrder(const Plan& plan, const std::string& plan_sour
 void ForEachIssueStep(const Plan& plan, const std::function<void(const IssueStep&)>& visit,
                       const std::string& plan_source = "<plan>");
 
+// Per op, the op whose CUDA events stamp it: itself, or for a send / recv of
+// an NCCL group the group's first op on its GPU. ncclGroupEnd launches the
+// group's ops on a GPU at once, so one start and one end stamp time them all
+// (an event pair per op there only added stream time: 3.66 us a pair, ~600
+// ops of deepseek-v3's critical path). O(ops).
+std::vector<int32_t> EventOwners(const Plan& plan);
+
 // The CUDA events reshard's executor records for each op: 2 (start and end
-// stamps) for an op with GPU work; for an alloc or a free, 1 where an op on
-// another stream or GPU depends on it (stream-ordered memory is handed over
-// by an event), else 0: it is stamped from what precedes it on its stream and
-// its dependencies. Each event takes stream time (Cluster::host.event_gpu_ns
-// per pair), 34 allocation brackets 0.11 ms of an 8.4 ms one-H200 refit.
-// The simulator charges the same events. O(ops + deps).
+// stamps) for an op with GPU work that owns its events (EventOwners), 0 for
+// a group's other ops; for an alloc or a free, 1 where an op on another
+// stream or GPU depends on it (stream-ordered memory is handed over by an
+// event), else 0: it is stamped from what precedes it on its stream and its
+// dependencies. Each event takes stream time (Cluster::host.event_gpu_ns per
+// pair), 34 allocation brackets 0.11 ms of an 8.4 ms one-H200 refit. The
+// simulator charges the same events. O(ops + deps).
 std::vector<uint8_t> OpEventCounts(const Plan& plan);
 
 }  // namespace reshard

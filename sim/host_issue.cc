@@ -99,7 +99,7 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
         const Op& op = plan.ops[id];
         const int32_t p = IssuingProcess(op.gpu, o.one_process);
         if (group_ops[p]++ == 0) touched.push_back(p);
-        clock[p] += waits(op) + event_ns;  // OpStart, before the group call
+        clock[p] += waits(op) + (events.empty() || events[id] == 2 ? event_ns : 0);  // OpStart (its group's owner)
       }
       for (int32_t id : step.comm) {
         const Op& op = plan.ops[id];
@@ -120,7 +120,8 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
         out.op_issue_ns[id] = clock[p];  // queued at ncclGroupEnd
         if (o.cold) out.op_cold_ns[id] = cold_spent[p];
       }
-      for (int32_t id : step.comm) clock[IssuingProcess(plan.ops[id].gpu, o.one_process)] += event_ns;  // OpEnd
+      for (int32_t id : step.comm)  // OpEnd: the owner records the group's end
+        if (events.empty() || events[id] == 2) clock[IssuingProcess(plan.ops[id].gpu, o.one_process)] += event_ns;
       for (int32_t p : touched) group_ops[p] = 0;
     }
     for (int32_t id : step.after) local_op(plan.ops[id]);

@@ -7,7 +7,8 @@
 // (plan/issue_order.h, the executor's own walker order) and pays, per call,
 // what HostCosts says, exactly in the executor's sequence of calls
 // (executor/executor.cc): for each op a stream wait per dependency on another
-// (GPU, stream), an event record before and after it, and its body (a kernel
+// (GPU, stream), an event record before and after it (a group's sends and
+// receives on a GPU: one pair, EventOwners), and its body (a kernel
 // launch for a copy, one copy-engine call per contiguous pair or per plane of
 // an offload / reload, an async alloc / free); for a group's sends and
 // receives one NCCL call each, then ncclGroupEnd (fixed + per op). The host

@@ -12,6 +12,7 @@ namespace reshard::gpu {
 
 void OpEvents::Reset(const Plan& plan) {
   counts_ = OpEventCounts(plan);
+  owner_ = EventOwners(plan);
   start_.assign(plan.ops.size(), nullptr);
   end_.assign(plan.ops.size(), nullptr);
   unstamped_.clear();
@@ -24,6 +25,7 @@ void OpEvents::Create(const Op& op) {
 }
 
 void OpEvents::Start(int32_t op, int32_t gpu, int32_t stream, cudaStream_t s) {
+  if (owner_[op] != op) return;  // stamped by its group's owner
   if (counts_[op] == 0) {
     const auto it = last_stamped_.find(StreamKey(gpu, stream));
     unstamped_.push_back({op, it == last_stamped_.end() ? -1 : it->second});
@@ -39,8 +41,9 @@ void OpEvents::End(int32_t op, int32_t gpu, int32_t stream, cudaStream_t s) {
 }
 
 void OpEvents::Wait(int32_t op, cudaStream_t s) const {
-  RESHARD_CHECK(end_[op] != nullptr, fmt::format("op {} is waited for across streams but has no event", op));
-  RESHARD_GPU(cudaStreamWaitEvent(s, end_[op], 0));
+  const int32_t o = owner_[op];
+  RESHARD_CHECK(end_[o] != nullptr, fmt::format("op {} is waited for across streams but has no event", op));
+  RESHARD_GPU(cudaStreamWaitEvent(s, end_[o], 0));
 }
 
 std::vector<OpTime> OpEvents::Times(const Plan& plan, const std::function<bool(int32_t)>& local,
@@ -56,6 +59,16 @@ std::vector<OpTime> OpEvents::Times(const Plan& plan, const std::function<bool(i
     end_s[op.id] = end_ms * 1e-3;
     out.push_back({op.id, op.gpu, start_ms * 1e-3, end_ms * 1e-3});
   }
+  // A group's other ops: its owner's stamps (out holds every owner by now).
+  std::vector<size_t> at(plan.ops.size(), 0);
+  for (size_t k = 0; k < out.size(); ++k) at[out[k].op] = k;
+  for (const Op& op : plan.ops) {
+    const int32_t o = owner_[op.id];
+    if (o == op.id || !local(op.gpu)) continue;
+    const OpTime& ot = out[at[o]];
+    end_s[op.id] = ot.end_s;
+    out.push_back({op.id, op.gpu, ot.start_s, ot.end_s});
+  }
   for (const auto& [op, before] : unstamped_) {
     double t = before >= 0 ? end_s[before] : 0.0;
     for (int32_t d : plan.ops[op].deps) t = std::max(t, end_s[d]);
@@ -67,7 +80,9 @@ std::vector<OpTime> OpEvents::Times(const Plan& plan, const std::function<bool(i
 }
 
 bool OpEvents::Running(int32_t op) const {
-  if (op < 0 || static_cast<size_t>(op) >= end_.size() || start_[op] == nullptr || end_[op] == nullptr) return false;
+  if (op < 0 || static_cast<size_t>(op) >= end_.size()) return false;
+  op = owner_[op];
+  if (start_[op] == nullptr || end_[op] == nullptr) return false;
   const bool running = cudaEventQuery(start_[op]) == cudaSuccess && cudaEventQuery(end_[op]) == cudaErrorNotReady;
   (void)cudaGetLastError();  // cudaErrorNotReady is an answer, not an error
   return running;

@@ -1,9 +1,11 @@
 // The CUDA events of a run's ops on the NCCL backend: start and end stamps of
-// each op with GPU work, the end event an op on another stream waits for, and
-// no event for an alloc or free that nothing on another stream waits for
-// (OpEventCounts, plan/issue_order.h: each event takes stream time). Ops
-// without events are stamped when their stream reached them. The caller
-// sets the CUDA device before each call that records or creates.
+// each op with GPU work, one pair for all of an NCCL group's ops on a GPU
+// (EventOwners: its first op's, which the others share), the end event an op
+// on another stream waits for, and no event for an alloc or free that
+// nothing on another stream waits for (OpEventCounts, plan/issue_order.h:
+// each event takes stream time). Ops without events are stamped when their
+// stream reached them. The caller sets the CUDA device before each call that
+// records or creates.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -45,6 +47,7 @@ class OpEvents {
     return static_cast<int64_t>(gpu) << 32 | static_cast<uint32_t>(stream);
   }
   std::vector<uint8_t> counts_;                  // per op: OpEventCounts
+  std::vector<int32_t> owner_;                   // per op: EventOwners
   std::vector<cudaEvent_t> start_, end_;         // per op (null: not recorded)
   // Ops without events in issue order, each with the last op stamped on its
   // stream before it (-1: none); that last op per (GPU, stream).

@@ -3,6 +3,7 @@
 // One process drives every GPU here; the multi-process path is exercised by
 // `reshard run` under mpirun (see the executor's report for the commands).
 #include <cstdio>
+#include <map>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -14,6 +15,7 @@
 #include "executor/nccl/kernels.h"
 #include "executor/pattern.h"
 #include "model/scenario.h"
+#include "plan/issue_order.h"
 #include "planner/planner.h"
 #include "tests/executor/test_plans.h"
 
@@ -115,6 +117,31 @@ TEST(NcclExecutor, CopyBatchBeyondKernelParameters) {
   const Plan p = testplans::ManyPairsPlan(300, 1000);
   const Measurement m = Execute(p, Nccl());
   EXPECT_TRUE(m.verified) << FormatMeasurement(m, p);
+}
+
+// One GPU, one NCCL group of eight sends to itself and their receives, then
+// a copy waiting for a receive that does not own the group's events: one
+// event pair stamps the group (EventOwners), every op of it reports those
+// stamps, the copy's wait uses the owner's end, and every element arrives.
+TEST(NcclExecutor, AGroupSharesOneEventPair) {
+  REQUIRE_GPUS(1);
+  const Plan p = testplans::SelfGroupPlan();
+  const Measurement m = Execute(p, Nccl());
+  EXPECT_TRUE(m.verified) << FormatMeasurement(m, p);
+  const std::vector<int32_t> owner = EventOwners(p);
+  std::map<int32_t, OpTime> at;
+  for (const OpTime& t : m.op_times) at[t.op] = t;
+  int shared = 0;
+  for (const Op& op : p.ops) {
+    if (op.kind != OpKind::kSend && op.kind != OpKind::kRecv) continue;
+    ASSERT_TRUE(at.count(op.id) && at.count(owner[op.id]));
+    EXPECT_EQ(at[op.id].start_s, at[owner[op.id]].start_s);
+    EXPECT_EQ(at[op.id].end_s, at[owner[op.id]].end_s);
+    shared += owner[op.id] != op.id;
+  }
+  EXPECT_EQ(shared, 15);
+  const Op& copy = p.ops.back();
+  EXPECT_GE(at[copy.id].start_s, at[owner[copy.deps[0]]].end_s);
 }
 
 TEST(NcclExecutor, CorruptionsAreCaught) {

@@ -189,6 +189,19 @@ TEST(HostExecutor, ThreeDimensionalExpertsWithPlanes) {
   EXPECT_EQ(m.checked_elements, 4 * 8 * 16);
 }
 
+// A group's ops share one event pair on the NCCL backend (EventOwners);
+// on the host backend the plan must simply run and verify: one GPU sending
+// to itself in one group, then a copy that waits for a receive that does not
+// own the group's events.
+TEST(HostExecutor, SelfGroupThenACopyWaitingForIt) {
+  const Plan p = testplans::SelfGroupPlan();
+  const VerifyResult v = Verify(p);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  const Measurement m = RunHost(p);
+  EXPECT_TRUE(m.verified) << FormatMeasurement(m, p);
+  EXPECT_EQ(m.checked_elements, 2 * 8 * 64 * 256);
+}
+
 TEST(HostExecutor, CopyBatchOfManyPairs) {
   const Plan p = testplans::ManyPairsPlan();
   const Measurement m = RunHost(p);

@@ -374,4 +374,29 @@ inline Plan ManyPairsPlan(int64_t pairs = 100, int64_t cols = 256) {
   return b.Build();
 }
 
+// One GPU sends W [parts * rows, cols] to itself in one NCCL group, a row
+// block per send / recv pair (blocks land in reverse order), into buffer A;
+// then a copy on the compute stream, waiting for the group's last receive
+// (an op that does not own the group's events: EventOwners), moves A into
+// buffer B. A and B both hold W (as two replicas would), so the check sees both.
+inline Plan SelfGroupPlan(int64_t parts = 8, int64_t rows = 64, int64_t cols = 256) {
+  PlanBuilder b(1, "self-group");
+  const int64_t n = parts * rows, block = rows * cols * 2;
+  const int32_t t = b.Tensor("lm_head.weight", MakeShape({n, cols}));
+  const int32_t src = b.Buffer(0, n * cols * 2, BufferRole::kSourceWeights, true, "train.w");
+  const int32_t a = b.Buffer(0, n * cols * 2, BufferRole::kDestinationWeights, true, "gen.a");
+  const int32_t c = b.Buffer(0, n * cols * 2, BufferRole::kDestinationWeights, true, "gen.b");
+  b.Source(src, t, Box2(0, n, 0, cols), 0, {cols, 1, 1});
+  int32_t last_recv = -1;
+  for (int64_t k = 0; k < parts; ++k) {
+    const int64_t at = (parts - 1 - k) * block;
+    last_recv = b.SendRecv(0, ContiguousRegion(src, k * block, block), 0, ContiguousRegion(a, at, block), 0).second;
+    b.Destination(a, t, Box2(k * rows, (k + 1) * rows, 0, cols), (parts - 1 - k) * rows * cols, {cols, 1, 1});
+  }
+  b.Copy(0, kStreamCompute, {{ContiguousRegion(a, 0, n * cols * 2), ContiguousRegion(c, 0, n * cols * 2)}}, {last_recv});
+  for (int64_t k = 0; k < parts; ++k)
+    b.Destination(c, t, Box2(k * rows, (k + 1) * rows, 0, cols), (parts - 1 - k) * rows * cols, {cols, 1, 1});
+  return b.Build();
+}
+
 }  // namespace reshard::testplans
