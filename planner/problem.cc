@@ -58,16 +58,16 @@ std::vector<PairBytes> PairTotals(const ScratchVector<SourcedFragment>& sourced,
   return pairs;
 }
 
-
-// The smallest sub-box SplitSharedFragments cuts: above it a relayed part's
-// transfer outweighs its op (an NVLink op's 23 us latency and 3.7 us of event
-// brackets against 23 us to move 8 MiB at 365 GB/s).
+// The smallest sub-box SplitSharedFragments cuts: there a relayed part's
+// transfer takes as long as an op's fixed costs (8 MiB at 365 GB/s: 23 us,
+// an NVLink op's latency), so smaller parts would add more than they spread.
 constexpr int64_t kMinRelaySubBoxBytes = int64_t{8} << 20;
 
 // Splits each large fragment that several GPUs of one NVLink domain need
 // over the network (the same tensor box in the shards of destination ranks on
-// n GPUs of a domain that holds no source of it) into up to n sub-boxes of at least min_sub_bytes along its first dimension
-// that has room, so AddRelays can give each sub-box its own receiver: the
+// n GPUs of a domain that holds no source of it) into up to n sub-boxes of at
+// least min_sub_bytes along its first dimension that has room, so AddRelays
+// can give each sub-box its own receiver: the
 // domain then takes the box through n NICs and relays it all-gather style
 // (every member sends its part to the others), where a whole box relayed by
 // one member loads that member's NIC and NVLink out with all of it
