@@ -392,6 +392,16 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   };
   constexpr double kNone = std::numeric_limits<double>::infinity();
   auto time_of = [&](const std::unique_ptr<Search>& x) { return x && x->best() ? x->best()->time_s : kNone; };
+  // The (size, segments per round) the best plan of `x` was planned at.
+  auto won_order = [&](Search& x) {
+    const Schedule& won = *x.best()->schedule;
+    return Order{{x.BestSize(), won.all_in_one_round ? kPerRoundAll : won.per_round}};
+  };
+  // A candidate's prediction: a sweep's known plan (known_plan.h), else simulated.
+  auto predict = [&](const Plan& plan) {
+    std::optional<Prediction> p = KnownPrediction(known, plan);
+    return p ? std::move(*p) : SimulateCandidate(plan);
+  };
   // Without relays and (where some box goes to several GPUs of a domain over
   // the network) with them: relays are kept only if predicted faster. Large
   // plans search first the side whose first candidate estimates faster, so
@@ -458,18 +468,14 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       send_orders = order_of(prob);
       const bool forced = options.send_relays == std::optional<bool>{true};
       Order order = send_orders.order;
-      if (!small && search->best()) {
-        const Schedule& won = *search->best()->schedule;
-        order = Order{{search->BestSize(), won.all_in_one_round ? kPerRoundAll : won.per_round}};
-      }
+      if (!small && search->best()) order = won_order(*search);
       std::unique_ptr<Search> sent = run(prob, order, forced ? kNone : time_of(search), forced);
       bool keep = sent->best() && (forced || time_of(sent) < time_of(search));
       if (keep && !forced && !small && options.simulate) {
-        std::optional<Prediction> before = KnownPrediction(known, search->best()->emitted.plan);
-        if (!before) before = SimulateCandidate(search->best()->emitted.plan);
+        Prediction before = predict(search->best()->emitted.plan);
         Prediction after = SimulateCandidate(sent->best()->emitted.plan);
-        keep = after.time_s < before->time_s;
-        predicted = keep ? std::move(after) : std::move(*before);
+        keep = after.time_s < before.time_s;
+        predicted = keep ? std::move(after) : std::move(before);
       }
       if (keep) {
         search = std::move(sent);
@@ -490,12 +496,9 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     const int32_t before = routes.Now();
     if (routes.SendRelayedBytes(Routings::kRelayed) > 0) {
       SizeOrders orders = order_of(prob);
-      const Schedule& won = *search->best()->schedule;
-      std::unique_ptr<Search> both =
-          run(prob, Order{{search->BestSize(), won.all_in_one_round ? kPerRoundAll : won.per_round}}, kNone, false);
+      std::unique_ptr<Search> both = run(prob, won_order(*search), kNone, false);
       if (both->best()) {
-        if (!predicted) predicted = KnownPrediction(known, search->best()->emitted.plan);
-        if (!predicted) predicted = SimulateCandidate(search->best()->emitted.plan);
+        if (!predicted) predicted = predict(search->best()->emitted.plan);
         Prediction p = SimulateCandidate(both->best()->emitted.plan);
         if (p.time_s < predicted->time_s) {
           search = std::move(both), predicted = std::move(p), send_orders = std::move(orders);
@@ -514,13 +517,11 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   // candidates below where it may have erred too; the fastest is kept.
   if (!small && options.simulate && search->best()) {
     // A sweep's memory policy that changes nothing: the last plan's prediction (known_plan.h).
-    if (!predicted) predicted = KnownPrediction(known, search->best()->emitted.plan);
-    if (!predicted) predicted = SimulateCandidate(search->best()->emitted.plan);
+    if (!predicted) predicted = predict(search->best()->emitted.plan);
     auto keep_if_faster = [&](std::unique_ptr<Search> other) {  // where predicted faster
       if (!other->best()) return;
-      std::optional<Prediction> p = KnownPrediction(known, other->best()->emitted.plan);
-      if (!p) p = SimulateCandidate(other->best()->emitted.plan);
-      if (p->time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
+      Prediction p = predict(other->best()->emitted.plan);
+      if (p.time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
     };
     const SizeOrders& o = send_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
     // Where rounds won and a round per phase estimates below the plan in hand: at
@@ -541,9 +542,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         (kept.offload_fraction > 0 || kept.source_to_host)) {
       PlanPolicy twin = kept;
       twin.destination_per_layer = true;
-      const Schedule& at = *search->best()->schedule;
-      keep_if_faster(run(prob, Order{{search->BestSize(), at.all_in_one_round ? kPerRoundAll : at.per_round}},
-                         predicted->time_s, false, {twin}));
+      keep_if_faster(run(prob, won_order(*search), predicted->time_s, false, {twin}));
     }
   }
   PlanResult res;
