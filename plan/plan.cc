@@ -8,6 +8,23 @@
 
 namespace reshard {
 
+int32_t CommLane(const Plan& p, int32_t stream) {
+  return stream >= 0 && stream < static_cast<int32_t>(p.stream_names.size()) &&
+                 p.stream_names[stream] == kCommLane2StreamName
+             ? 1
+             : 0;
+}
+
+bool UsesCommLane2(const Plan& p) {
+  int32_t lane2 = -1;
+  for (size_t s = 0; s < p.stream_names.size(); ++s)
+    if (p.stream_names[s] == kCommLane2StreamName) lane2 = static_cast<int32_t>(s);
+  if (lane2 < 0) return false;
+  for (const Op& op : p.ops)
+    if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.stream == lane2) return true;
+  return false;
+}
+
 std::string_view OpKindName(OpKind k) {
   switch (k) {
     case OpKind::kAlloc: return "alloc";

@@ -52,6 +52,11 @@ std::string_view MemorySpaceName(MemorySpace s);  // "device", "host"
 inline constexpr int32_t kStreamCompute = 0;  // pack / unpack / local copies
 inline constexpr int32_t kStreamComm = 1;     // NCCL send / recv
 inline constexpr int32_t kStreamHost = 2;     // offload / reload over PCIe
+// A stream of this name sends and receives through each GPU's second NCCL
+// communicator (same ranks): one communicator runs its launches one after
+// another, so the groups of two lanes can run at once (the first lane's
+// transfers start while the second's packs still run).
+inline constexpr std::string_view kCommLane2StreamName = "comm2";
 
 struct PlanBuffer {
   int32_t id = -1;
@@ -241,6 +246,12 @@ struct Plan {
   int32_t Gpus() const { return cluster.Gpus(); }
   friend bool operator==(const Plan&, const Plan&) = default;
 };
+
+// The NCCL communicator lane of `stream`: 1 for kCommLane2StreamName, else 0.
+int32_t CommLane(const Plan& p, int32_t stream);
+// Whether any send or recv of `p` uses lane 1 (executors then make the
+// second communicator).
+bool UsesCommLane2(const Plan& p);
 
 // Plan building (planners): append a buffer / an op, giving it the next id;
 // an op's deps are sorted and deduplicated. Return the id.

@@ -376,21 +376,27 @@ class Verifier {
     auto sb = CheckedBytes(op.region), rb = CheckedBytes(m.region);
     if (sb && rb && *sb != *rb)
       pr_.Add("{}: sends {} bytes but its recv {} receives {} bytes", OpName(i), *sb, OpName(r), *rb);
+    if (CommLane(p_, op.stream) != CommLane(p_, m.stream))
+      pr_.Add("{}: goes through communicator lane {} but its recv {} through lane {} (stream '{}' is lane 1, any other "
+              "lane 0; a send and its recv share a communicator)",
+              OpName(i), CommLane(p_, op.stream), OpName(r), CommLane(p_, m.stream), kCommLane2StreamName);
     if ((op.group >= 0 || m.group >= 0) && op.group != m.group)
       pr_.Add("{}: is in group {} but its recv {} is in group {} (a send and its recv share a group)", OpName(i),
               op.group, OpName(r), m.group);
     if (ok && GpuOk(op.gpu) && GpuOk(op.peer)) pair_ok_[i] = pair_ok_[r] = true;
   }
 
-  // NCCL pairs the k-th send from a to b with the k-th recv on b from a.
+  // NCCL pairs the k-th send from a to b with the k-th recv on b from a,
+  // per communicator (lane).
   void CheckPairOrder() {
     std::vector<int32_t> seq(N_, -1);
-    std::unordered_map<int64_t, int32_t> sends, recvs;  // (from gpu, to gpu) -> count so far
+    std::unordered_map<int64_t, int32_t> sends, recvs;  // (lane, from gpu, to gpu) -> count so far
     for (int64_t i = 0; i < N_; ++i) {
       if (!pair_ok_[i]) continue;
       const Op& op = p_.ops[i];
-      if (op.kind == OpKind::kSend) seq[i] = sends[op.gpu * G_ + op.peer]++;
-      else seq[i] = recvs[op.peer * G_ + op.gpu]++;
+      const int64_t lane = CommLane(p_, op.stream);
+      if (op.kind == OpKind::kSend) seq[i] = sends[(lane * G_ + op.gpu) * G_ + op.peer]++;
+      else seq[i] = recvs[(lane * G_ + op.peer) * G_ + op.gpu]++;
     }
     std::unordered_set<int64_t> reported;
     for (int64_t i = 0; i < N_; ++i) {

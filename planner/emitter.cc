@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -12,29 +13,43 @@
 #include "model/error.h"
 #include "model/union_find.h"
 #include "planner/buffer_layout.h"
+#include "planner/comm_lanes.h"
+#include "planner/emitter_state.h"
 #include "planner/memory_ledger.h"
 
 namespace reshard {
 
 namespace {
 
+using emitter_internal::BufferUse;
+using emitter_internal::Direction;
+using emitter_internal::GpuEmission;
+using emitter_internal::Home;
+using emitter_internal::SegmentOps;
+
 constexpr int32_t kStreamRelease = 3;  // training weights -> host, apart from optimizer offload
-constexpr int32_t kLocalLeadRounds = 2;  // local copies emitted this many rounds early (MainLoop)
+constexpr int32_t kLocalLeadRounds = 2;
+constexpr int32_t kStreamCommLane2 = 4;  // kCommLane2StreamName, when the plan has lanes  // local copies emitted this many rounds early (MainLoop)
 
 class Emitter {
  public:
-  Emitter(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode)
-      : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster), mode_(mode), full_(mode == EmitMode::kFull) {}
+  Emitter(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode, bool lanes)
+      : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster), mode_(mode), full_(mode == EmitMode::kFull) {
+    if (lanes) lane_ = CommLanes(sc, c_.Gpus());
+  }
 
   EmittedPlan Run() {
     const Scenario& s = prob_.scenario;
     const int32_t gpus = c_.Gpus();
     Plan& p = out_.plan;
-    StartPlan(p, s, {"compute", "comm", "host", "release"});
+    std::vector<std::string> streams{"compute", "comm", "host", "release"};
+    if (!lane_.empty()) streams.emplace_back(kCommLane2StreamName);  // stream 4
+    StartPlan(p, s, streams);
+    out_.comm_lanes = !lane_.empty();
     refit_ = AddRefitBuffers(p, s, prob_.src, prob_.dst, prob_.src_buffers, prob_.dst_buffers, prob_.dst_gpu,
                              prob_.memory_at_start, mode_ != EmitMode::kAnswerOnly);
     buffers_.assign(p.buffers.size(), BufferUse{});
-    memory_.emplace(p, c_, prob_.memory_at_start, sc_.peers);
+    memory_.emplace(p, c_, prob_.memory_at_start, lane_.empty() ? sc_.peers : LanePeers(sc_, lane_, gpus));
     if (mode_ == EmitMode::kAnswerOnly) {
       AllocateEverything();
       return Result();
@@ -106,50 +121,6 @@ class Emitter {
       if (sc_.segments[i].hop == 1) ForwardBuffer(static_cast<int32_t>(i));
     AllocAllDest();
   }
-
-  // Where a part lives on both sides.
-  struct Home {
-    const Piece* src_piece;
-    const Piece* dst_piece;
-    int32_t src_buffer, dst_buffer;    // plan buffers
-    int64_t src_offset, dst_offset;    // elements: position of the piece's box.lo in its plan buffer
-    bool simple = false;               // both sides are one region each (then the regions hold them)
-    Region src_region, dst_region;
-  };
-
-  // Per plan buffer: its alloc and its readers.
-  struct BufferUse {
-    int32_t alloc = -1;               // its alloc op (destination weights, staging)
-    int32_t readers = 0;              // ops still to read it (source weights, source_to_host)
-    std::vector<int32_t> reads;       // ops that read it so far (its move to host waits for them)
-    int32_t last_write[2] = {-1, -1}; // its last writer on the compute / comm stream (relays wait for them)
-  };
-
-  // Per segment: the ops emitted for it.
-  struct SegmentOps {
-    int32_t pack = -1, unpack = -1;
-    std::vector<int32_t> sends, recvs;  // in order (one, or one per run of parts)
-    // Position among its sender's staged sends / its receiver's staged
-    // receives (-1: that side is in place); use k takes slot k % slots.
-    int32_t send_use = -1, recv_use = -1;
-    int32_t forward = -1;  // a sender-relay first hop: the relay peer's buffer it fills
-  };
-
-  // One direction (sending or receiving) of one GPU.
-  struct Direction {
-    std::vector<int32_t> segments;       // its segments, round order
-    std::vector<int32_t> staged;         // of which staged, round order
-    int32_t slots = 2;                   // staging slots (per_round, or twice that)
-    int64_t slot_bytes = 0;              // the largest staged segment
-    std::vector<int32_t> slot_buffer;    // staging buffers, made at first use (-1 before)
-  };
-
-  struct GpuEmission {
-    Direction send, recv;
-    int32_t next_pack = 0;     // send.segments[next_pack] is the next segment to pack
-    size_t next_local = 0;     // the next local batch of this GPU to emit
-    int32_t local_end = 0;     // one past its last local batch
-  };
 
   int32_t Emit(Op op) { return AppendOp(out_.plan, std::move(op)); }
 
@@ -295,6 +266,11 @@ class Emitter {
       gpus_[sg.src_gpu].send.segments.push_back(static_cast<int32_t>(i));
       gpus_[sg.dst_gpu].recv.segments.push_back(static_cast<int32_t>(i));
     }
+    if (!lane_.empty())  // lane 0's packs first in each round (comm_lanes.h)
+      for (GpuEmission& ge : gpus_)
+        std::stable_sort(ge.send.segments.begin(), ge.send.segments.end(), [&](int32_t x, int32_t y) {
+          return std::tie(sc_.segments[x].round, lane_[x]) < std::tie(sc_.segments[y].round, lane_[y]);
+        });
     for (size_t i = 0; i < sc_.segments.size(); ++i) {
       const Segment& sg = sc_.segments[i];
       if (sg.Packs()) {
@@ -669,6 +645,9 @@ class Emitter {
     std::vector<int32_t> round_begin(R + 1, 0);
     for (const Segment& sg : sc_.segments) ++round_begin[sg.round + 1];
     for (int32_t r = 0; r < R; ++r) round_begin[r + 1] += round_begin[r];
+    // With lanes, lane 0's in-place receives must not wait for the
+    // destination allocs behind lane 1's packs.
+    if (!lane_.empty() && !policy_.destination_per_layer) AllocAllDest();
     for (int32_t g = 0; g < gpus; ++g) PackUpTo(g, 0, 0);
     UnionFind components(gpus);  // reset per round for the GPUs the round touches
     for (int32_t r = 0; r < R; ++r) {
@@ -704,14 +683,15 @@ class Emitter {
       std::map<int32_t, int32_t> group_of_root;
       for (int32_t i = b0; i < b1; ++i) {
         const Segment& sg = sc_.segments[i];
-        auto [it, fresh] = group_of_root.try_emplace(components.Find(sg.src_gpu), next_group_);
+        const int32_t lane = lane_.empty() ? 0 : lane_[i];
+        auto [it, fresh] = group_of_root.try_emplace(2 * components.Find(sg.src_gpu) + lane, next_group_);
         if (fresh) ++next_group_;
-        const int32_t group = it->second;
+        const int32_t group = it->second, stream = lane ? kStreamCommLane2 : kStreamComm;
         Op send;
-        send.kind = OpKind::kSend, send.gpu = sg.src_gpu, send.stream = kStreamComm, send.group = group;
+        send.kind = OpKind::kSend, send.gpu = sg.src_gpu, send.stream = stream, send.group = group;
         send.peer = sg.dst_gpu, send.segment = i;
         Op recv;
-        recv.kind = OpKind::kRecv, recv.gpu = sg.dst_gpu, recv.stream = kStreamComm, recv.group = group;
+        recv.kind = OpKind::kRecv, recv.gpu = sg.dst_gpu, recv.stream = stream, recv.group = group;
         recv.peer = sg.src_gpu, recv.segment = i;
         if (sg.PerPart()) EmitPerPart(i, send, recv);
         else EmitStagedPair(i, std::move(send), std::move(recv));
@@ -720,9 +700,13 @@ class Emitter {
       // A round per phase, before its relay round: unpacks feeding relays, the relays' packs, then the
       // other unpacks, so the relay group does not wait behind them all (deepseek-v3 NVL72: -5 ms).
       const bool relays_next = sc_.all_in_one_round && sc_.relay_rounds > 0 && r + 1 == R - sc_.relay_rounds;
+      // With lanes, each pass unpacks lane 0's segments first.
       for (int pass = relays_next ? 0 : 1; pass < 2; ++pass) {
-        for (int32_t i = b0; i < b1; ++i)
-          if (sc_.segments[i].Unpacks() && (!relays_next || sc_.segments[i].feeds == (pass == 0))) EmitUnpack(i);
+        for (int lane = 0; lane < (lane_.empty() ? 1 : 2); ++lane)
+          for (int32_t i = b0; i < b1; ++i)
+            if (sc_.segments[i].Unpacks() && (!relays_next || sc_.segments[i].feeds == (pass == 0)) &&
+                (lane_.empty() || lane_[i] == lane))
+              EmitUnpack(i);
         for (int32_t g = 0; pass == 0 && g < gpus; ++g) PackUpTo(g, r + 1, r + 1);
       }
       if (r == 0 && !policy_.destination_per_layer) AllocAllDest();
@@ -787,12 +771,15 @@ class Emitter {
   std::vector<std::pair<int32_t, int32_t>> group_reads_;  // (source buffer, its last send) in this round's groups
   int32_t next_group_ = 0;
   bool relay_rounds_started_ = false;
+  std::vector<uint8_t> lane_;           // per segment its communicator lane (comm_lanes.h); empty: one lane
 };
 
 }  // namespace
 
 EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode) {
-  EmittedPlan e = Emitter(prob, sc, policy, mode).Run();
+  EmittedPlan e = Emitter(prob, sc, policy, mode, policy.comm_lanes).Run();
+  // The second lane's NCCL buffers may be what does not fit: then one lane.
+  if (!e.fits && e.comm_lanes) e = Emitter(prob, sc, policy, mode, false).Run();
   if (mode == EmitMode::kFull) ShareCopiesWithTransfers(e.plan);
   return e;
 }

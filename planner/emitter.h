@@ -25,7 +25,9 @@
 // (release stream).
 // Streams: 0 compute (pack, unpack, local copies, allocs), 1 comm
 // (send/recv), 2 host (optimizer offload), 3 release (training weights to
-// host).
+// host), 4 comm2 (the second communicator lane of a round per phase,
+// planner/comm_lanes.h: lane 0's packs first, then lane 1's; each pass of
+// unpacks lane 0's first).
 //
 // Complexity: O(F + S + B) for F parts, S segments and B buffers, plus
 // O(P log P) per pack / local batch / segment of P parts to deduplicate the
@@ -51,6 +53,9 @@ struct PlanPolicy {
   // Local copies due together as one op (emitter.cc, LocalsUpTo); off for
   // the bf16 views of a quantized refit, whose copies go through staging.
   bool merge_local_copies = true;
+  // A round per phase split over two NCCL communicators (comm_lanes.h) where
+  // it fits; the search turns it off where the split is predicted slower.
+  bool comm_lanes = true;
   std::string Name() const;
 };
 
@@ -64,6 +69,7 @@ struct EmittedPlan {
   // allocation of the plan was short after every release it could take
   // (PredictMissingBytes uses them).
   std::vector<int64_t> start_missing, shortfall;
+  bool comm_lanes = false;             // a phase split over two NCCL communicators (comm_lanes.h)
   int64_t groups = 0;
   int64_t local_ops = 0;
   double pcie_estimate_s = 0;          // the longest host-stream queue (offloads)

@@ -209,6 +209,14 @@ class Search {
         SimOptions so{nullptr, false};
         so.lower_bound = false;
         cand.time_s = Simulate(cand.emitted.plan, so).time_s;
+        // Small phases may not repay a second lane's group: simulate one lane.
+        if (cand.emitted.comm_lanes) {
+          PlanPolicy one = policy;
+          one.comm_lanes = false;
+          EmittedPlan o = EmitPlan(prob_, *sched, one);
+          const double t = Simulate(o.plan, so).time_s;
+          if (o.fits && t < cand.time_s) cand = Candidate{sched, one, std::move(o), t};
+        }
       } else {
         cand.time_s = std::max(sched->estimate_s, cand.emitted.pcie_estimate_s);
       }

@@ -105,8 +105,11 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
         const Op& op = plan.ops[id];
         const int32_t p = IssuingProcess(op.gpu, o.one_process);
         clock[p] += c.nccl_op_ns;
-        // NCCL connects a send and a receive side per peer, each on its own host.
-        const int64_t key = (static_cast<int64_t>(op.gpu) * gpus + op.peer) * 2 + (op.kind == OpKind::kSend ? 1 : 0);
+        // NCCL connects a send and a receive side per peer and communicator,
+        // each on its own host.
+        const int64_t key =
+            ((static_cast<int64_t>(CommLane(plan, op.stream)) * gpus + op.gpu) * gpus + op.peer) * 2 +
+            (op.kind == OpKind::kSend ? 1 : 0);
         if (o.cold && c.nccl_connect_ns > 0 && connected.insert(key).second) {
           clock[p] += c.nccl_connect_ns;  // inside this ncclGroupEnd
           connect_total[p] += c.nccl_connect_ns;

@@ -245,7 +245,7 @@ void Simulator::State::Issue(int32_t l, int64_t t) {
       case OpKind::kReload: NewFlow(i, -1, ports.Reload(op.gpu), t); break;
       case OpKind::kSend:
       case OpKind::kRecv:
-        memory.ConnectPeer(op.gpu, op.peer, t);
+        memory.ConnectPeer(op.gpu, op.peer, CommLane(plan, plan.ops[i].stream), t);
         if (op_issued[op.match]) Rendezvous(op.kind == OpKind::kSend ? i : op.match, t);
         break;
     }

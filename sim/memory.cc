@@ -1,6 +1,7 @@
 // The simulator's memory timeline (sim/state.h): device bytes per GPU and
 // plan host bytes per node as allocs and frees are issued, their peaks, and
-// NCCL's per-peer buffers the first time a GPU talks to a peer (connections
+// NCCL's per-peer buffers the first time a GPU talks to a peer through a
+// communicator (each lane, plan/plan.h CommLane, has its own; connections
 // persist for the refit), with the parts (buffer roles, context, NCCL) that
 // make up each GPU's peak. O(1) per change.
 #include <algorithm>
@@ -34,8 +35,9 @@ void MemoryTimeline::Init(const Plan& plan, SimObserver* obs) {
   device_peak = device;
   peak_parts = parts;
   host_peak = host;
+  lanes_ = UsesCommLane2(plan) ? 2 : 1;
   if (gpus_ <= 16384 && plan.cluster.overheads.nccl_bytes_per_peer != 0) {
-    peer_bits_.assign((static_cast<size_t>(gpus_) * gpus_ + 63) / 64, 0);
+    peer_bits_.assign((static_cast<size_t>(lanes_) * gpus_ * gpus_ + 63) / 64, 0);
   }
 }
 
@@ -75,10 +77,10 @@ void MemoryTimeline::BufferChange(int32_t buffer, int64_t sign, int64_t t) {
   }
 }
 
-void MemoryTimeline::ConnectPeer(int32_t gpu, int32_t peer, int64_t t) {
+void MemoryTimeline::ConnectPeer(int32_t gpu, int32_t peer, int32_t lane, int64_t t) {
   const int64_t per_peer = plan_->cluster.overheads.nccl_bytes_per_peer;
   if (peer == gpu || per_peer == 0) return;
-  const int64_t key = static_cast<int64_t>(gpu) * gpus_ + peer;
+  const int64_t key = (static_cast<int64_t>(std::min(lane, lanes_ - 1)) * gpus_ + gpu) * gpus_ + peer;
   if (!peer_bits_.empty()) {
     uint64_t& word = peer_bits_[key / 64];
     const uint64_t bit = uint64_t{1} << (key % 64);

@@ -338,7 +338,7 @@ class MemoryTimeline {
   void Init(const Plan& plan, SimObserver* obs);
   void Add(int32_t gpu, int part, int64_t bytes, int64_t t);
   void BufferChange(int32_t buffer, int64_t sign, int64_t t);  // alloc (+1) / free (-1)
-  void ConnectPeer(int32_t gpu, int32_t peer, int64_t t);
+  void ConnectPeer(int32_t gpu, int32_t peer, int32_t lane, int64_t t);  // lane: CommLane (own buffers)
 
   std::vector<int64_t> device, device_peak;  // per GPU
   std::vector<int64_t> host, host_peak;      // per node
@@ -353,6 +353,7 @@ class MemoryTimeline {
   const Plan* plan_ = nullptr;
   SimObserver* obs_ = nullptr;
   int32_t gpus_ = 0;
+  int32_t lanes_ = 1;  // NCCL communicators per GPU (CommLane)
   // Connected (gpu, peer) pairs: a bitset of gpus^2 bits up to 16384 GPUs
   // (32 MiB), a hash set beyond.
   std::vector<uint64_t> peer_bits_;

@@ -110,6 +110,7 @@ class NcclBackend final : public Backend {
       for (size_t i = 0; i < local.size(); ++i) index_[local[i]] = static_cast<int32_t>(i);
     }
     if (needs_comm && gpus_state_.front()->comm == nullptr) comms_.Create(gpus, rank, opt_.mpi, devices_);
+    if (needs_comm && UsesCommLane2(plan) && gpus_state_.front()->comm2 == nullptr) comms_.CreateLane2();
 
     const size_t streams = std::max<size_t>(plan.stream_names.size(), 1);
     for (auto& g : gpus_state_) {
@@ -128,7 +129,8 @@ class NcclBackend final : public Backend {
       const bool prioritise = prio_env == nullptr || std::string(prio_env) != "0";
       while (g->streams.size() < streams) {
         const size_t i = g->streams.size();
-        const bool comm = i < plan.stream_names.size() && plan.stream_names[i] == "comm";
+        const bool comm = i < plan.stream_names.size() &&
+                          (plan.stream_names[i] == "comm" || plan.stream_names[i] == kCommLane2StreamName);
         cudaStream_t s = nullptr;
         RESHARD_GPU(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, comm && prioritise ? greatest : least));
         g->streams.push_back(s);
@@ -202,22 +204,32 @@ class NcclBackend final : public Backend {
       RESHARD_GPU(cudaSetDevice(gpus_state_[i]->device));
       RESHARD_GPU(cudaMalloc(&tmp[i], static_cast<size_t>(most)));
     }
-    // One group per pair, in the same order in every process.
-    for (size_t k = 0; k < pairs.size(); ++k) {
-      const auto [from, to] = pairs[k];
-      if (!IsLocal(from) && !IsLocal(to)) continue;
-      RESHARD_NCCL(ncclGroupStart());
-      if (IsLocal(from)) {
-        GpuState& g = State(from);
-        RESHARD_NCCL(ncclSend(tmp[index_[from]], static_cast<size_t>(size[k]), ncclUint8, to, g.comm, g.streams[0]));
-      }
-      if (IsLocal(to)) {
-        GpuState& g = State(to);
-        RESHARD_NCCL(ncclRecv(tmp[index_[to]], static_cast<size_t>(size[k]), ncclUint8, from, g.comm, g.streams[0]));
-      }
-      RESHARD_NCCL(ncclGroupEnd());
-      comms_.WaitComms(fmt::format("the warm-up transfer GPU {} -> GPU {}", from, to));
+    // The pairs of lane 1 (plan stream "comm2") connect through comm2 too.
+    std::vector<int8_t> lane2(pairs.size(), 0);
+    for (const Op& op : plan_->ops) {
+      if (op.kind != OpKind::kSend || CommLane(*plan_, op.stream) != 1) continue;
+      const auto it = std::lower_bound(pairs.begin(), pairs.end(), std::make_pair(op.gpu, op.peer));
+      if (it != pairs.end() && *it == std::make_pair(op.gpu, op.peer)) lane2[it - pairs.begin()] = 1;
     }
+    // One group per pair and lane, in the same order in every process.
+    for (int lane = 0; lane < 2; ++lane)
+      for (size_t k = 0; k < pairs.size(); ++k) {
+        const auto [from, to] = pairs[k];
+        if ((!IsLocal(from) && !IsLocal(to)) || (lane == 1 && !lane2[k])) continue;
+        RESHARD_NCCL(ncclGroupStart());
+        if (IsLocal(from)) {
+          GpuState& g = State(from);
+          RESHARD_NCCL(ncclSend(tmp[index_[from]], static_cast<size_t>(size[k]), ncclUint8, to,
+                                lane ? g.comm2 : g.comm, g.streams[0]));
+        }
+        if (IsLocal(to)) {
+          GpuState& g = State(to);
+          RESHARD_NCCL(ncclRecv(tmp[index_[to]], static_cast<size_t>(size[k]), ncclUint8, from,
+                                lane ? g.comm2 : g.comm, g.streams[0]));
+        }
+        RESHARD_NCCL(ncclGroupEnd());
+        comms_.WaitComms(fmt::format("the warm-up transfer GPU {} -> GPU {} (lane {})", from, to, lane));
+      }
     comms_.WaitStreams("the warm-up transfers");  // bounded: a peer that never answers aborts, not hangs
     for (size_t i = 0; i < gpus_state_.size(); ++i) {
       GpuState& g = *gpus_state_[i];
@@ -379,20 +391,25 @@ class NcclBackend final : public Backend {
                                       g.sms * gpu::kQuantizeCtasPerSm));
   }
 
+  // The communicator of a plan stream's lane (CommLane).
+  ncclComm_t CommOf(const GpuState& g, int32_t stream) const {
+    return CommLane(*plan_, stream) == 1 ? g.comm2 : g.comm;
+  }
+
   void GroupStart() override { RESHARD_NCCL(ncclGroupStart()); }
   void Send(int32_t gpu, int32_t stream, const Region& r, int32_t peer) override {
     if (gpu == failed_gpu_) return;  // injected fault: this GPU issues nothing more
     GpuState& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
     RESHARD_NCCL(ncclSend(static_cast<unsigned char*>(Ptr(r.buffer)) + r.offset_bytes, static_cast<size_t>(r.Bytes()),
-                          ncclUint8, peer, g.comm, g.streams[stream]));
+                          ncclUint8, peer, CommOf(g, stream), g.streams[stream]));
   }
   void Recv(int32_t gpu, int32_t stream, const Region& r, int32_t peer) override {
     if (gpu == failed_gpu_) return;
     GpuState& g = State(gpu);
     RESHARD_GPU(cudaSetDevice(g.device));
     RESHARD_NCCL(ncclRecv(static_cast<unsigned char*>(Ptr(r.buffer)) + r.offset_bytes, static_cast<size_t>(r.Bytes()),
-                          ncclUint8, peer, g.comm, g.streams[stream]));
+                          ncclUint8, peer, CommOf(g, stream), g.streams[stream]));
   }
   void GroupEnd() override {
     RESHARD_NCCL(ncclGroupEnd());

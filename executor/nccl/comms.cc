@@ -86,26 +86,48 @@ void Communicators::Create(int32_t world, int32_t rank, const MpiSession* mpi, c
   }
 }
 
+void Communicators::CreateLane2() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = nonblocking_ ? 0 : 1;
+  std::vector<ncclComm_t> split(gpus_.size(), nullptr);
+  RESHARD_NCCL(ncclGroupStart());
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    RESHARD_GPU(cudaSetDevice(gpus_[i]->device));
+    RESHARD_NCCL(ncclCommSplit(gpus_[i]->comm, 0, gpus_[i]->gpu, &split[i], &config));
+  }
+  RESHARD_NCCL(ncclGroupEnd());
+  // Non-blocking: NCCL writes the new handles only when the split is done,
+  // which the parent communicators report (polled here, `split` alive).
+  WaitComms("the second communicator's creation (ncclCommSplit)");
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    if (split[i] == nullptr) Fail(fmt::format("ncclCommSplit gave GPU {} no communicator", gpus_[i]->gpu), -1, -1);
+    gpus_[i]->comm2 = split[i];
+  }
+  WaitComms("the second communicator's creation (ncclCommSplit)");
+}
+
 void Communicators::Close(FirstGpuError& errors) {
   if (nonblocking_) {
-    for (auto& g : gpus_) {
-      if (g->comm == nullptr) continue;
-      RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g->device));
-      const ncclResult_t r = ncclCommFinalize(g->comm);
-      if (r != ncclSuccess && r != ncclInProgress) {
-        RESHARD_GPU_CLEANUP(errors, r);
-        (void)ncclCommAbort(g->comm);
-        g->comm = nullptr;
+    for (auto& g : gpus_)
+      for (ncclComm_t* c : {&g->comm, &g->comm2}) {
+        if (*c == nullptr) continue;
+        RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g->device));
+        const ncclResult_t r = ncclCommFinalize(*c);
+        if (r != ncclSuccess && r != ncclInProgress) {
+          RESHARD_GPU_CLEANUP(errors, r);
+          (void)ncclCommAbort(*c);
+          *c = nullptr;
+        }
       }
-    }
     const auto deadline = Deadline(timeout_s_);
     for (auto pause = std::chrono::microseconds(1);; Pause(pause)) {
       bool pending = false;
-      for (auto& g : gpus_) {
-        if (g->comm == nullptr) continue;
-        ncclResult_t state = ncclSuccess;
-        if (ncclCommGetAsyncError(g->comm, &state) == ncclSuccess && state == ncclInProgress) pending = true;
-      }
+      for (auto& g : gpus_)
+        for (ncclComm_t c : {g->comm, g->comm2}) {
+          if (c == nullptr) continue;
+          ncclResult_t state = ncclSuccess;
+          if (ncclCommGetAsyncError(c, &state) == ncclSuccess && state == ncclInProgress) pending = true;
+        }
       if (!pending) break;
       if (Clock::now() > deadline) {
         if (errors.message.empty())
@@ -117,22 +139,24 @@ void Communicators::Close(FirstGpuError& errors) {
       }
     }
   }
-  for (auto& g : gpus_) {
-    if (g->comm == nullptr) continue;
-    RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g->device));
-    const ncclResult_t r = ncclCommDestroy(g->comm);
-    if (r != ncclInProgress) RESHARD_GPU_CLEANUP(errors, r);
-    g->comm = nullptr;
-  }
+  for (auto& g : gpus_)
+    for (ncclComm_t* c : {&g->comm2, &g->comm}) {  // the split one first
+      if (*c == nullptr) continue;
+      RESHARD_GPU_CLEANUP(errors, cudaSetDevice(g->device));
+      const ncclResult_t r = ncclCommDestroy(*c);
+      if (r != ncclInProgress) RESHARD_GPU_CLEANUP(errors, r);
+      *c = nullptr;
+    }
 }
 
 void Communicators::Abort() {
-  for (auto& g : gpus_) {
-    if (g->comm == nullptr) continue;
-    (void)cudaSetDevice(g->device);
-    (void)ncclCommAbort(g->comm);
-    g->comm = nullptr;
-  }
+  for (auto& g : gpus_)
+    for (ncclComm_t* c : {&g->comm2, &g->comm}) {
+      if (*c == nullptr) continue;
+      (void)cudaSetDevice(g->device);
+      (void)ncclCommAbort(*c);
+      *c = nullptr;
+    }
 }
 
 void Communicators::Fail(const std::string& what, int32_t op, int32_t gpu) {
@@ -153,18 +177,19 @@ void Communicators::TimedOut(const std::string& what) {
 }
 
 void Communicators::CheckAsyncErrors(const std::string& what, bool* pending) {
-  for (auto& g : gpus_) {
-    if (g->comm == nullptr) continue;
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(g->comm, &state);
-    if (r != ncclSuccess) state = r;
-    if (state == ncclInProgress) {
-      if (pending != nullptr) *pending = true;
-    } else if (state != ncclSuccess) {
-      Fail(fmt::format("NCCL reported an error on GPU {} during {}: {}", g->gpu, what, DescribeGpuStatus(state)), -1,
-           g->gpu);
+  for (auto& g : gpus_)
+    for (ncclComm_t c : {g->comm, g->comm2}) {
+      if (c == nullptr) continue;
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t r = ncclCommGetAsyncError(c, &state);
+      if (r != ncclSuccess) state = r;
+      if (state == ncclInProgress) {
+        if (pending != nullptr) *pending = true;
+      } else if (state != ncclSuccess) {
+        Fail(fmt::format("NCCL reported an error on GPU {} during {}: {}", g->gpu, what, DescribeGpuStatus(state)),
+             -1, g->gpu);
+      }
     }
-  }
 }
 
 void Communicators::WaitComms(const std::string& what) {

@@ -42,6 +42,10 @@ class Communicators {
   // bound. Blocking: ncclCommInitAll over `devices` in one process, else
   // ncclCommInitRank in one group. Sets each GPU's comm and comm_bytes.
   void Create(int32_t world, int32_t rank, const MpiSession* mpi, const std::vector<int>& devices);
+  // Each local GPU's second communicator (GpuState::comm2, the plan's lane
+  // 1): ncclCommSplit of `comm` keeping every rank, so its groups run apart
+  // from comm's. Collective: every process calls it, in the same place.
+  void CreateLane2();
   // Finalize (non-blocking: polled, bounded; one that does not finish in time
   // is aborted), then destroy. Errors go to `errors` (first one wins).
   void Close(FirstGpuError& errors);

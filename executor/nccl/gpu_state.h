@@ -23,6 +23,7 @@ struct GpuState {
   std::vector<cudaStream_t> streams;  // one per plan stream, kept across runs
   cudaEvent_t ref = nullptr;          // t = 0 of the timed run
   ncclComm_t comm = nullptr;
+  ncclComm_t comm2 = nullptr;  // lane 1 (plan stream "comm2"): split from comm, made when a plan uses it
   cudaMemPool_t pool = nullptr;
   int64_t context_bytes = 0, comm_bytes = 0;
   int64_t start_used = 0, start_reserved = 0, reserved_high = 0, used_high = 0;

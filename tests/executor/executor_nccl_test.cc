@@ -144,6 +144,23 @@ TEST(NcclExecutor, AGroupSharesOneEventPair) {
   EXPECT_GE(at[copy.id].start_s, at[owner[copy.deps[0]]].end_s);
 }
 
+// Lane 1 (plan stream "comm2") goes through the GPU's second communicator
+// (ncclCommSplit, made because the plan uses it): one GPU sends to itself
+// in a group on each lane, and every element of both halves arrives.
+TEST(NcclExecutor, TwoCommunicatorLanes) {
+  REQUIRE_GPUS(1);
+  const Plan p = testplans::SelfLanesPlan();
+  ASSERT_TRUE(UsesCommLane2(p));
+  const Measurement m = Execute(p, Nccl());
+  EXPECT_TRUE(m.verified) << FormatMeasurement(m, p);
+  EXPECT_EQ(m.checked_elements, 2 * 2 * 4 * 64 * 256);
+  // Both lanes' groups finished before the copy that waits for them.
+  std::map<int32_t, OpTime> at;
+  for (const OpTime& t : m.op_times) at[t.op] = t;
+  const Op& copy = p.ops.back();
+  for (int32_t d : copy.deps) EXPECT_GE(at[copy.id].start_s, at[d].end_s);
+}
+
 TEST(NcclExecutor, CorruptionsAreCaught) {
   REQUIRE_GPUS(2);
   testplans::PackOptions shifted;

@@ -202,6 +202,17 @@ TEST(HostExecutor, SelfGroupThenACopyWaitingForIt) {
   EXPECT_EQ(m.checked_elements, 2 * 8 * 64 * 256);
 }
 
+// The same plan shape over both communicator lanes ("comm" and "comm2"):
+// Verify accepts it, and the host backend runs it and checks every byte.
+TEST(HostExecutor, SelfGroupsOnTwoCommunicatorLanes) {
+  const Plan p = testplans::SelfLanesPlan();
+  const VerifyResult v = Verify(p);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  const Measurement m = RunHost(p);
+  EXPECT_TRUE(m.verified) << FormatMeasurement(m, p);
+  EXPECT_EQ(m.checked_elements, 2 * 2 * 4 * 64 * 256);
+}
+
 TEST(HostExecutor, CopyBatchOfManyPairs) {
   const Plan p = testplans::ManyPairsPlan();
   const Measurement m = RunHost(p);

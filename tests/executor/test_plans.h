@@ -90,11 +90,12 @@ class PlanBuilder {
   }
   // A send on `from` and its receive on `to` (added in that order).
   std::pair<int32_t, int32_t> SendRecv(int32_t from, const Region& src, int32_t to, const Region& dst, int32_t group,
-                                       std::vector<int32_t> send_deps = {}, std::vector<int32_t> recv_deps = {}) {
+                                       std::vector<int32_t> send_deps = {}, std::vector<int32_t> recv_deps = {},
+                                       int32_t stream = kStreamComm) {
     Op s;
     s.kind = OpKind::kSend;
     s.gpu = from;
-    s.stream = kStreamComm;
+    s.stream = stream;
     s.group = group;
     s.region = src;
     s.peer = to;
@@ -103,7 +104,7 @@ class PlanBuilder {
     Op r;
     r.kind = OpKind::kRecv;
     r.gpu = to;
-    r.stream = kStreamComm;
+    r.stream = stream;
     r.group = group;
     r.region = dst;
     r.peer = from;
@@ -396,6 +397,35 @@ inline Plan SelfGroupPlan(int64_t parts = 8, int64_t rows = 64, int64_t cols = 2
   b.Copy(0, kStreamCompute, {{ContiguousRegion(a, 0, n * cols * 2), ContiguousRegion(c, 0, n * cols * 2)}}, {last_recv});
   for (int64_t k = 0; k < parts; ++k)
     b.Destination(c, t, Box2(k * rows, (k + 1) * rows, 0, cols), (parts - 1 - k) * rows * cols, {cols, 1, 1});
+  return b.Build();
+}
+
+// One GPU sends W [2 * parts * rows, cols] to itself over both communicator
+// lanes: the first half's row blocks in a group on "comm" (lane 0), the
+// second half's in a group on "comm2" (lane 1: the second communicator),
+// each block landing in reverse order in buffer A; then a copy waiting for
+// both groups' last receives moves A into buffer B.
+inline Plan SelfLanesPlan(int64_t parts = 4, int64_t rows = 64, int64_t cols = 256) {
+  PlanBuilder b(1, "self-lanes");
+  b.plan().stream_names = {"compute", "comm", "host", "release", std::string(kCommLane2StreamName)};
+  const int64_t n = 2 * parts * rows, block = rows * cols * 2, blocks = 2 * parts;
+  const int32_t t = b.Tensor("lm_head.weight", MakeShape({n, cols}));
+  const int32_t src = b.Buffer(0, n * cols * 2, BufferRole::kSourceWeights, true, "train.w");
+  const int32_t a = b.Buffer(0, n * cols * 2, BufferRole::kDestinationWeights, true, "gen.a");
+  const int32_t c = b.Buffer(0, n * cols * 2, BufferRole::kDestinationWeights, true, "gen.b");
+  b.Source(src, t, Box2(0, n, 0, cols), 0, {cols, 1, 1});
+  std::vector<int32_t> last(2, -1);
+  for (int64_t k = 0; k < blocks; ++k) {
+    const int32_t lane = k < parts ? 0 : 1;
+    const int64_t at = (blocks - 1 - k) * block;
+    last[lane] = b.SendRecv(0, ContiguousRegion(src, k * block, block), 0, ContiguousRegion(a, at, block), lane, {},
+                            {}, lane ? 4 : kStreamComm)
+                     .second;
+    b.Destination(a, t, Box2(k * rows, (k + 1) * rows, 0, cols), (blocks - 1 - k) * rows * cols, {cols, 1, 1});
+  }
+  b.Copy(0, kStreamCompute, {{ContiguousRegion(a, 0, n * cols * 2), ContiguousRegion(c, 0, n * cols * 2)}}, last);
+  for (int64_t k = 0; k < blocks; ++k)
+    b.Destination(c, t, Box2(k * rows, (k + 1) * rows, 0, cols), (blocks - 1 - k) * rows * cols, {cols, 1, 1});
   return b.Build();
 }
 

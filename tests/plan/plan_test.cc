@@ -665,6 +665,25 @@ TEST(PlanVerify, SendRecvOrderCrossing) {
   EXPECT_EQ(problems.size(), 1u) << ::testing::PrintToString(problems);
 }
 
+// Lane 1 (stream "comm2") is a second communicator: a send and its recv go
+// through the same one, else NCCL would never pair them.
+TEST(PlanVerify, ASendAndItsRecvShareACommunicatorLane) {
+  Plan p = GoodPlan();
+  p.stream_names.push_back(std::string(kCommLane2StreamName));
+  const int32_t lane2 = static_cast<int32_t>(p.stream_names.size()) - 1;
+  EXPECT_EQ(CommLane(p, kStreamComm), 0);
+  EXPECT_EQ(CommLane(p, lane2), 1);
+  EXPECT_FALSE(UsesCommLane2(p));
+  for (int i : {8, 9, 10}) p.ops[i].stream = lane2;  // GPU 0's side of the exchange only
+  EXPECT_TRUE(UsesCommLane2(p));
+  auto problems = Problems(p);
+  EXPECT_THAT(problems, HasProblem("op 8 (send gpu 0→1): goes through communicator lane 1 but its recv op 12 (recv "
+                                   "gpu 1←0) through lane 0"));
+  EXPECT_THAT(problems, HasProblem("op 11 (send gpu 1→0): goes through communicator lane 0 but its recv op 10"));
+  for (int i : {11, 12, 13}) p.ops[i].stream = lane2;  // both sides on lane 1
+  EXPECT_TRUE(Verify(p, &p.cluster).ok()) << ::testing::PrintToString(Problems(p));
+}
+
 TEST(PlanVerify, RegionOutsideBuffer) {
   Plan p = GoodPlan();
   p.ops[8].region.offset_bytes = 2000;

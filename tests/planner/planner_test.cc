@@ -20,6 +20,7 @@
 #include "model/scenario.h"
 #include "planner/assign.h"
 #include "planner/baseline_plan.h"
+#include "planner/comm_lanes.h"
 #include "planner/emitter.h"
 #include "planner/problem.h"
 #include "planner/segments.h"
@@ -950,6 +951,75 @@ TEST(Relays, ARoundPerPhasePacksRelaysBeforeTheUnpacksNotFeedingThem) {
     if (std::count(kinds.begin(), kinds.end(), 0) > 0 && std::count(kinds.begin(), kinds.end(), 2) > 0) ++checked;
   }
   EXPECT_GT(checked, 0);  // some GPU has all three kinds
+}
+
+// A round per phase splits each phase that is not a relay phase over two
+// NCCL communicators (planner/comm_lanes.h): per sender its segments of the
+// phase alternate between the lanes by bytes, the lanes' groups are apart
+// (stream "comm" and "comm2"), lane 0's packs come first on each GPU (its
+// transfers start while lane 1's packs run) and lane 0's unpacks first;
+// each lane's peers cost NCCL buffers of their own, and every byte arrives.
+TEST(Planner, ARoundPerPhaseSplitsEachSendersSegmentsOverTwoCommunicators) {
+  const Scenario s = FromYaml(Yaml("tiny-moe", "dgx-h100", "{tp: 2, ep: 2, etp: 1, dp: 2, gpus: \"0-3\"}",
+                                   "{tp: 2, dp: 2, ep: 4, gpus: \"0-3\"}"));
+  Problem p(s);
+  const Schedule sc = MakeSchedule(p, 64 << 10, int64_t{64} << 20, kPerRoundAll);
+  const std::vector<uint8_t> lanes = CommLanes(sc, s.cluster.Gpus());
+  ASSERT_EQ(lanes.size(), sc.segments.size());
+  const EmittedPlan e = EmitPlan(p, sc, PlanPolicy{});
+  ASSERT_TRUE(e.fits);
+  ASSERT_TRUE(e.comm_lanes);
+  const VerifyResult v = Verify(e.plan);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  ASSERT_TRUE(UsesCommLane2(e.plan));
+  // Per sender: the lanes' bytes differ by at most its largest segment.
+  std::map<int32_t, std::array<int64_t, 2>> bytes;
+  std::map<int32_t, int64_t> largest;
+  for (size_t i = 0; i < sc.segments.size(); ++i) {
+    const Segment& sg = sc.segments[i];
+    bytes[sg.src_gpu][lanes[i]] += sg.bytes;
+    largest[sg.src_gpu] = std::max(largest[sg.src_gpu], sg.bytes);
+  }
+  for (const auto& [g, b] : bytes) {
+    EXPECT_GT(b[1], 0) << "GPU " << g;
+    EXPECT_LE(std::abs(b[0] - b[1]), largest[g]) << "GPU " << g;
+  }
+  // Each send / recv on its segment's lane; packs and unpacks lane 0 first.
+  std::map<int32_t, std::vector<int>> packs, unpacks;  // per GPU, lanes in plan order
+  for (const Op& op : e.plan.ops) {
+    if (op.segment < 0) continue;
+    const int lane = lanes[op.segment];
+    if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) EXPECT_EQ(CommLane(e.plan, op.stream), lane);
+    if (op.kind != OpKind::kCopy) continue;
+    (sc.segments[op.segment].src_gpu == op.gpu ? packs : unpacks)[op.gpu].push_back(lane);
+  }
+  for (const auto& [g, v] : packs) EXPECT_TRUE(std::is_sorted(v.begin(), v.end())) << "GPU " << g;
+  for (const auto& [g, v] : unpacks) EXPECT_TRUE(std::is_sorted(v.begin(), v.end())) << "GPU " << g;
+  // The second lane's connections cost NCCL buffers too: 8 MiB per peer
+  // adds 8 MiB per (lane, peer) to each GPU's planned peak, not per peer.
+  auto emitted = [&](int64_t per_peer) {
+    Scenario t = s;
+    t.cluster.overheads.nccl_bytes_per_peer = per_peer;
+    Problem q(t);
+    return EmitPlan(q, MakeSchedule(q, 64 << 10, int64_t{64} << 20, kPerRoundAll), PlanPolicy{});
+  };
+  const EmittedPlan without_nccl = emitted(0), with_nccl = emitted(8 << 20);
+  ASSERT_TRUE(with_nccl.fits && with_nccl.comm_lanes);
+  const std::vector<int32_t> lane_peers = LanePeers(sc, lanes, s.cluster.Gpus());
+  int more = 0;
+  for (int32_t g = 0; g < s.cluster.Gpus(); ++g) {
+    EXPECT_EQ(with_nccl.planned_peak[g] - without_nccl.planned_peak[g], int64_t{lane_peers[g]} * (8 << 20));
+    more += lane_peers[g] > sc.peers[g];
+  }
+  EXPECT_GT(more, 0);
+  const PlanResult run = MakePlan(s, [] {
+    PlannerOptions o;
+    o.simulate = false;
+    o.segment_bytes = 64 << 10;
+    o.per_round = kPerRoundAll;
+    return o;
+  }());
+  CheckPlan(s, run);
 }
 
 // The relays of a large plan are chosen on the round estimate, which can err

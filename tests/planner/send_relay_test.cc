@@ -58,9 +58,11 @@ std::vector<int64_t> NicEgress(const Problem& p) {
 // 80 ms, a quarter of the direct plan. A round per phase packs before and
 // unpacks after its transfers: at most B through GPU 0's copy engine
 // before the first hop (16.06e9 / 2.1e12 = 7.6 ms) and B/8 unpacked per
-// receiver (1.0 ms), so at most 89 ms; the relayed plan must land between
-// the port arithmetic and that (5 % for ops and latencies), below a third
-// of the direct plan.
+// receiver (1.0 ms), so at most 89 ms (5 % for ops and latencies). Its two
+// communicator lanes (planner/comm_lanes.h) let one lane's second hop run
+// while the other's first hop does, so the hops need not add up: no plan
+// beats the busier port, max(38.5, 41.8) ms. The relayed plan lands between
+// the two, below a third of the direct plan.
 TEST(SendRelays, OneHolderSpreadsItsEgressOverTheNodesNics) {
   const Scenario s = OneHolderScenario();
   Problem prob(s);  // no receive-side relays (the norms, replicated over TP, would be)
@@ -94,7 +96,8 @@ TEST(SendRelays, OneHolderSpreadsItsEgressOverTheNodesNics) {
   const double direct_s = b / 48e9, relayed_s = (b - static_cast<double>(after[0])) / 365e9 + b / 8 / 48e9;
   const double copies_s = b / 2.1e12 + b / 8 / 2.1e12;
   EXPECT_GE(direct.plan.summary.predicted_time_s, direct_s);
-  EXPECT_GE(relayed.plan.summary.predicted_time_s, relayed_s);
+  EXPECT_GE(relayed.plan.summary.predicted_time_s,
+            std::max((b - static_cast<double>(after[0])) / 365e9, b / 8 / 48e9));
   EXPECT_LE(relayed.plan.summary.predicted_time_s, (relayed_s + copies_s) * 1.05);
   EXPECT_LT(3 * relayed.plan.summary.predicted_time_s, direct.plan.summary.predicted_time_s);
   // The search keeps them (predicted faster).

@@ -1,0 +1,42 @@
+#include "planner/comm_lanes.h"
+
+#include <algorithm>
+
+namespace reshard {
+
+std::vector<uint8_t> CommLanes(const Schedule& sc, int32_t gpus) {
+  if (!sc.all_in_one_round) return {};
+  std::vector<uint8_t> lanes(sc.segments.size(), 0);
+  // Per (sender, round, lane): bytes so far; rounds of a round per phase are few.
+  std::vector<int64_t> bytes(static_cast<size_t>(gpus) * 2 * std::max(sc.rounds, 1), 0);
+  bool split = false;
+  for (size_t i = 0; i < sc.segments.size(); ++i) {
+    const Segment& sg = sc.segments[i];
+    if (sg.relay || sg.round >= sc.rounds - sc.relay_rounds) continue;
+    int64_t* b = &bytes[(static_cast<size_t>(sg.round) * gpus + sg.src_gpu) * 2];
+    lanes[i] = b[1] < b[0] ? 1 : 0;
+    b[lanes[i]] += sg.bytes;
+    split = split || lanes[i] != 0;
+  }
+  if (!split) return {};
+  return lanes;
+}
+
+std::vector<int32_t> LanePeers(const Schedule& sc, const std::vector<uint8_t>& lanes, int32_t gpus) {
+  std::vector<std::vector<int32_t>> peer_list(static_cast<size_t>(gpus));
+  for (size_t i = 0; i < sc.segments.size(); ++i) {
+    const Segment& g = sc.segments[i];
+    const int32_t lane = lanes.empty() ? 0 : lanes[i];
+    peer_list[g.src_gpu].push_back(lane * gpus + g.dst_gpu);
+    peer_list[g.dst_gpu].push_back(lane * gpus + g.src_gpu);
+  }
+  std::vector<int32_t> peers(static_cast<size_t>(gpus), 0);
+  for (int32_t g = 0; g < gpus; ++g) {
+    auto& v = peer_list[g];
+    std::sort(v.begin(), v.end());
+    peers[g] = static_cast<int32_t>(std::unique(v.begin(), v.end()) - v.begin());
+  }
+  return peers;
+}
+
+}  // namespace reshard
