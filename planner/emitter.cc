@@ -28,8 +28,8 @@ using emitter_internal::Home;
 using emitter_internal::SegmentOps;
 
 constexpr int32_t kStreamRelease = 3;  // training weights -> host, apart from optimizer offload
-constexpr int32_t kLocalLeadRounds = 2;
-constexpr int32_t kStreamCommLane2 = 4;  // kCommLane2StreamName, when the plan has lanes  // local copies emitted this many rounds early (MainLoop)
+constexpr int32_t kLocalLeadRounds = 2;  // local copies emitted this many rounds early (MainLoop)
+constexpr int32_t kStreamCommLane2 = 4;  // kCommLane2StreamName, when the plan has lanes
 
 class Emitter {
  public:
@@ -779,7 +779,17 @@ class Emitter {
 EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode) {
   EmittedPlan e = Emitter(prob, sc, policy, mode, policy.comm_lanes).Run();
   // The second lane's NCCL buffers may be what does not fit: then one lane.
-  if (!e.fits && e.comm_lanes) e = Emitter(prob, sc, policy, mode, false).Run();
+  // One lane saves each GPU its lane-1 connections' buffers and nothing
+  // else, so it is emitted only where that could cover the shortfall (a
+  // sweep's many points that do not fit would otherwise emit twice).
+  if (!e.fits && e.comm_lanes) {
+    const int32_t gpus = prob.scenario.cluster.Gpus();
+    const std::vector<int32_t> two = LanePeers(sc, CommLanes(sc, gpus), gpus);
+    int64_t most = 0;
+    for (int32_t g = 0; g < gpus; ++g) most = std::max<int64_t>(most, two[g] - sc.peers[g]);
+    if (e.missing_bytes <= most * prob.scenario.cluster.overheads.nccl_bytes_per_peer)
+      e = Emitter(prob, sc, policy, mode, false).Run();
+  }
   if (mode == EmitMode::kFull) ShareCopiesWithTransfers(e.plan);
   return e;
 }

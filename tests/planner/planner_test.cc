@@ -1022,6 +1022,33 @@ TEST(Planner, ARoundPerPhaseSplitsEachSendersSegmentsOverTwoCommunicators) {
   CheckPlan(s, run);
 }
 
+// Where the second lane's NCCL buffers are what does not fit, EmitPlan
+// emits the round per phase with one lane, which does; with a byte less,
+// neither fits.
+TEST(Planner, ARoundPerPhaseKeepsOneLaneWhereTheSecondDoesNotFit) {
+  Scenario s = FromYaml(Yaml("tiny-moe", "dgx-h100", "{tp: 2, ep: 2, etp: 1, dp: 2, gpus: \"0-3\"}",
+                             "{tp: 2, dp: 2, ep: 4, gpus: \"0-3\"}", kNoOffload));
+  s.cluster.overheads.nccl_bytes_per_peer = 64 << 20;
+  auto emit = [&](bool lanes) {
+    Problem q(s);
+    PlanPolicy policy;
+    policy.comm_lanes = lanes;
+    return EmitPlan(q, MakeSchedule(q, 64 << 10, int64_t{64} << 20, kPerRoundAll), policy);
+  };
+  const EmittedPlan one = emit(false), two = emit(true);
+  ASSERT_TRUE(one.fits && two.fits);
+  ASSERT_TRUE(two.comm_lanes && !one.comm_lanes);
+  const int64_t one_peak = *std::max_element(one.planned_peak.begin(), one.planned_peak.end());
+  ASSERT_GT(*std::max_element(two.planned_peak.begin(), two.planned_peak.end()), one_peak);
+  s.cluster.gpu_memory_bytes = one_peak;
+  const EmittedPlan tight = emit(true);
+  EXPECT_TRUE(tight.fits);
+  EXPECT_FALSE(tight.comm_lanes);
+  EXPECT_EQ(tight.planned_peak, one.planned_peak);
+  s.cluster.gpu_memory_bytes = one_peak - 1;
+  EXPECT_FALSE(emit(true).fits);
+}
+
 // The relays of a large plan are chosen on the round estimate, which can err
 // by more than relays and plain differ; where relays lose by less than
 // kRelayBand, sender-side relays are tried on top of them too and the
