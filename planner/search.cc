@@ -209,14 +209,6 @@ class Search {
         SimOptions so{nullptr, false};
         so.lower_bound = false;
         cand.time_s = Simulate(cand.emitted.plan, so).time_s;
-        // Small phases may not repay a second lane's group: simulate one lane.
-        if (cand.emitted.comm_lanes) {
-          PlanPolicy one = policy;
-          one.comm_lanes = false;
-          EmittedPlan o = EmitPlan(prob_, *sched, one);
-          const double t = Simulate(o.plan, so).time_s;
-          if (o.fits && t < cand.time_s) cand = Candidate{sched, one, std::move(o), t};
-        }
       } else {
         cand.time_s = std::max(sched->estimate_s, cand.emitted.pcie_estimate_s);
       }
@@ -237,6 +229,20 @@ class Search {
   // memory fallbacks (SizeOrder), no better by the round estimate: where it
   // lost on its estimate they are not cut at all.
   void Run(const std::vector<std::pair<size_t, int32_t>>& order) {
+    RunCandidates(order);
+    // Small phases may not repay a second lane's group (comm_lanes.h): the
+    // plan kept is simulated with one lane too (once, not per candidate).
+    if (!small_ || !best_ || !best_->emitted.comm_lanes) return;
+    PlanPolicy one = best_->policy;
+    one.comm_lanes = false;
+    EmittedPlan o = EmitPlan(prob_, *best_->schedule, one);
+    SimOptions so{nullptr, false};
+    so.lower_bound = false;
+    const double t = o.fits ? Simulate(o.plan, so).time_s : std::numeric_limits<double>::infinity();
+    if (t < best_->time_s) best_ = Candidate{best_->schedule, one, std::move(o), t};
+  }
+
+  void RunCandidates(const std::vector<std::pair<size_t, int32_t>>& order) {
     std::optional<bool> lost_family;  // the family (a round per phase?) whose candidate lost
     for (const auto& [oi, per_round] : order) {
       const bool all = per_round == kPerRoundAll;
