@@ -26,7 +26,7 @@ namespace reshard {
 std::vector<uint8_t> CommLanes(const Schedule& sc, int32_t gpus);
 
 // Per GPU: its distinct (lane, peer) connections (each costs NCCL buffers);
-// equals Schedule::peers where every segment is in lane 0.
+// with no lanes (empty), the distinct peers: Schedule::peers (Estimate).
 std::vector<int32_t> LanePeers(const Schedule& sc, const std::vector<uint8_t>& lanes, int32_t gpus);
 
 }  // namespace reshard

@@ -8,6 +8,7 @@
 
 #include "model/error.h"
 #include "planner/buffer_layout.h"
+#include "planner/comm_lanes.h"
 #include "planner/rounds.h"
 
 namespace reshard {
@@ -399,17 +400,7 @@ void AssignRounds(Schedule& sc, int32_t gpus) {
 // long as its slowest transfer; local copies and packing overlap them.
 void Estimate(Schedule& sc, const Cluster& c) {
   const int32_t gpus = c.Gpus();
-  std::vector<std::vector<int32_t>> peer_list(gpus);
-  for (const Segment& g : sc.segments) {
-    peer_list[g.src_gpu].push_back(g.dst_gpu);
-    peer_list[g.dst_gpu].push_back(g.src_gpu);
-  }
-  sc.peers.assign(gpus, 0);
-  for (int32_t g = 0; g < gpus; ++g) {
-    auto& v = peer_list[g];
-    std::sort(v.begin(), v.end());
-    sc.peers[g] = static_cast<int32_t>(std::unique(v.begin(), v.end()) - v.begin());
-  }
+  sc.peers = LanePeers(sc, {}, gpus);  // one lane: the distinct peers
   std::vector<double> round_s(sc.rounds, 0);
   std::vector<double> copy_s(gpus, 0);
   const LinkProfile& dc = c.device_copy;
