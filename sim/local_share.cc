@@ -32,9 +32,11 @@ namespace reshard::sim_internal {
 // flows and ports instead of the component's; a part of more than half the
 // active flows falls back to the full pass. With a share grid
 // (SimOptions::share_grid_ns), that full pass waits for the next grid point
-// unless the change falls on one: until then new flows there stay at rate 0
-// and the others keep their rates (always within the capacities), the one
-// place where rates are not max-min fair at every instant.
+// unless the change falls on one: until then new flows there run on what
+// their ports have free (0 where a port is saturated: FlowNetwork::
+// RunOnFreeBandwidth) and the others keep their rates (always within the
+// capacities), the one place where rates are not max-min fair at every
+// instant.
 
 bool FlowNetwork::Region() {
   if (++region_mark_ == 0) {

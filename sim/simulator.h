@@ -96,10 +96,13 @@ struct SimOptions {
   bool lower_bound = true;
   // A component of >= 512 flows in which a change reaches most flows through
   // saturated ports (e.g. every NIC saturated by one NCCL group across the
-  // cluster) is re-shared on this grid instead of at every change: a flow
-  // that starts there moves its first byte, and bandwidth a flow frees there
-  // is handed out, at most this much later. 0: re-share at every change.
-  int64_t share_grid_ns = 1000;
+  // cluster) is re-shared on this grid instead of at every change. Until the
+  // grid point a flow that starts there runs on what its ports have free
+  // (what an ended flow left), or waits where a port is saturated; bandwidth
+  // a flow frees is handed out at most this much later. 0: re-share at every
+  // change. 16 us: deepseek-v3's plan 0.008 % from the exact rule at 0.4 of
+  // its CPU time (docs/cost-model.md).
+  int64_t share_grid_ns = 16000;
 };
 
 struct PortUse {

@@ -252,6 +252,7 @@ class FlowNetwork {
   bool Region();                          // the part into comp_ports_ / comp_slots_; false: too big
   int32_t CheckOutside();                 // an outside port the new rates would load near capacity, or -1
   void SetRate(int32_t s, int64_t t);     // settles slot s at its old rate, takes new_rate_, moves its end
+  void RunOnFreeBandwidth(int64_t t);     // flows touched in the big component while its re-share waits
   double CapacityOf(int32_t q) const {
     const PortState& p = ports[q];
     return p.coupled && !ports[p.reverse].flows.empty() ? p.duplex : p.peak;

@@ -334,6 +334,42 @@ TEST(FlowNetwork, BigComponentReachedEverywhereIsResharedOnTheGrid) {
   EXPECT_EQ(net.ends.TopKey(), 10'016'664);
 }
 
+// While the re-share waits for the grid, a flow that starts runs on what its
+// ports have free (FlowNetwork::RunOnFreeBandwidth). The 600 flows of the
+// test above, NIC 0 -> NIC 8 at 0.1 bytes/ns each (60 of 60: both NIC ports
+// saturated). At 1,500 ns flow 0 ends and the next transfer on the same pair
+// starts: the change reaches every flow, so the re-share waits for 2,000 ns,
+// but the new flow takes the 60 - 599 x 0.1 = 0.1 bytes/ns flow 0 left at
+// once and ends at 1,500 + 10^6 / 0.1 = 10,001,500 ns, as under the exact
+// rule (on rate 0 until the grid point it would end at 10,002,000). At 2,000
+// ns the re-share gives every flow 60/600 = 0.1 again: no end moves. A flow
+// that starts while both ports are saturated still waits (rate 0).
+TEST(FlowNetwork, AFlowStartingWhileTheReshareWaitsRunsOnWhatAnEndedFlowLeft) {
+  TwoNodes two(/*share_grid_ns=*/1000);
+  FlowNetwork& net = two.net;
+  auto start = [&](int64_t t) { return two.Start(0, 8, 1e300, t); };
+  for (int i = 0; i < 600; ++i) start(0);
+  net.Recompute(0);
+  ASSERT_DOUBLE_EQ(net.Rate(1), 0.1);
+  ASSERT_EQ(net.FinishNs(1), 10'000'000);
+  net.Stop(0, 1500);
+  const int32_t next = start(1500);
+  net.Recompute(1500);
+  EXPECT_EQ(net.DueNs(), 2000);
+  EXPECT_NEAR(net.Rate(next), 0.1, 1e-9);
+  EXPECT_NEAR(net.FinishNs(next), 10'001'500, 1);  // the free rate is 60 less a sum of 599 rates
+  EXPECT_DOUBLE_EQ(net.Rate(1), 0.1);
+  const int32_t waits = start(1700);  // nothing left free
+  net.Recompute(1700);
+  EXPECT_EQ(net.DueNs(), 2000);
+  EXPECT_EQ(net.Rate(waits), 0.0);
+  net.Recompute(2000);
+  EXPECT_EQ(net.DueNs(), -1);
+  // 601 flows now: 60/601 each.
+  EXPECT_DOUBLE_EQ(net.Rate(next), 60.0 / 601);
+  EXPECT_DOUBLE_EQ(net.Rate(waits), 60.0 / 601);
+}
+
 // Local re-sharing, by hand. Network 60 B/ns (one way), one NIC per GPU:
 //   A: 200 flows NIC 0 -> NIC 8, uncapped;
 //   B: 400 flows NIC 1 -> NIC 9, each capped at 0.1 B/ns (NIC 1 and NIC 9
