@@ -7,12 +7,27 @@ namespace reshard {
 std::vector<uint8_t> CommLanes(const Schedule& sc, int32_t gpus) {
   if (!sc.all_in_one_round) return {};
   std::vector<uint8_t> lanes(sc.segments.size(), 0);
+  // The phase the relay phase follows: its segments that feed relays take
+  // lane 0 alone where they are at most half of its bytes.
+  const int32_t relays_at = sc.rounds - sc.relay_rounds;
+  int64_t feed_bytes = 0, phase_bytes = 0;
+  for (const Segment& g : sc.segments) {
+    if (g.relay || g.round != relays_at - 1 || sc.relay_rounds == 0) continue;
+    phase_bytes += g.bytes;
+    if (g.feeds) feed_bytes += g.bytes;
+  }
+  const bool feed_lane = feed_bytes > 0 && 2 * feed_bytes <= phase_bytes;
   // Per (sender, round, lane): bytes so far; rounds of a round per phase are few.
   std::vector<int64_t> bytes(static_cast<size_t>(gpus) * 2 * std::max(sc.rounds, 1), 0);
   bool split = false;
   for (size_t i = 0; i < sc.segments.size(); ++i) {
     const Segment& sg = sc.segments[i];
-    if (sg.relay || sg.round >= sc.rounds - sc.relay_rounds) continue;
+    if (sg.relay || sg.round >= relays_at) continue;
+    if (feed_lane && sg.round == relays_at - 1) {
+      lanes[i] = sg.feeds ? 0 : 1;
+      split = split || lanes[i] != 0;
+      continue;
+    }
     int64_t* b = &bytes[(static_cast<size_t>(sg.round) * gpus + sg.src_gpu) * 2];
     lanes[i] = b[1] < b[0] ? 1 : 0;
     b[lanes[i]] += sg.bytes;

@@ -11,7 +11,14 @@
 // each lane holds half of every sender's bytes within a segment and both
 // lanes run to the phase's end. (A smaller lane 0, fewer packs before the
 // first transfer, was slower on deepseek-v3: 158.7 ms at a fifth, 157.0 at
-// half.) O(S) for S segments; LanePeers O(S log S).
+// half.) Except in the phase a relay phase follows, where the segments that
+// feed relays are at most half of its bytes: they take lane 0 alone and the
+// rest lane 1. Lane 0's group then ends early, and the relay phase (lane 0,
+// after it) runs over NVLink while lane 1's network transfers still do,
+// instead of after them all (deepseek-v3: feeds 4 % of the phase, 157.8 ->
+// 152.1 ms; kimi-k2 bf16 406.8 -> 401.7; qwen3-235b 128.1 -> 128.3). Where
+// feeds are most of the phase (llama3-8b NVL72: all of it) nothing would
+// be left to overlap. O(S) for S segments; LanePeers O(S log S).
 #pragma once
 
 #include <cstdint>

@@ -680,10 +680,13 @@ class Emitter {
         components.Reset(sc_.segments[i].dst_gpu);
       }
       for (int32_t i = b0; i < b1; ++i) components.Unite(sc_.segments[i].src_gpu, sc_.segments[i].dst_gpu);
+      // Lane 0's ops first: every GPU issues lane 0's group before lane 1's
+      // (the same order on all GPUs, which concurrent communicators need).
       std::map<int32_t, int32_t> group_of_root;
+      for (int32_t lane = 0; lane < (lane_.empty() ? 1 : 2); ++lane)
       for (int32_t i = b0; i < b1; ++i) {
         const Segment& sg = sc_.segments[i];
-        const int32_t lane = lane_.empty() ? 0 : lane_[i];
+        if (!lane_.empty() && lane_[i] != lane) continue;
         auto [it, fresh] = group_of_root.try_emplace(2 * components.Find(sg.src_gpu) + lane, next_group_);
         if (fresh) ++next_group_;
         const int32_t group = it->second, stream = lane ? kStreamCommLane2 : kStreamComm;

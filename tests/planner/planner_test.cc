@@ -30,6 +30,7 @@
 #include "planner/planner.h"
 #include "planner/rounds.h"
 #include "planner/transfer_set.h"
+#include "sim/simulator.h"
 #include "tests/planner/planner_test_util.h"
 
 namespace reshard {
@@ -951,6 +952,51 @@ TEST(Relays, ARoundPerPhasePacksRelaysBeforeTheUnpacksNotFeedingThem) {
     if (std::count(kinds.begin(), kinds.end(), 0) > 0 && std::count(kinds.begin(), kinds.end(), 2) > 0) ++checked;
   }
   EXPECT_GT(checked, 0);  // some GPU has all three kinds
+}
+
+// A round per phase with relays where the segments feeding relays are at
+// most half of the network round's bytes (planner/comm_lanes.h): they take
+// lane 0 alone and the rest lane 1, so the feeding group ends early and the
+// relay round (lane 0, after it) runs while lane 1's transfers still do.
+// tiny-llama TP2 on node 0 -> TP4 on node 1, 256 KiB segments: the norms
+// (replicated over TP) feed relays, the split weights (most bytes) do not.
+TEST(Relays, ARoundPerPhaseSendsWhatFeedsRelaysOnALaneOfItsOwn) {
+  const Scenario s = FromYaml(Yaml("tiny-llama", "{preset: dgx-h200, nodes: 2}", "{tp: 2, gpus: \"0-1\"}",
+                                   "{tp: 4, gpus: \"8-11\"}"));
+  Problem p(s);
+  ASSERT_GT(p.AddRelays(), 0);
+  const Schedule sc = MakeSchedule(p, 256 << 10, int64_t{64} << 20, kPerRoundAll);
+  ASSERT_EQ(sc.relay_rounds, 1);
+  const std::vector<uint8_t> lanes = CommLanes(sc, s.cluster.Gpus());
+  ASSERT_EQ(lanes.size(), sc.segments.size());
+  const int32_t network_round = sc.rounds - sc.relay_rounds - 1;
+  int64_t feed_bytes = 0, round_bytes = 0;
+  for (size_t i = 0; i < sc.segments.size(); ++i) {
+    const Segment& sg = sc.segments[i];
+    if (sg.relay) {
+      EXPECT_EQ(lanes[i], 0) << "segment " << i;
+    } else if (sg.round == network_round) {
+      EXPECT_EQ(lanes[i], sg.feeds ? 0 : 1) << "segment " << i;
+      round_bytes += sg.bytes;
+      feed_bytes += sg.feeds ? sg.bytes : 0;
+    }
+  }
+  ASSERT_GT(feed_bytes, 0);
+  ASSERT_LE(2 * feed_bytes, round_bytes);
+  const EmittedPlan e = EmitPlan(p, sc, PlanPolicy{});
+  ASSERT_TRUE(e.fits && e.comm_lanes);
+  const VerifyResult v = Verify(e.plan);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  // Simulated: the first relayed transfer starts before lane 1's last one ends.
+  const Prediction pr = Simulate(e.plan, SimOptions{});
+  int64_t first_relay = std::numeric_limits<int64_t>::max(), last_lane1 = 0;
+  for (size_t k = 0; k < e.plan.ops.size(); ++k) {
+    const Op& op = e.plan.ops[k];
+    if (op.kind != OpKind::kRecv || op.segment < 0) continue;
+    if (sc.segments[op.segment].relay) first_relay = std::min(first_relay, pr.op_start_ns[k]);
+    else if (lanes[op.segment] == 1) last_lane1 = std::max(last_lane1, pr.op_end_ns[k]);
+  }
+  EXPECT_LT(first_relay, last_lane1);
 }
 
 // A round per phase splits each phase that is not a relay phase over two
