@@ -40,7 +40,8 @@ class EfficiencyMemo {
 // records each) and then the group (a send / receive call, its share of
 // ncclGroupEnd and two event records each, plus the group's fixed cost);
 // the transfers start once both that and its packs (their copy time and
-// event bracket on the stream) are done. Then each port carries all its
+// event bracket on the stream; in a phase split over two communicator
+// lanes, lane 0's half of them) are done. Then each port carries all its
 // bytes at its rate (ports of different link classes side by side; a NIC
 // posts its ops op_gap_ns apart), no flow faster than the largest segment's
 // efficiency allows, plus a latency; then the unpacks. Each term is the
@@ -99,10 +100,14 @@ double AllInOneRoundEstimate(const Problem& prob, int64_t segment_bytes, int pha
   const double pack_issue_s = h.kernel_launch_ns * 1e-9 + 2 * event_s;
   const double comm_issue_s = (h.nccl_op_ns + h.nccl_group_op_ns) * 1e-9 + 2 * event_s;
   double front_s = 0, back_s = 0;
+  // A phase that is not a relay phase runs over two communicator lanes
+  // (comm_lanes.h): only lane 0's packs, half of each sender's bytes,
+  // precede its first transfer; lane 1's run during lane 0's transfers.
+  const double lane0 = phase != 2 ? 0.5 : 1.0;
   for (int32_t g = 0; g < gpus; ++g) {
     const auto p = static_cast<double>(packs[g]), u = static_cast<double>(unpacks[g]);
     const double issue_s = p > 0 || u > 0 ? p * pack_issue_s + (p + u) * comm_issue_s + h.nccl_group_ns * 1e-9 : 0;
-    front_s = std::max({front_s, issue_s, pack_s[g] + p * event_gpu_s});
+    front_s = std::max({front_s, issue_s, pack_s[g] * lane0 + p * event_gpu_s});
     back_s = std::max(back_s, unpack_s[g] + u * event_gpu_s);
   }
   return front_s + std::max(port_s, flow_s) + back_s;
