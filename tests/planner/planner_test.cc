@@ -23,6 +23,7 @@
 #include "planner/comm_lanes.h"
 #include "planner/emitter.h"
 #include "planner/problem.h"
+#include "planner/round_estimate.h"
 #include "planner/segments.h"
 #include "plan/issue_order.h"
 #include "plan/plan.h"
@@ -952,6 +953,31 @@ TEST(Relays, ARoundPerPhasePacksRelaysBeforeTheUnpacksNotFeedingThem) {
     if (std::count(kinds.begin(), kinds.end(), 0) > 0 && std::count(kinds.begin(), kinds.end(), 2) > 0) ++checked;
   }
   EXPECT_GT(checked, 0);  // some GPU has all three kinds
+}
+
+// The round estimate of a round per phase (planner/round_estimate.h) counts
+// half of each sender's packs before the first transfer: the phase runs over
+// two communicator lanes, and lane 1's packs overlap lane 0's transfers.
+// With host costs zero, what copies add to the estimate is
+// 0.5 x (busiest sender's packs) + (busiest receiver's unpacks). tiny-llama
+// to TP2 on GPUs 8-9 of the second node, each receiver getting X bytes (copy
+// time U): from TP1 on GPU 0 the sender packs 2U, adding 0.5 x 2U + U = 2U;
+// from TP2 on GPUs 0-1 each sender packs U, adding 0.5 x U + U = 1.5U. The
+// ratio is 4/3 (3/2 if every pack preceded the transfers).
+TEST(RoundEstimate, ARoundPerPhaseCountsLaneZerosHalfOfThePacks) {
+  auto added_by_copies = [](const std::string& src) {
+    Scenario s = FromYaml(Yaml("tiny-llama", "{preset: dgx-h100, nodes: 2}", src, "{tp: 2, gpus: \"8-9\"}"));
+    s.cluster.host = HostCosts{};
+    Scenario free_copies = s;  // a Problem refers to its scenario: one each
+    free_copies.cluster.device_copy.bytes_per_s = 0;  // no copy cost
+    const Problem with(s), without(free_copies);
+    const int64_t size = 256 << 10;
+    return QuickEstimate(with, size, kPerRoundAll) - QuickEstimate(without, size, kPerRoundAll);
+  };
+  const double one_sender = added_by_copies("{tp: 1, gpus: \"0\"}");
+  const double two_senders = added_by_copies("{tp: 2, gpus: \"0-1\"}");
+  ASSERT_GT(two_senders, 0);
+  EXPECT_NEAR(one_sender / two_senders, 4.0 / 3.0, 1e-9);
 }
 
 // A round per phase with relays where the segments feeding relays are at
