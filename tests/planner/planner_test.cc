@@ -930,8 +930,7 @@ destination: {{tp: 1, dp: 4, gpus: "8-11"}}
 // TP4 on node 1, 256 KiB segments: the norms (replicated over TP) are
 // relayed, the split weights are not.
 TEST(Relays, ARoundPerPhasePacksRelaysBeforeTheUnpacksNotFeedingThem) {
-  const Scenario s = FromYaml(Yaml("tiny-llama", "{preset: dgx-h200, nodes: 2}", "{tp: 2, gpus: \"0-1\"}",
-                                   "{tp: 4, gpus: \"8-11\"}"));
+  const Scenario s = Tp2ToTp4RelayScenario();
   Problem p(s);
   ASSERT_GT(p.AddRelays(), 0);
   const Schedule sc = MakeSchedule(p, 256 << 10, int64_t{64} << 20, kPerRoundAll);
@@ -987,8 +986,7 @@ TEST(RoundEstimate, ARoundPerPhaseCountsLaneZerosHalfOfThePacks) {
 // tiny-llama TP2 on node 0 -> TP4 on node 1, 256 KiB segments: the norms
 // (replicated over TP) feed relays, the split weights (most bytes) do not.
 TEST(Relays, ARoundPerPhaseSendsWhatFeedsRelaysOnALaneOfItsOwn) {
-  const Scenario s = FromYaml(Yaml("tiny-llama", "{preset: dgx-h200, nodes: 2}", "{tp: 2, gpus: \"0-1\"}",
-                                   "{tp: 4, gpus: \"8-11\"}"));
+  const Scenario s = Tp2ToTp4RelayScenario();
   Problem p(s);
   ASSERT_GT(p.AddRelays(), 0);
   const Schedule sc = MakeSchedule(p, 256 << 10, int64_t{64} << 20, kPerRoundAll);

@@ -45,6 +45,13 @@ inline Scenario TwoNodeRelayScenario() {
                        "relay"));
 }
 
+// tiny-llama TP2 on node 0 -> TP4 on node 1 of two: with relays, the norms
+// (replicated over TP) feed relays, the split weights (most bytes) do not.
+inline Scenario Tp2ToTp4RelayScenario() {
+  return FromYaml(Yaml("tiny-llama", "{preset: dgx-h200, nodes: 2}", "{tp: 2, gpus: \"0-1\"}",
+                       "{tp: 4, gpus: \"8-11\"}"));
+}
+
 // A named scenario of a parameterised test.
 struct Case {
   const char* name;
