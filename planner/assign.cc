@@ -344,23 +344,70 @@ std::vector<std::vector<int64_t>> BalanceDemands(const std::vector<int64_t>& dem
     }
     for (const auto& [g, v] : gpu_node) add(v, port_node[gpu_port[g]], total);
     std::vector<std::pair<Edge, int32_t>> sink_edges;
-    int64_t lo = 0, spare_sum = 0;
-    for (const auto& [p, v] : port_node) {
-      sink_edges.emplace_back(add(v, 1, 0), p);
-      lo = std::max(lo, fixed[p]);
-      spare_sum += fixed[p];
-    }
-    lo = std::max(lo, (spare_sum + total + static_cast<int64_t>(port_node.size()) - 1) /
-                          static_cast<int64_t>(port_node.size()));
-    int64_t hi = lo + total;  // always feasible: every port can take all
+    for (const auto& [p, v] : port_node) sink_edges.emplace_back(add(v, 1, 0), p);
+    // Levels, lowest first: the least T at which every demand fits with each
+    // port not yet frozen loaded to at most T (frozen ports keep their level).
+    // The ports that T binds (those the source still reaches in the residual
+    // graph of the max flow at T - 1: the min cut's source side) are frozen at
+    // T and the rest balanced again below it, up to kLevels times; so ports
+    // the min-max does not bind are balanced too, not left at whatever the
+    // flow gave them (qwen3-30b-a3b colocated: a few NICs at 0 while the rest
+    // sat at T).
+    constexpr int kLevels = 4;
+    std::vector<int64_t> frozen(sink_edges.size(), -1);  // per sink edge: its port's level, -1: free
     auto feasible = [&](int64_t t) {
-      for (auto& [e, p] : sink_edges) cap[e] = std::max<int64_t>(0, t - fixed[p]);
+      for (size_t i = 0; i < sink_edges.size(); ++i) {
+        const auto& [e, p] = sink_edges[i];
+        cap[e] = std::max<int64_t>(0, (frozen[i] >= 0 ? frozen[i] : t) - fixed[p]);
+      }
       return boost::push_relabel_max_flow(graph, 0, 1) == total;
     };
-    while (lo < hi) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      if (feasible(mid)) hi = mid;
-      else lo = mid + 1;
+    int64_t hi = 0;  // feasible: every free port can take all
+    for (const auto& [e, p] : sink_edges) hi = std::max(hi, fixed[p] + total);
+    int64_t lo = 0;
+    for (int level = 0;; ++level) {
+      int64_t free_ports = 0, spare_sum = 0, frozen_room = 0;
+      for (size_t i = 0; i < sink_edges.size(); ++i) {
+        const int32_t p = sink_edges[i].second;
+        if (frozen[i] >= 0) {
+          frozen_room += std::max<int64_t>(0, frozen[i] - fixed[p]);
+        } else {
+          ++free_ports;
+          lo = std::max(lo, fixed[p]);
+          spare_sum += fixed[p];
+        }
+      }
+      if (free_ports > 0)
+        lo = std::max(lo, (spare_sum + std::max<int64_t>(0, total - frozen_room) + free_ports - 1) / free_ports);
+      lo = std::min(lo, hi);
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (feasible(mid)) hi = mid;
+        else lo = mid + 1;
+      }
+      if (level + 1 == kLevels || lo == 0 || feasible(lo - 1)) break;
+      // Max flow at lo - 1 (infeasible) is in the residual graph: freeze the ports its source side reaches.
+      std::vector<bool> seen(boost::num_vertices(graph), false);
+      std::vector<int32_t> stack{0};
+      seen[0] = true;
+      while (!stack.empty()) {
+        const int32_t v = stack.back();
+        stack.pop_back();
+        for (auto [it, end] = boost::out_edges(v, graph); it != end; ++it)
+          if (res[*it] > 0 && !seen[boost::target(*it, graph)]) {
+            seen[boost::target(*it, graph)] = true;
+            stack.push_back(static_cast<int32_t>(boost::target(*it, graph)));
+          }
+      }
+      bool any = false, rest = false;
+      for (size_t i = 0; i < sink_edges.size(); ++i) {
+        if (frozen[i] >= 0) continue;
+        if (seen[boost::source(sink_edges[i].first, graph)]) frozen[i] = lo, any = true;
+        else rest = true;
+      }
+      if (!any || !rest) break;
+      hi = lo;  // the free ports fit at lo; try lower
+      lo = 0;
     }
     RESHARD_CHECK(feasible(lo), "balancing flow lost feasibility");
     for (size_t i = 0; i < ks.size(); ++i)

@@ -26,6 +26,9 @@
 //   source -> candidate set (demand) -> GPU -> port -> sink (T - fixed load),
 // and T is found by binary search over max-flow feasibility (Boost
 // push_relabel_max_flow, O(V^3) each, ~40 rounds; V = sets + GPUs + ports).
+// The ports T binds (the min cut's source side at T - 1) are then frozen at
+// T and the others balanced again below it, up to 4 levels, so the ports the
+// busiest one does not constrain are balanced too (lexicographic min-max).
 // The fractional per-(set, GPU) quotas are then filled north-west-corner
 // style, destination ranks in order, so each destination draws a set's bytes
 // from one or two senders. Deterministic: every order is by id.
@@ -64,7 +67,8 @@ SourceChoice ChooseSources(const Scenario& s, const Layout& source, const Layout
 // demand[k] may go to any GPU of candidates[k]; gpu_port[g] is the port of
 // GPU g; fixed[p] is load already on port p. Returns, per k, the amount sent by
 // each candidate (same order as candidates[k]); the busiest port's load is
-// minimal (exact, by integer binary search on max-flow feasibility).
+// minimal (exact, by integer binary search on max-flow feasibility), and
+// below it the next busiest, up to 4 levels.
 std::vector<std::vector<int64_t>> BalanceDemands(const std::vector<int64_t>& demand,
                                                  const std::vector<std::vector<int32_t>>& candidates,
                                                  const std::vector<int32_t>& gpu_port, std::vector<int64_t> fixed);

@@ -100,6 +100,16 @@ struct Problem {
   // nothing changed). O(N log N) for the N network entries.
   int64_t AddRelays();
   int64_t relayed_bytes = 0;
+  // AddRelays' last step: the senders of the entries left on the network
+  // balanced again over NIC egress. ChooseSources balanced every
+  // destination's demand, but relays keep one entry per domain and box, from
+  // whichever holder the fill gave it (qwen3-30b-a3b colocated: the first
+  // nodes of each pipeline stage then sent 2.5x the last). Min-max over NIC
+  // egress per holder set (BalanceDemands), then ChooseSources' fill in
+  // (destination rank, fragment) order. Returns whether a sender changed;
+  // leaves `sourced` unsorted then. Kept only where the busiest NIC's egress
+  // drops by more than the largest entry. O(N log N + balancing) for N entries.
+  bool BalanceNetworkSenders();
 
   // Sender-side relays over NVLink: where a NIC's network egress exceeds the
   // mean of its NVLink domain's NICs, entries it would send go instead to a
@@ -145,6 +155,9 @@ struct Problem {
   }
   // Index of the piece of `src_rank`'s shard that holds `f`.
   int32_t SrcPieceIndex(int32_t src_rank, const Fragment& f) const;
+
+ private:
+  bool byte_view_ = false;  // built from ProblemInputs (BalanceNetworkSenders skips it)
 };
 
 }  // namespace reshard

@@ -206,6 +206,23 @@ TEST(Balance, SharedNicCountsOnce) {
   EXPECT_EQ(q[0][2], 45);
 }
 
+TEST(Balance, PortsTheMinMaxDoesNotBindAreBalancedBelowIt) {
+  // Demand A = 300 may use ports 0, 1 only: the busiest port carries at least
+  // 150, and it does at 150/150. Demand B = 100 may use all four; at level 150
+  // ports 2 and 3 could take it 100/0, but below the level they are balanced
+  // on their own: 50/50, none of it on ports 0 and 1.
+  auto q = BalanceDemands({300, 100}, {{0, 1}, {0, 1, 2, 3}}, {0, 1, 2, 3}, {0, 0, 0, 0});
+  EXPECT_EQ(q[0], (std::vector<int64_t>{150, 150}));
+  EXPECT_EQ(q[1], (std::vector<int64_t>{0, 0, 50, 50}));
+  // Three levels: with E = 20 on ports 2..5 as well, B still binds ports 2
+  // and 3 at 50 (its 100 can go nowhere else), and E is balanced below that
+  // on ports 4 and 5: 10 / 10.
+  q = BalanceDemands({300, 100, 20}, {{0, 1}, {0, 1, 2, 3}, {2, 3, 4, 5}}, {0, 1, 2, 3, 4, 5}, {0, 0, 0, 0, 0, 0});
+  EXPECT_EQ(q[0], (std::vector<int64_t>{150, 150}));
+  EXPECT_EQ(q[2], (std::vector<int64_t>{0, 0, 10, 10}));
+  EXPECT_EQ(q[1], (std::vector<int64_t>{0, 0, 50, 50}));
+}
+
 // ---- Whole plans --------------------------------------------------------------------
 
 void CheckPlan(const Scenario& s, const PlanResult& r, bool execute = true) {
@@ -1125,14 +1142,17 @@ TEST(Planner, ARoundPerPhaseKeepsOneLaneWhereTheSecondDoesNotFit) {
 // simulator decides. qwen3-30b-a3b EP8 x PP2 x DP64 -> vLLM TP2 x DP64 EP128
 // on 16 DGX H200 (colocated): the answer is no slower than any forced
 // routing (plain or relayed, each with the search's own sender-relay choice)
-// and it is the relayed one with sender relays.
+// and it is a relayed one.
+Scenario Qwen30ColocatedEp() {
+  return FromYaml(Yaml("qwen3-30b-a3b", "{preset: dgx-h200, nodes: 16}", "{engine: megatron, tp: 1, pp: 2, ep: 8, dp: 64}",
+                       "{engine: vllm, tp: 2, dp: 64, ep: 128}",
+                       "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 10, "
+                       "reserve_gib: 2}\n",
+                       "qwen3-30b-a3b-colocated-ep"));
+}
+
 TEST(Relays, AnEstimateCloseCallIsSettledByTheSimulator) {
-  const Scenario s = FromYaml(Yaml("qwen3-30b-a3b", "{preset: dgx-h200, nodes: 16}",
-                                   "{engine: megatron, tp: 1, pp: 2, ep: 8, dp: 64}",
-                                   "{engine: vllm, tp: 2, dp: 64, ep: 128}",
-                                   "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 10, "
-                                   "reserve_gib: 2}\n",
-                                   "qwen3-30b-a3b-colocated-ep"));
+  const Scenario s = Qwen30ColocatedEp();
   PlannerOptions never, always;
   never.relays = false;
   always.relays = true;
@@ -1141,8 +1161,47 @@ TEST(Relays, AnEstimateCloseCallIsSettledByTheSimulator) {
   EXPECT_LE(chosen.plan.summary.predicted_time_s, without.plan.summary.predicted_time_s);
   EXPECT_LE(chosen.plan.summary.predicted_time_s, with.plan.summary.predicted_time_s);
   EXPECT_GT(chosen.stats.relayed_bytes, 0);
-  EXPECT_GT(chosen.stats.send_relayed_bytes, 0);
   EXPECT_TRUE(Verify(chosen.plan).ok());
+}
+
+// After relays, the entries left on the network get their senders balanced
+// again (Problem::BalanceNetworkSenders). Same job: stage s's 64 GPUs (nodes
+// 8s..8s+7, one NIC each) send what the other stage's nodes need. Experts:
+// EP rank k holds 16 experts of each of the stage's 24 layers, replicated on
+// the 8 GPUs g = k (mod 8); only ranks 0..3 of stage 0 and 4..7 of stage 1
+// are needed across (the destination puts experts 0..63 on GPUs 64..127).
+// A needed rank's GPUs must send its 384 expert-layers of 3 x 2048 x 768
+// bf16 elements over their 8 NICs: 384 x 4718592 x 2 / 8 = 452984832 bytes
+// each, the least busiest-NIC load any choice of senders reaches. The dense
+// bytes then go to the other 32 NICs of the stage, balanced below that.
+TEST(Relays, TheSendersLeftOnTheNetworkAreBalancedAgain) {
+  const Scenario s = Qwen30ColocatedEp();
+  Problem p(s);
+  ASSERT_GT(p.AddRelays(), 0);
+  const Cluster& c = s.cluster;
+  std::vector<int64_t> egress(c.nodes * c.nics_per_node, 0);
+  int64_t biggest = 0;
+  for (const SourcedFragment& sf : p.sourced)
+    if (!sf.relay && sf.via < 0 && c.Between(sf.src_gpu, sf.dst_gpu) == LinkClass::kNetwork) {
+      egress[c.NicOf(sf.src_gpu)] += sf.elems * p.elem_bytes;
+      biggest = std::max(biggest, sf.elems * p.elem_bytes);
+    }
+  const int64_t expert_nic = int64_t{384} * 4718592 * 2 / 8;
+  int64_t dense_sum = 0, dense_min = INT64_MAX, dense_max = 0;
+  for (int32_t g = 0; g < c.Gpus(); ++g) {
+    const bool experts = (g < 64) == (g % 8 < 4);
+    if (experts) {
+      EXPECT_NEAR(egress[c.NicOf(g)], expert_nic, biggest) << "GPU " << g;
+    } else {
+      dense_sum += egress[c.NicOf(g)];
+      dense_min = std::min(dense_min, egress[c.NicOf(g)]);
+      dense_max = std::max(dense_max, egress[c.NicOf(g)]);
+    }
+  }
+  const int64_t dense_mean = dense_sum / 64;
+  EXPECT_LT(dense_mean, expert_nic);
+  EXPECT_GE(dense_min, dense_mean - biggest);
+  EXPECT_LE(dense_max, dense_mean + biggest);
 }
 
 // Under memory pressure the search skips emissions: a policy's memory answer
