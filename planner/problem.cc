@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <tuple>
 #include <utility>
 
@@ -308,25 +309,22 @@ bool Problem::BalanceNetworkSenders() {
   // with its senders moved gave a plan with a dependency cycle (not yet
   // understood).
   if (c.nics_per_node <= 0 || byte_view_) return false;
-  // The entries still sent over the network, in (destination rank, fragment)
-  // order as ChooseSources fills them; per holder set, their demand.
+  // The entries still sent over the network; per holder set, their demand.
   std::vector<size_t> net;
   for (size_t k = 0; k < sourced.size(); ++k) {
     const SourcedFragment& sf = sourced[k];
     if (!sf.relay && sf.via < 0 && c.Between(sf.src_gpu, sf.dst_gpu) == LinkClass::kNetwork) net.push_back(k);
   }
-  std::sort(net.begin(), net.end(), [&](size_t a, size_t b) {
-    return std::tie(sourced[a].dst_rank, sourced[a].frag) < std::tie(sourced[b].dst_rank, sourced[b].frag);
-  });
   std::map<int32_t, int32_t> set_of;  // holder set -> demand index
   std::vector<int64_t> demand;
   std::vector<std::vector<int32_t>> cands;
-  std::vector<int32_t> entry_set(net.size());
+  std::vector<int32_t> entry_set(net.size()), set_ids;
   for (size_t i = 0; i < net.size(); ++i) {
     const SourcedFragment& sf = sourced[net[i]];
     const int32_t h = FragmentOf(sf.dst_rank, sf.frag).holder_set;
     auto [it, added] = set_of.try_emplace(h, static_cast<int32_t>(demand.size()));
     if (added) {
+      set_ids.push_back(h);
       demand.push_back(0);
       cands.push_back(choice.holder_gpus[h]);
       RESHARD_CHECK(!cands.back().empty(), "a network entry's holder set has no GPU");
@@ -354,24 +352,32 @@ bool Problem::BalanceNetworkSenders() {
   }
   std::vector<int32_t> src_rank_on_gpu(c.Gpus(), -1);
   for (int32_t r = 0; r < src.Ranks(); ++r) src_rank_on_gpu[scenario.source_gpus[r]] = r;
+  // Entries in (destination rank, fragment) order, as ChooseSources fills them.
+  std::vector<size_t> order(net.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const SourcedFragment &x = sourced[net[a]], &y = sourced[net[b]];
+    return std::tie(x.dst_rank, x.frag) < std::tie(y.dst_rank, y.frag);
+  });
   // North-west-corner fill, as ChooseSources': senders with a quota in GPU
   // order, each entry to the sender whose quota it mostly falls in. The
-  // senders at the end of a list get what rounding leaves; the list of the
-  // e-th set starts at its e-th sender, so that does not land on the same
-  // GPUs for every set (llama3-8b NVL72 golden: 11.20 ms simulated, 11.26
-  // with every list in GPU order).
+  // senders at the end of a list get what rounding leaves; the list of
+  // holder set h starts at its (h mod n)-th sender, so that does not land on
+  // the same GPUs for every set. (How the lists start moves a plan by about
+  // 1 %: deepseek-v3 NVL72 121.4 ms this way, 122.1 starting at the set's
+  // rank in destination order, llama3-8b NVL72 8.74 / 8.78.)
   std::vector<std::vector<std::pair<int32_t, int64_t>>> fill(demand.size());
   for (size_t e = 0; e < demand.size(); ++e) {
     for (size_t j = 0; j < quota[e].size(); ++j)
       if (quota[e][j] > 0) fill[e].emplace_back(cands[e][j], quota[e][j]);
     RESHARD_CHECK(!fill[e].empty(), "demand without quota");
-    std::rotate(fill[e].begin(), fill[e].begin() + static_cast<std::ptrdiff_t>(e % fill[e].size()), fill[e].end());
+    std::rotate(fill[e].begin(), fill[e].begin() + static_cast<std::ptrdiff_t>(set_ids[e] % fill[e].size()), fill[e].end());
   }
   std::vector<size_t> cursor(demand.size(), 0);
   std::vector<int64_t> left(demand.size(), 0);
   for (size_t e = 0; e < demand.size(); ++e) left[e] = fill[e].front().second;
   bool moved = false;
-  for (size_t i = 0; i < net.size(); ++i) {
+  for (size_t i : order) {
     SourcedFragment& sf = sourced[net[i]];
     const int32_t e = entry_set[i];
     const auto& q = fill[e];

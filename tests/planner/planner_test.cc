@@ -1164,6 +1164,21 @@ TEST(Relays, AnEstimateCloseCallIsSettledByTheSimulator) {
   EXPECT_TRUE(Verify(chosen.plan).ok());
 }
 
+// A round per phase is planned at the largest size (its estimate does not
+// tell sizes apart), but where the plan is cheap to simulate the search
+// simulates it at smaller sizes too, halving while no slower. Same job: the
+// answer is no slower than the round per phase at 1 GiB, and smaller.
+TEST(Relays, ACheapRoundPerPhaseIsSimulatedAtSmallerSizesToo) {
+  const Scenario s = Qwen30ColocatedEp();
+  PlannerOptions at_1g;
+  at_1g.segment_bytes = int64_t{1} << 30;
+  const PlanResult chosen = MakePlan(s, {}), large = MakePlan(s, at_1g);
+  ASSERT_TRUE(chosen.ok() && large.ok());
+  ASSERT_EQ(large.plan.summary.segment_bytes, int64_t{1} << 30);
+  EXPECT_LT(chosen.plan.summary.segment_bytes, int64_t{1} << 30);
+  EXPECT_LT(chosen.plan.summary.predicted_time_s, large.plan.summary.predicted_time_s);
+}
+
 // After relays, the entries left on the network get their senders balanced
 // again (Problem::BalanceNetworkSenders). Same job: stage s's 64 GPUs (nodes
 // 8s..8s+7, one NIC each) send what the other stage's nodes need. Experts:
