@@ -1136,49 +1136,6 @@ TEST(Planner, ARoundPerPhaseKeepsOneLaneWhereTheSecondDoesNotFit) {
   EXPECT_FALSE(emit(true).fits);
 }
 
-// The relays of a large plan are chosen on the round estimate, which can err
-// by more than relays and plain differ; where relays lose by less than
-// kRelayBand, sender-side relays are tried on top of them too and the
-// simulator decides. qwen3-30b-a3b EP8 x PP2 x DP64 -> vLLM TP2 x DP64 EP128
-// on 16 DGX H200 (colocated): the answer is no slower than any forced
-// routing (plain or relayed, each with the search's own sender-relay choice)
-// and it is a relayed one.
-Scenario Qwen30ColocatedEp() {
-  return FromYaml(Yaml("qwen3-30b-a3b", "{preset: dgx-h200, nodes: 16}", "{engine: megatron, tp: 1, pp: 2, ep: 8, dp: 64}",
-                       "{engine: vllm, tp: 2, dp: 64, ep: 128}",
-                       "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 10, "
-                       "reserve_gib: 2}\n",
-                       "qwen3-30b-a3b-colocated-ep"));
-}
-
-TEST(Relays, AnEstimateCloseCallIsSettledByTheSimulator) {
-  const Scenario s = Qwen30ColocatedEp();
-  PlannerOptions never, always;
-  never.relays = false;
-  always.relays = true;
-  const PlanResult chosen = MakePlan(s, {}), without = MakePlan(s, never), with = MakePlan(s, always);
-  ASSERT_TRUE(chosen.ok() && without.ok() && with.ok());
-  EXPECT_LE(chosen.plan.summary.predicted_time_s, without.plan.summary.predicted_time_s);
-  EXPECT_LE(chosen.plan.summary.predicted_time_s, with.plan.summary.predicted_time_s);
-  EXPECT_GT(chosen.stats.relayed_bytes, 0);
-  EXPECT_TRUE(Verify(chosen.plan).ok());
-}
-
-// A round per phase is planned at the largest size (its estimate does not
-// tell sizes apart), but where the plan is cheap to simulate the search
-// simulates it at smaller sizes too, halving while no slower. Same job: the
-// answer is no slower than the round per phase at 1 GiB, and smaller.
-TEST(Relays, ACheapRoundPerPhaseIsSimulatedAtSmallerSizesToo) {
-  const Scenario s = Qwen30ColocatedEp();
-  PlannerOptions at_1g;
-  at_1g.segment_bytes = int64_t{1} << 30;
-  const PlanResult chosen = MakePlan(s, {}), large = MakePlan(s, at_1g);
-  ASSERT_TRUE(chosen.ok() && large.ok());
-  ASSERT_EQ(large.plan.summary.segment_bytes, int64_t{1} << 30);
-  EXPECT_LT(chosen.plan.summary.segment_bytes, int64_t{1} << 30);
-  EXPECT_LT(chosen.plan.summary.predicted_time_s, large.plan.summary.predicted_time_s);
-}
-
 // After relays, the entries left on the network get their senders balanced
 // again (Problem::BalanceNetworkSenders). Same job: stage s's 64 GPUs (nodes
 // 8s..8s+7, one NIC each) send what the other stage's nodes need. Experts:

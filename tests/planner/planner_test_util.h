@@ -52,6 +52,16 @@ inline Scenario Tp2ToTp4RelayScenario() {
                        "{tp: 4, gpus: \"8-11\"}"));
 }
 
+// qwen3-30b-a3b Megatron EP8 x PP2 x DP64 -> vLLM TP2 x DP64 EP128 on 16
+// DGX H200, colocated: relays and sender relays both matter.
+inline Scenario Qwen30ColocatedEp() {
+  return FromYaml(Yaml("qwen3-30b-a3b", "{preset: dgx-h200, nodes: 16}", "{engine: megatron, tp: 1, pp: 2, ep: 8, dp: 64}",
+                       "{engine: vllm, tp: 2, dp: 64, ep: 128}",
+                       "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 10, "
+                       "reserve_gib: 2}\n",
+                       "qwen3-30b-a3b-colocated-ep"));
+}
+
 // A named scenario of a parameterised test.
 struct Case {
   const char* name;
