@@ -37,6 +37,18 @@ std::vector<uint8_t> CommLanes(const Schedule& sc, int32_t gpus) {
   return lanes;
 }
 
+std::vector<uint8_t> RelayWaveLanes(const Schedule& sc, int32_t gpus) {
+  if (!sc.all_in_one_round || sc.relay_rounds == 0) return {};
+  std::vector<uint8_t> lanes = CommLanes(sc, gpus);
+  lanes.resize(sc.segments.size(), 0);
+  const int32_t relays_at = sc.rounds - sc.relay_rounds;
+  for (size_t i = 0; i < sc.segments.size(); ++i) {
+    const Segment& sg = sc.segments[i];
+    if (sg.round >= relays_at - 1) lanes[i] = sg.round >= relays_at ? 1 : 0;
+  }
+  return lanes;
+}
+
 std::vector<int32_t> LanePeers(const Schedule& sc, const std::vector<uint8_t>& lanes, int32_t gpus) {
   std::vector<std::vector<int32_t>> peer_list(static_cast<size_t>(gpus));
   for (size_t i = 0; i < sc.segments.size(); ++i) {

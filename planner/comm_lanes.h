@@ -18,7 +18,28 @@
 // instead of after them all (deepseek-v3: feeds 4 % of the phase, 157.8 ->
 // 152.1 ms; kimi-k2 bf16 406.8 -> 401.7; qwen3-235b 128.1 -> 128.3). Where
 // feeds are most of the phase (llama3-8b NVL72: all of it) nothing would
-// be left to overlap. O(S) for S segments; LanePeers O(S log S).
+// be left to overlap (relay waves, below, overlap it). O(S) for S segments; LanePeers O(S log S).
+//
+// Relay waves (PlanPolicy::relay_waves = K > 1): the relay phase pipelined
+// with the phase it follows instead of after it. That phase takes lane 0 and
+// the relay phase lane 1, and each is K groups per GPU in turn (waves). A
+// segment received in place goes by bytes: bytes [k/K, (k+1)/K) of it (4 KiB
+// aligned) in wave k, cut inside parts where needed, so every pair and every
+// GPU carries a K-th of its bytes in each wave. A relayed part sent in place
+// is cut where the receives that wrote its bytes end: each piece goes in the
+// wave of its receive and waits for that receive alone. Other segments go
+// whole (wave 0 before the relay phase; in it, the latest wave that wrote a
+// buffer they read). Wave k's relays then run over NVLink while wave k + 1
+// is on the network: llama3-8b NVL72 (2.9 ms of network, then 5.8 of NVLink
+// relays) 8.74 -> 7.63 ms at K = 2, 7.71 at 4, 9.69 at 8 (each wave's
+// groups end with their slowest pair, and relays are cut into more ops).
+// Cutting by part instead of by bytes left single-part segments in wave 0
+// and the relays of a buffer waiting for its last receive: 9.6-10.6 ms.
+// Every GPU issues lane 0's waves, then lane 1's, in order; lane 0 never
+// waits for lane 1, so no group waits for a later one. The search tries
+// K = 2 and 4 where a round per phase with a relay phase was kept and keeps
+// the fastest (qwen3-30b-a3b colocated: 12.8 ms, 16.0 at 2: its phase's
+// staged segments and sender-relay hops go whole into wave 0).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +52,18 @@ namespace reshard {
 // Per segment its lane (0 or 1); empty when the schedule has no phase to
 // split (rounds, not a round per phase, or no GPU sends two segments in one).
 std::vector<uint8_t> CommLanes(const Schedule& sc, int32_t gpus);
+
+// Lanes with relay waves: the phase the relay phase follows on lane 0, the
+// relay phase on lane 1, earlier phases as CommLanes splits them; empty where
+// the schedule is not a round per phase with a relay phase.
+std::vector<uint8_t> RelayWaveLanes(const Schedule& sc, int32_t gpus);
+
+// Where wave w of a segment of `bytes` starts (w = waves: its end): at a
+// w-th of it, 4 KiB aligned.
+inline int64_t WaveStartBytes(int64_t bytes, int32_t w, int32_t waves) {
+  if (w >= waves) return bytes;
+  return static_cast<int64_t>(static_cast<__int128>(bytes) * w / waves) / 4096 * 4096;
+}
 
 // Per GPU: its distinct (lane, peer) connections (each costs NCCL buffers);
 // with no lanes (empty), the distinct peers: Schedule::peers (Estimate).

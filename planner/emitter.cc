@@ -25,7 +25,9 @@ using emitter_internal::BufferUse;
 using emitter_internal::Direction;
 using emitter_internal::GpuEmission;
 using emitter_internal::Home;
+using emitter_internal::RangeWrites;
 using emitter_internal::SegmentOps;
+using emitter_internal::WavePiece;
 
 constexpr int32_t kStreamRelease = 3;  // training weights -> host, apart from optimizer offload
 constexpr int32_t kLocalLeadRounds = 2;  // local copies emitted this many rounds early (MainLoop)
@@ -35,7 +37,9 @@ class Emitter {
  public:
   Emitter(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode, bool lanes)
       : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster), mode_(mode), full_(mode == EmitMode::kFull) {
-    if (lanes) lane_ = CommLanes(sc, c_.Gpus());
+    if (lanes && policy.relay_waves > 1) lane_ = RelayWaveLanes(sc, c_.Gpus());
+    if (!lane_.empty()) waves_ = policy.relay_waves;
+    else if (lanes) lane_ = CommLanes(sc, c_.Gpus());
   }
 
   EmittedPlan Run() {
@@ -69,7 +73,7 @@ class Emitter {
       for (size_t k = k0; k < k1; ++k) frag[k - k0] = &prob_.FragmentOf(sc_.parts[k].dst_rank, sc_.parts[k].frag);
       for (size_t k = k0; k < k1; ++k)
         __builtin_prefetch(&prob_.dst.ShardOf(sc_.parts[k].dst_rank).pieces[frag[k - k0]->dst_piece]);
-      for (size_t k = k0; k < k1; ++k) homes_.push_back(HomeOf(sc_.parts[k]));
+      for (size_t k = k0; k < k1; ++k) homes_.push_back(emitter_internal::HomeOf(prob_, refit_, sc_.parts[k]));
     }
     CountReaders();
     Prologue();
@@ -126,67 +130,10 @@ class Emitter {
 
   Direction& DirectionOf(int32_t gpu, bool send) { return send ? gpus_[gpu].send : gpus_[gpu].recv; }
 
-  // A relayed part's source side is the relaying destination rank's buffer.
-  Home HomeOf(const Part& pt) const {
-    const Layout& sl = prob_.SendLayout(pt.relay);
-    const SideBuffers& sb = prob_.SendBuffers(pt.relay);
-    const int32_t sshard = sl.rank_shard[pt.src_rank];
-    const int32_t dshard = prob_.dst.rank_shard[pt.dst_rank];
-    const Fragment& f = prob_.transfer_set.shard_fragments[dshard][pt.frag];
-    Home h;
-    h.src_piece = &sl.shards[sshard].pieces[pt.src_piece];
-    h.dst_piece = &prob_.dst.shards[dshard].pieces[f.dst_piece];
-    h.src_buffer = (pt.relay ? refit_.dst_first : refit_.src_first)[pt.src_rank] + sb.SlotOf(sshard, *h.src_piece);
-    h.dst_buffer = refit_.dst_first[pt.dst_rank] + prob_.dst_buffers.SlotOf(dshard, *h.dst_piece);
-    h.src_offset = sb.OffsetIn(sshard, *h.src_piece);
-    h.dst_offset = prob_.dst_buffers.OffsetIn(dshard, *h.dst_piece);
-    auto sr = BoxRegion(h.src_buffer, h.src_offset, h.src_piece->stride, h.src_piece->box, pt.box, prob_.elem_bytes);
-    auto dr = BoxRegion(h.dst_buffer, h.dst_offset, h.dst_piece->stride, h.dst_piece->box, pt.box, prob_.elem_bytes);
-    if (sr && dr) h.simple = true, h.src_region = *sr, h.dst_region = *dr;
-    return h;
-  }
-
-  // Copy pairs of `part` between its home buffer and a contiguous staging run
-  // at `*stage_off` (stage_buf < 0: straight from source to destination);
-  // parts whose regions need more than three levels are split. Returns the
-  // part's home buffers.
+  // Copy pairs of a part (part_home.cc); memory only: none, its home only.
   Home PartCopies(int64_t part, int32_t stage_buf, int64_t* stage_off, bool pack, std::vector<CopyPair>& out) const {
-    const Part& pt = sc_.parts[part];
-    const Home& h = homes_[part];
-    if (!full_) return h;  // memory only: the buffers it touches, no copies
-    auto emit = [&](const Region& sr, const Region& dr) {
-      if (stage_buf < 0) {
-        out.push_back(CopyPair{sr, dr});
-        return;
-      }
-      const Region& home = pack ? sr : dr;
-      Region st = ContiguousRegion(stage_buf, *stage_off, home.Bytes());
-      *stage_off += home.Bytes();
-      out.push_back(pack ? CopyPair{home, st} : CopyPair{st, home});
-    };
-    if (h.simple) {
-      emit(h.src_region, h.dst_region);
-      return h;
-    }
-    std::optional<Region> sr, dr;
-    std::vector<Box> todo{pt.box};  // rare: split along the outermost dimension, row-major order
-    while (!todo.empty()) {
-      Box x = todo.back();
-      todo.pop_back();
-      sr = BoxRegion(h.src_buffer, h.src_offset, h.src_piece->stride, h.src_piece->box, x, prob_.elem_bytes);
-      dr = BoxRegion(h.dst_buffer, h.dst_offset, h.dst_piece->stride, h.dst_piece->box, x, prob_.elem_bytes);
-      if (sr && dr) {
-        emit(*sr, *dr);
-        continue;
-      }
-      const int d = OutermostSplitDim(x);
-      for (int64_t u = x.hi[d] - 1; u >= x.lo[d]; --u) {
-        Box sub = x;
-        sub.lo[d] = u, sub.hi[d] = u + 1;
-        todo.push_back(sub);
-      }
-    }
-    return h;
+    if (full_) emitter_internal::PartCopies(prob_, sc_.parts[part], homes_[part], stage_buf, stage_off, pack, out);
+    return homes_[part];
   }
 
   // Per source buffer: number of ops still to read it; at zero it may move to host.
@@ -395,7 +342,14 @@ class Emitter {
   // Writes before the relay rounds only: relayed parts read bytes that came
   // over the network, and a relay round's own receives share its groups.
   void Wrote(int32_t buffer, int32_t stream, int32_t op) {
-    if (!relay_rounds_started_) buffers_[buffer].last_write[stream == kStreamComm] = op;
+    if (relay_rounds_started_) return;
+    buffers_[buffer].last_write[stream == kStreamComm] = op;
+    buffers_[buffer].write_wave = std::max(buffers_[buffer].write_wave, wave_);
+  }
+
+  // Relay waves (comm_lanes.h; part_home.cc).
+  void RelayPieces(int64_t k, std::vector<WavePiece>& out) const {
+    range_writes_.Pieces(homes_[k].src_region, buffers_[homes_[k].src_buffer].write_wave, out);
   }
 
   // Local batches [first, last) of one GPU as one copy op: its destinations
@@ -443,6 +397,7 @@ class Emitter {
     const int32_t sid = Emit(std::move(send));
     const int32_t rid = Emit(std::move(recv));
     Wrote(written, kStreamComm, rid);
+    if (waves_ > 1 && !relay_rounds_started_) range_writes_.Add(out_.plan.ops[rid].region, wave_, rid);
     out_.plan.ops[sid].match = rid;
     out_.plan.ops[rid].match = sid;
     segment_ops_[seg].sends.push_back(sid);
@@ -452,7 +407,7 @@ class Emitter {
   // One send / recv per part: from / into the part's home where that side is
   // contiguous, else from / into the staging slot at the part's packed offset.
   // `send0` / `recv0` carry the fields common to all parts.
-  void EmitPerPart(int32_t i, const Op& send0, const Op& recv0) {
+  void EmitPerPart(int32_t i, const Op& send0, const Op& recv0, int32_t wave = -1) {
     const Segment& sg = sc_.segments[i];
     const Direction& sender = gpus_[sg.src_gpu].send;
     const int32_t sslot = sg.send_direct ? -1
@@ -484,40 +439,64 @@ class Emitter {
       send.region.buffer = -1;
     };
     send.region.buffer = -1;
+    // With a wave: its bytes only (in the relay phase the pieces its
+    // receives wrote in that wave, else the bytes [w0, w1) of the segment).
+    const int64_t w0 = wave < 0 || sg.relay ? 0 : WaveStartBytes(sg.bytes, wave, waves_);
+    const int64_t w1 = wave < 0 || sg.relay ? sg.bytes : WaveStartBytes(sg.bytes, wave + 1, waves_);
+    std::vector<WavePiece> pieces;
     for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k) {
       const Home& h = homes_[k];
       RESHARD_CHECK(h.simple && (!sg.send_direct || h.src_region.Contiguous()) &&
                         (!sg.recv_direct || h.dst_region.Contiguous()),
                     "an in-place transfer needs a contiguous region on that side");
-      const int64_t bytes = h.src_region.Bytes();
-      auto follows = [](const Region& run, const Region& next) {
-        return run.buffer == next.buffer && run.offset_bytes + run.Bytes() == next.offset_bytes;
-      };
-      if (send.region.buffer >= 0 && (!sg.send_direct || follows(send.region, h.src_region)) &&
-          (!sg.recv_direct || follows(recv.region, h.dst_region))) {
-        send.region = ContiguousRegion(send.region.buffer, send.region.offset_bytes, send.region.Bytes() + bytes);
-        recv.region = ContiguousRegion(recv.region.buffer, recv.region.offset_bytes, recv.region.Bytes() + bytes);
-        off += bytes;  // an in-place receive side stays in the same (allocated) buffer
-        continue;
-      }
-      flush();
-      send = send0, recv = recv0;
-      sbuf = h.src_buffer;
-      if (sg.send_direct) {
-        send.region = ContiguousRegion(h.src_region.buffer, h.src_region.offset_bytes, bytes);
-        if (sg.relay) WaitForWrites({h.src_buffer}, send.deps);
+      const int64_t part_bytes = h.src_region.Bytes();
+      if (wave >= 0 && sg.relay) {
+        RelayPieces(k, pieces);
       } else {
-        send.region = ContiguousRegion(sslot, off, bytes);
-        SentAfter(i, send.deps);
+        pieces.assign(1, {std::max(w0, off) - off, std::min(w1, off + part_bytes) - off, wave, -1});
       }
-      if (sg.recv_direct) {
-        recv.region = ContiguousRegion(h.dst_region.buffer, h.dst_region.offset_bytes, bytes);
-        EnsureDest(h.dst_buffer, recv.deps);
-      } else {
-        recv.region = ContiguousRegion(rslot, off, bytes);
-        recv.deps = rdeps;
+      for (const WavePiece& x : pieces) {
+        if (x.end <= x.begin || x.wave != wave) {
+          flush();  // another wave's: its own group
+          continue;
+        }
+        const int64_t bytes = x.end - x.begin;
+        const Region src = ContiguousRegion(h.src_region.buffer, h.src_region.offset_bytes + x.begin, bytes);
+        const Region dst = ContiguousRegion(h.dst_region.buffer, h.dst_region.offset_bytes + x.begin, bytes);
+        auto follows = [](const Region& run, const Region& next) {
+          return run.buffer == next.buffer && run.offset_bytes + run.Bytes() == next.offset_bytes;
+        };
+        if (send.region.buffer >= 0 && (!sg.send_direct || follows(send.region, src)) &&
+            (!sg.recv_direct || follows(recv.region, dst))) {
+          send.region = ContiguousRegion(send.region.buffer, send.region.offset_bytes, send.region.Bytes() + bytes);
+          recv.region = ContiguousRegion(recv.region.buffer, recv.region.offset_bytes, recv.region.Bytes() + bytes);
+          if (x.write >= 0) send.deps.push_back(x.write);
+          continue;  // an in-place receive side stays in the same (allocated) buffer
+        }
+        flush();
+        send = send0, recv = recv0;
+        sbuf = h.src_buffer;
+        if (sg.send_direct) {
+          send.region = src;
+          if (x.write >= 0) {
+            send.deps.push_back(x.write);
+            if (buffers_[h.src_buffer].last_write[0] >= 0) send.deps.push_back(buffers_[h.src_buffer].last_write[0]);
+          } else if (sg.relay) {
+            WaitForWrites({h.src_buffer}, send.deps);
+          }
+        } else {
+          send.region = ContiguousRegion(sslot, off + x.begin, bytes);
+          SentAfter(i, send.deps);
+        }
+        if (sg.recv_direct) {
+          recv.region = dst;
+          EnsureDest(h.dst_buffer, recv.deps);
+        } else {
+          recv.region = ContiguousRegion(rslot, off + x.begin, bytes);
+          recv.deps = rdeps;
+        }
       }
-      off += bytes;
+      off += part_bytes;
     }
     flush();
     if (!policy_.source_to_host || reads.empty() || sg.relay) return;
@@ -652,6 +631,7 @@ class Emitter {
     UnionFind components(gpus);  // reset per round for the GPUs the round touches
     for (int32_t r = 0; r < R; ++r) {
       relay_rounds_started_ = r >= R - sc_.relay_rounds;
+      if (r == R - sc_.relay_rounds) range_writes_.Seal();
       // Local copies run kLocalLeadRounds ahead of the transfers whose
       // priority they share: the compute stream is FIFO, so copies left for
       // the last rounds queued behind their unpacks and ran after the last
@@ -682,12 +662,17 @@ class Emitter {
       for (int32_t i = b0; i < b1; ++i) components.Unite(sc_.segments[i].src_gpu, sc_.segments[i].dst_gpu);
       // Lane 0's ops first: every GPU issues lane 0's group before lane 1's
       // (the same order on all GPUs, which concurrent communicators need).
+      // With relay waves, the relay phase and the one before it go wave by wave.
       std::map<int32_t, int32_t> group_of_root;
+      const int32_t waves = waves_ > 1 && r >= R - sc_.relay_rounds - 1 ? waves_ : 1;
       for (int32_t lane = 0; lane < (lane_.empty() ? 1 : 2); ++lane)
+      for (wave_ = 0; wave_ < waves; ++wave_)
       for (int32_t i = b0; i < b1; ++i) {
         const Segment& sg = sc_.segments[i];
         if (!lane_.empty() && lane_[i] != lane) continue;
-        auto [it, fresh] = group_of_root.try_emplace(2 * components.Find(sg.src_gpu) + lane, next_group_);
+        if (waves > 1 && !emitter_internal::InWave(sg, wave_, waves, homes_, buffers_, range_writes_)) continue;
+        const bool split = waves > 1 && emitter_internal::Waved(sg);
+        auto [it, fresh] = group_of_root.try_emplace((2 * components.Find(sg.src_gpu) + lane) * waves + wave_, next_group_);
         if (fresh) ++next_group_;
         const int32_t group = it->second, stream = lane ? kStreamCommLane2 : kStreamComm;
         Op send;
@@ -696,9 +681,10 @@ class Emitter {
         Op recv;
         recv.kind = OpKind::kRecv, recv.gpu = sg.dst_gpu, recv.stream = stream, recv.group = group;
         recv.peer = sg.src_gpu, recv.segment = i;
-        if (sg.PerPart()) EmitPerPart(i, send, recv);
+        if (sg.PerPart()) EmitPerPart(i, send, recv, split ? wave_ : -1);
         else EmitStagedPair(i, std::move(send), std::move(recv));
       }
+      wave_ = 0;
       ReleaseGroupReads();
       // A round per phase, before its relay round: unpacks feeding relays, the relays' packs, then the
       // other unpacks, so the relay group does not wait behind them all (deepseek-v3 NVL72: -5 ms).
@@ -775,6 +761,8 @@ class Emitter {
   int32_t next_group_ = 0;
   bool relay_rounds_started_ = false;
   std::vector<uint8_t> lane_;           // per segment its communicator lane (comm_lanes.h); empty: one lane
+  int32_t waves_ = 1, wave_ = 0;        // relay waves (comm_lanes.h), the one being emitted
+  RangeWrites range_writes_;            // with relay waves: who wrote what before the relay phase
 };
 
 }  // namespace

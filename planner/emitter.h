@@ -56,6 +56,9 @@ struct PlanPolicy {
   // A round per phase split over two NCCL communicators (comm_lanes.h) where
   // it fits; the search turns it off where the split is predicted slower.
   bool comm_lanes = true;
+  // > 1: a round per phase's relay phase pipelined with the phase it follows
+  // in this many waves (comm_lanes.h); needs comm_lanes. The search tries it.
+  int32_t relay_waves = 1;
   std::string Name() const;
 };
 

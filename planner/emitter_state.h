@@ -1,13 +1,18 @@
-// The emitter's bookkeeping (planner/emitter.cc only): where each part
-// lives, each plan buffer's alloc and readers, each segment's ops, and each
+// The emitter's bookkeeping (planner/emitter.cc and part_home.cc only):
+// where each part lives, each plan buffer's alloc and readers, each segment's ops, and each
 // GPU's sending and receiving sides with their staging slots.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "model/layout.h"
 #include "plan/plan.h"
+#include "planner/buffer_layout.h"
+#include "planner/problem.h"
+#include "planner/segments.h"
 
 namespace reshard::emitter_internal {
 
@@ -21,13 +26,78 @@ struct Home {
   Region src_region, dst_region;
 };
 
+// Where part `pt` lives (part_home.cc): its pieces, plan buffers and, where
+// both sides are one region each, those regions. A relayed part's source
+// side is the relaying destination rank's buffer. O(1).
+Home HomeOf(const Problem& prob, const RefitBuffers& refit, const Part& pt);
+
+// Appends the copy pairs of part `pt` (home `h`) between its home buffers and
+// a contiguous staging run at `*stage_off` of `stage_buf` (advanced; pack:
+// home -> staging, else staging -> home), or with stage_buf < 0 straight from
+// source to destination. A part whose regions need more than three levels is
+// split along its outermost dimension (rare). O(pairs appended).
+void PartCopies(const Problem& prob, const Part& pt, const Home& h, int32_t stage_buf, int64_t* stage_off, bool pack,
+                std::vector<CopyPair>& out);
+
+// A piece of a relayed part (bytes [begin, end) into it): the relay wave it
+// goes in and the receive it waits for (-1: every writer of its buffer).
+struct WavePiece {
+  int64_t begin, end;
+  int32_t wave, write;
+};
+
+// With relay waves (planner/comm_lanes.h): per plan buffer, the receives that
+// wrote it before the relay phase (disjoint byte ranges), and what a read of
+// it waits for. Add O(1), Seal O(W log W), Pieces O(W_b) for W_b writes of
+// the buffer.
+class RangeWrites {
+ public:
+  void Add(const Region& r, int32_t wave, int32_t op) {
+    writes_[r.buffer].push_back({r.offset_bytes, r.offset_bytes + r.Bytes(), wave, op});
+  }
+  void Seal() {  // before the first Pieces
+    for (auto& [buf, v] : writes_)
+      std::sort(v.begin(), v.end(), [](const WavePiece& x, const WavePiece& y) { return x.begin < y.begin; });
+  }
+  // Contiguous `r` cut where its writers' ranges end, each piece in its
+  // writer's wave; one piece in `fallback_wave` where receives do not cover it.
+  void Pieces(const Region& r, int32_t fallback_wave, std::vector<WavePiece>& out) const {
+    const int64_t a = r.offset_bytes, b = a + r.Bytes();
+    out.clear();
+    const auto it = writes_.find(r.buffer);
+    int64_t at = a;
+    for (size_t k = 0; it != writes_.end() && k < it->second.size() && at < b; ++k) {
+      const WavePiece& x = it->second[k];
+      if (x.end <= at) continue;
+      if (x.begin > at) break;
+      out.push_back({at - a, std::min(x.end, b) - a, x.wave, x.write});
+      at = std::min(x.end, b);
+    }
+    if (at < b) out.assign(1, {0, b - a, fallback_wave, -1});
+  }
+
+ private:
+  std::unordered_map<int32_t, std::vector<WavePiece>> writes_;  // per buffer: byte ranges of the buffer
+};
+
 // Per plan buffer: its alloc and its readers.
 struct BufferUse {
   int32_t alloc = -1;               // its alloc op (destination weights, staging)
   int32_t readers = 0;              // ops still to read it (source weights, source_to_host)
   std::vector<int32_t> reads;       // ops that read it so far (its move to host waits for them)
   int32_t last_write[2] = {-1, -1}; // its last writer on the compute / comm stream (relays wait for them)
+  int32_t write_wave = 0;           // the latest relay wave that wrote it (comm_lanes.h)
 };
+
+// Relay waves (planner/comm_lanes.h). A segment received in place before
+// the relay phase goes wave by wave by bytes, a relayed one sent in place by
+// the pieces each wave wrote (RangeWrites::Pieces; where receives do not
+// cover a part, at its buffer's write_wave); any other whole, in wave 0
+// before the relay phase and in it at the latest write_wave of the buffers
+// it reads. Whether segment `sg` has bytes in wave `w` of `waves`: O(its parts).
+bool Waved(const Segment& sg);
+bool InWave(const Segment& sg, int32_t w, int32_t waves, const ScratchVector<Home>& homes,
+            const std::vector<BufferUse>& buffers, const RangeWrites& writes);
 
 // Per segment: the ops emitted for it.
 struct SegmentOps {

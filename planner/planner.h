@@ -88,6 +88,10 @@ struct PlannerOptions {
   // routing chosen above: unset, kept if predicted faster; true: always
   // (where any NIC's egress is above its domain's mean); false: never.
   std::optional<bool> send_relays;
+  // A round per phase's relay phase pipelined with the phase before it in
+  // this many waves (planner/comm_lanes.h): 0, planned with 2 and 4 where a
+  // plan has one and kept if simulated faster; 1, never; more, always.
+  int32_t relay_waves = 0;
   // Predict with the simulator (false: the planner's own per-port estimate).
   bool simulate = true;
   // Plans with at most this many (destination rank, fragment) pairs choose

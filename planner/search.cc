@@ -105,7 +105,7 @@ class Search {
   // (the plan another search found); equal ones only if `wins_ties`.
   Search(const Problem& prob, ScheduleCache& cache, int32_t routing, std::vector<int64_t> sizes,
          std::vector<int64_t> directs, std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small,
-         double beat_s, bool wins_ties)
+         double beat_s, bool wins_ties, bool try_waves)
       : prob_(prob),
         cache_(cache),
         routing_(routing),
@@ -116,6 +116,7 @@ class Search {
         small_(small),
         beat_s_(beat_s),
         wins_ties_(wins_ties),
+        try_waves_(try_waves),
         tried_(sizes_.size()) {}
 
   // Plans (size index, threshold, segments per round) under the policies in
@@ -230,16 +231,38 @@ class Search {
   // lost on its estimate they are not cut at all.
   void Run(const std::vector<std::pair<size_t, int32_t>>& order) {
     RunCandidates(order);
-    // Small phases may not repay a second lane's group (comm_lanes.h): the
-    // plan kept is simulated with one lane too (once, not per candidate).
-    if (!small_ || !best_ || !best_->emitted.comm_lanes) return;
+    if (!small_ || !best_) return;
+    SimOptions so{nullptr, false};
+    so.lower_bound = false;
+    if (best_->emitted.comm_lanes) OneLane(so);
+    RelayWaves(so);
+  }
+
+  // Small phases may not repay a second lane's group (comm_lanes.h): the
+  // plan kept is simulated with one lane too (once, not per candidate).
+  void OneLane(const SimOptions& so) {
     PlanPolicy one = best_->policy;
     one.comm_lanes = false;
     EmittedPlan o = EmitPlan(prob_, *best_->schedule, one);
-    SimOptions so{nullptr, false};
-    so.lower_bound = false;
     const double t = o.fits ? Simulate(o.plan, so).time_s : std::numeric_limits<double>::infinity();
     if (t < best_->time_s) best_ = Candidate{best_->schedule, one, std::move(o), t};
+  }
+
+  // Relay waves (comm_lanes.h) where the plan kept has a relay phase: 2
+  // and 4 (8 was slower on llama3-8b NVL72: each wave's groups wait for
+  // their slowest pair, and relay ops are cut where receives end).
+  void RelayWaves(const SimOptions& so) {
+    const Schedule& sc = *best_->schedule;
+    if (!try_waves_ || !sc.all_in_one_round || sc.relay_rounds == 0) return;
+    const PlanPolicy base = best_->policy;
+    for (int32_t waves : kRelayWaves) {
+      PlanPolicy p = base;
+      p.comm_lanes = true, p.relay_waves = waves;
+      EmittedPlan w = EmitPlan(prob_, sc, p);
+      if (!w.fits) continue;
+      const double t = Simulate(w.plan, so).time_s;
+      if (t < best_->time_s) best_ = Candidate{best_->schedule, p, std::move(w), t};
+    }
   }
 
   void RunCandidates(const std::vector<std::pair<size_t, int32_t>>& order) {
@@ -308,6 +331,7 @@ class Search {
   const bool small_;
   const double beat_s_;
   const bool wins_ties_;
+  const bool try_waves_;  // small plans: relay waves searched (PlannerOptions::relay_waves == 0)
   bool Loses(double time_s) const { return wins_ties_ ? time_s > beat_s_ : time_s >= beat_s_; }
   std::optional<double> port_bound_s_;  // PortBoundSeconds(prob_), once asked
   // Per size: (segments per round, segment list) already planned.
@@ -396,7 +420,8 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
                  std::vector<PlanPolicy> policies = {}) {
     if (policies.empty()) policies = Policies(s, options);
     auto search = std::make_unique<Search>(p, cache, routes.Key(), sizes, DirectThresholds(s, options, small),
-                                           per_rounds, std::move(policies), small, beat_s, wins_ties);
+                                           per_rounds, std::move(policies), small, beat_s, wins_ties,
+                                           options.relay_waves == 0);
     search->Run(order);
     return search;
   };
@@ -565,6 +590,16 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         Prediction p = predict(other->best()->emitted.plan);
         if (p.time_s > predicted->time_s) break;
         if (p.time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
+      }
+    }
+    // Relay waves (comm_lanes.h), kept where simulated faster.
+    const Schedule& kept_sc = *search->best()->schedule;
+    if (options.relay_waves == 0 && kept_sc.all_in_one_round && kept_sc.relay_rounds > 0) {
+      const PlanPolicy base = search->best()->policy;
+      for (int32_t waves : kRelayWaves) {
+        PlanPolicy p = base;
+        p.comm_lanes = true, p.relay_waves = waves;
+        keep_if_faster(run(prob, won_order(*search), kNone, false, {p}));
       }
     }
     // The first policy that fits is kept; where it releases memory, allocating

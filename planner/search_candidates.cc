@@ -29,7 +29,10 @@ std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
   std::vector<PlanPolicy> out;
   for (double f : fractions)
     for (bool th : to_host)
-      for (bool pl : per_layer) out.push_back(PlanPolicy{f, pl, th, o.merge_local_copies});
+      for (bool pl : per_layer) {
+        out.push_back(PlanPolicy{f, pl, th, o.merge_local_copies});
+        out.back().relay_waves = std::max(1, o.relay_waves);
+      }
   return out;
 }
 

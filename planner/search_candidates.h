@@ -26,6 +26,9 @@ inline constexpr double kTie = 1 + 1e-9;
 inline constexpr int64_t kFineSizesMinFragments = 20000;
 // Small plans: more segments per round (more staging) must be this much faster.
 inline constexpr double kPerRoundGain = 0.01;
+// Relay waves tried where a round per phase with a relay phase was kept
+// (PlannerOptions::relay_waves == 0), each kept only if simulated faster.
+inline constexpr int32_t kRelayWaves[] = {2, 4};
 // Large plans: where receive-side relays lose to the plain routing by less
 // than this on the round estimate, sender-side relays are tried on top of
 // them too (PlanProblem), and the simulator decides.

@@ -1,7 +1,9 @@
 // End to end on the host backend: scenarios of the tiny presets planned by
 // the planner and run by the executor, every destination element verified.
 // The executor never links the planner; this test links both.
+#include <map>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -77,6 +79,45 @@ plan: {segment_bytes: 256KiB}
     EXPECT_EQ(r.plan.summary.bytes_moved.nvlink, r.stats.relayed_bytes);
     testing::ExpectHostRunVerifies(r.plan, "relayed");
   }
+}
+
+// Relay waves (planner/comm_lanes.h): the network phase cut into waves by
+// bytes, the relays cut where that phase's receives end, on a communicator
+// lane of their own, each wave a group per GPU. Every element of every
+// replica verified, with every contiguous piece sent in place (threshold 0:
+// the cuts fall inside parts) and with the planner's threshold (staged).
+TEST(EndToEndRelays, RelayWavesVerifyEveryElement) {
+  const Scenario s = ParseScenario(R"(
+name: e2e-relay-waves
+model: tiny-llama
+cluster: {preset: dgx-h200, nodes: 2}
+source: {tp: 2, gpus: "0-1"}
+destination: {tp: 2, dp: 2, gpus: "8-11"}
+plan: {segment_bytes: 1MiB}
+)",
+                                   "<e2e>");
+  for (int64_t direct : {int64_t{0}, int64_t{-1}})
+    for (int32_t waves : {1, 2, 3}) {
+      PlannerOptions po;
+      po.simulate = false;
+      po.per_round = kPerRoundAll;
+      po.relays = true;
+      po.send_relays = false;
+      po.direct_min_bytes = direct;
+      po.relay_waves = waves;
+      const PlanResult r = MakePlan(s, po);
+      ASSERT_TRUE(r.ok()) << r.message;
+      // Per GPU that relays: one group per wave on the relay lane.
+      std::map<int32_t, std::set<int32_t>> relay_groups;
+      for (const Op& op : r.plan.ops)
+        if (op.kind == OpKind::kSend && r.plan.stream_names[op.stream] == kCommLane2StreamName)
+          relay_groups[op.gpu].insert(op.group);
+      if (waves > 1) {
+        ASSERT_FALSE(relay_groups.empty());
+        for (const auto& [g, v] : relay_groups) EXPECT_LE(static_cast<int32_t>(v.size()), waves) << "GPU " << g;
+      }
+      testing::ExpectHostRunVerifies(r.plan, fmt::format("relay waves {} threshold {}", waves, direct));
+    }
 }
 
 // Sender-side relays (Problem::AddSendRelays): one GPU of node 0 holds
