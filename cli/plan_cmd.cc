@@ -96,6 +96,10 @@ void Run(const PlanCmdOptions& o) {
     std::cout << fmt::format("sender relays   {} sent over NVLink to a GPU of the sender's domain that sends them on "
                              "over its own NIC (NVLink above includes them)\n",
                              FormatBytes(r.stats.send_relayed_bytes));
+  if (r.stats.recv_relayed_bytes > 0)
+    std::cout << fmt::format("NIC relays      {} received over the NIC of another GPU of the receiver's domain that "
+                             "sends them on over NVLink (NVLink above includes them)\n",
+                             FormatBytes(r.stats.recv_relayed_bytes));
   std::cout << fmt::format("segments        {} of at most {} ({} direct), {} rounds of up to {} per GPU and direction, "
                            "{} NCCL groups, {} ops\n",
                            r.stats.segments, FormatBytes(sum.segment_bytes), r.stats.direct, r.stats.rounds,
@@ -131,6 +135,7 @@ nlohmann::json PlanJson(const Scenario& s, const PlanResult& r, const std::strin
   j["round_per_phase"] = r.stats.round_per_phase;
   j["relayed_bytes"] = r.stats.relayed_bytes;
   j["send_relayed_bytes"] = r.stats.send_relayed_bytes;
+  j["recv_relayed_bytes"] = r.stats.recv_relayed_bytes;
   j["ops"] = r.stats.ops;
   AddPeakMemoryJson(j, r.stats.peak_parts, s.cluster, s.memory.reserve_bytes);
   if (!baseline.empty()) j["baseline"] = baseline;

@@ -129,6 +129,7 @@ struct PlanStats {
   int64_t ops = 0;
   int64_t relayed_bytes = 0;    // received over NVLink from a destination GPU that got them over the network
   int64_t send_relayed_bytes = 0;  // sent over NVLink to a GPU of the sender's domain, which sends them on over its NIC
+  int64_t recv_relayed_bytes = 0;  // received over the NIC of another GPU of the receiver's domain, which sends them on over NVLink
   std::vector<int64_t> planned_peak_bytes;  // per GPU: the planner's bound on device memory
   std::vector<MemoryParts> peak_parts;      // per GPU, at its simulated peak (empty unless simulated)
   std::string predicted_by;     // "simulator" or "port model"

@@ -48,7 +48,10 @@ std::vector<PairBytes> PairTotals(const ScratchVector<SourcedFragment>& sourced,
       ++j;
     }
     const SourcedFragment& x = sourced[i];
-    if (x.via >= 0) {  // two hops: holder -> relay peer first, then on to the receiver
+    if (x.via >= 0 && x.via_recv) {  // over the network to the relay peer, then relayed over NVLink
+      pairs.push_back(PairBytes{x.src_gpu, x.via, bytes, false});
+      pairs.push_back(PairBytes{x.via, x.dst_gpu, bytes, true});
+    } else if (x.via >= 0) {  // two hops: holder -> relay peer first, then on to the receiver
       pairs.push_back(PairBytes{x.src_gpu, x.via, bytes, false, true});
       pairs.push_back(PairBytes{x.via, x.dst_gpu, bytes, false});
     } else {
@@ -396,76 +399,134 @@ bool Problem::BalanceNetworkSenders() {
   return moved;
 }
 
-int64_t Problem::AddSendRelays() {
-  const Cluster& c = scenario.cluster;
-  if (c.nics_per_node <= 0) return 0;
+namespace {
+
+// Per NVLink domain, its NICs' mean load (rounded up) is each NIC's level;
+// NICs below it are takers, most room first. A NIC's relay peer: its lowest GPU.
+struct NicLevels {
+  std::vector<int64_t> level;
+  std::vector<int32_t> nic_gpu;
+  std::vector<std::vector<int32_t>> takers;  // per domain
+  std::vector<size_t> cursor;                // per domain: the next taker to fill
+  // The taker of `domain` with room for half of `bytes` at least (-1: none).
+  int32_t Taker(int32_t domain, int64_t bytes, const std::vector<int64_t>& load) {
+    auto& tk = takers[domain];
+    size_t& at = cursor[domain];
+    while (at < tk.size() && 2 * (level[tk[at]] - load[tk[at]]) < bytes) ++at;
+    return at == tk.size() ? -1 : tk[at];
+  }
+};
+
+NicLevels LevelNics(const Cluster& c, const std::vector<int64_t>& load) {
   const int32_t nics = c.nodes * c.nics_per_node;
   const int32_t domain_gpus = c.gpus_per_node * c.nvlink_domain_nodes;
-  // Network egress per NIC (AddRelays' entries travel over NVLink).
-  std::vector<int64_t> load(nics, 0);
-  for (const SourcedFragment& sf : sourced)
-    if (!sf.relay && sf.via < 0 && c.Between(sf.src_gpu, sf.dst_gpu) == LinkClass::kNetwork)
-      load[c.NicOf(sf.src_gpu)] += sf.elems * elem_bytes;
-  // Per domain: the mean over its NICs (rounded up) is each NIC's level;
-  // NICs above it give their excess, NICs below take up to their room.
-  // Relay peer of a NIC: its lowest GPU.
   const int32_t domains = (c.Gpus() + domain_gpus - 1) / domain_gpus;
-  std::vector<int64_t> level(nics, 0);
-  std::vector<int32_t> nic_gpu(nics, -1);
-  for (int32_t g = c.Gpus() - 1; g >= 0; --g) nic_gpu[c.NicOf(g)] = g;
-  std::vector<std::vector<int32_t>> takers(domains);  // per domain: NICs below the level, most room first
+  NicLevels L{std::vector<int64_t>(nics, 0), std::vector<int32_t>(nics, -1),
+              std::vector<std::vector<int32_t>>(domains), std::vector<size_t>(domains, 0)};
+  for (int32_t g = c.Gpus() - 1; g >= 0; --g) L.nic_gpu[c.NicOf(g)] = g;
   for (int32_t d = 0; d < domains; ++d) {
     std::vector<int32_t> dn;
     for (int32_t n = 0; n < nics; ++n)
-      if (nic_gpu[n] >= 0 && c.DomainOf(nic_gpu[n]) == d) dn.push_back(n);
+      if (L.nic_gpu[n] >= 0 && c.DomainOf(L.nic_gpu[n]) == d) dn.push_back(n);
     if (dn.size() < 2) continue;
     int64_t sum = 0;
     for (int32_t n : dn) sum += load[n];
     const int64_t mean = (sum + static_cast<int64_t>(dn.size()) - 1) / static_cast<int64_t>(dn.size());
     for (int32_t n : dn) {
-      level[n] = mean;
-      if (load[n] < mean) takers[d].push_back(n);
+      L.level[n] = mean;
+      if (load[n] < mean) L.takers[d].push_back(n);
     }
-    std::stable_sort(takers[d].begin(), takers[d].end(), [&](int32_t a, int32_t b) { return load[a] < load[b]; });
+    std::stable_sort(L.takers[d].begin(), L.takers[d].end(), [&](int32_t a, int32_t b) { return load[a] < load[b]; });
   }
-  // A NIC's excess below what the network carries in one op's latency is
-  // left alone: relaying it cannot save more than the latency its second
-  // hop adds (dgx-h200: 48 GB/s x 12 us = 576 kB).
-  const int64_t min_excess =
-      std::max<int64_t>(1, static_cast<int64_t>(c.network.bytes_per_s * c.network.latency_ns * 1e-9));
-  // Entries in `sourced` order (sender, receiver, layer): a sender's excess
-  // goes, fragment by fragment, to its domain's takers in turn.
-  std::vector<size_t> cursor(domains, 0);
-  int64_t moved = 0;
-  for (SourcedFragment& sf : sourced) {
-    if (sf.relay || c.Between(sf.src_gpu, sf.dst_gpu) != LinkClass::kNetwork) continue;
-    const int32_t from = c.NicOf(sf.src_gpu);
-    const int64_t b = sf.elems * elem_bytes;
-    const int64_t excess = load[from] - level[from];
-    if (excess < min_excess || 2 * excess < b) continue;  // within half a fragment of its level
-    const int32_t d = c.DomainOf(sf.src_gpu);
-    auto& tk = takers[d];
-    while (cursor[d] < tk.size() && 2 * (level[tk[cursor[d]]] - load[tk[cursor[d]]]) < b) ++cursor[d];
-    if (cursor[d] == tk.size()) continue;  // no room for it: later (smaller) fragments may fit
-    const int32_t to = tk[cursor[d]];
-    sf.via = nic_gpu[to];
-    load[from] -= b;
-    load[to] += b;
-    moved += b;
-  }
-  if (moved == 0) return 0;
-  // Sender-relayed entries after the direct ones, before AddRelays' ones.
+  return L;
+}
+
+// A NIC's excess below what the network carries in one op's latency is
+// left alone: relaying it cannot save more than the latency its second hop
+// adds (dgx-h200: 48 GB/s x 12 us = 576 kB).
+int64_t MinExcessBytes(const Cluster& c) {
+  return std::max<int64_t>(1, static_cast<int64_t>(c.network.bytes_per_s * c.network.latency_ns * 1e-9));
+}
+
+// Relayed entries (via) after the direct ones, before AddRelays' ones, sorted
+// by (sender, receiver, relay peer, direction, slot, rank, fragment).
+void SortViaEntries(ScratchVector<SourcedFragment>& sourced) {
   auto rank_of = [](const SourcedFragment& x) { return x.relay ? 2 : x.via >= 0 ? 1 : 0; };
   std::stable_sort(sourced.begin(), sourced.end(),
                    [&](const SourcedFragment& x, const SourcedFragment& y) { return rank_of(x) < rank_of(y); });
   auto first = std::find_if(sourced.begin(), sourced.end(), [](const SourcedFragment& x) { return x.via >= 0; });
   auto last = std::find_if(first, sourced.end(), [](const SourcedFragment& x) { return x.via < 0; });
   std::sort(first, last, [](const SourcedFragment& x, const SourcedFragment& y) {
-    return std::tie(x.src_gpu, x.dst_gpu, x.via, x.src_slot, x.dst_rank, x.frag) <
-           std::tie(y.src_gpu, y.dst_gpu, y.via, y.src_slot, y.dst_rank, y.frag);
+    return std::tie(x.src_gpu, x.dst_gpu, x.via, x.via_recv, x.src_slot, x.dst_rank, x.frag) <
+           std::tie(y.src_gpu, y.dst_gpu, y.via, y.via_recv, y.src_slot, y.dst_rank, y.frag);
   });
+}
+
+}  // namespace
+
+int64_t Problem::AddSendRelays() {
+  const Cluster& c = scenario.cluster;
+  if (c.nics_per_node <= 0) return 0;
+  // Network egress per NIC (AddRelays' entries travel over NVLink).
+  std::vector<int64_t> load(c.nodes * c.nics_per_node, 0);
+  for (const SourcedFragment& sf : sourced)
+    if (!sf.relay && sf.via < 0 && c.Between(sf.src_gpu, sf.dst_gpu) == LinkClass::kNetwork)
+      load[c.NicOf(sf.src_gpu)] += sf.elems * elem_bytes;
+  NicLevels L = LevelNics(c, load);
+  const int64_t min_excess = MinExcessBytes(c);
+  // Entries in `sourced` order (sender, receiver, layer): a sender's excess
+  // goes, fragment by fragment, to its domain's takers in turn.
+  int64_t moved = 0;
+  for (SourcedFragment& sf : sourced) {
+    if (sf.relay || c.Between(sf.src_gpu, sf.dst_gpu) != LinkClass::kNetwork) continue;
+    const int32_t from = c.NicOf(sf.src_gpu);
+    const int64_t b = sf.elems * elem_bytes;
+    const int64_t excess = load[from] - L.level[from];
+    if (excess < min_excess || 2 * excess < b) continue;  // within half a fragment of its level
+    const int32_t to = L.Taker(c.DomainOf(sf.src_gpu), b, load);
+    if (to < 0) continue;  // no room for it: later (smaller) fragments may fit
+    sf.via = L.nic_gpu[to];
+    load[from] -= b;
+    load[to] += b;
+    moved += b;
+  }
+  if (moved == 0) return 0;
+  SortViaEntries(sourced);
   pairs = PairTotals(sourced, elem_bytes);
   send_relayed_bytes = moved;
+  return moved;
+}
+
+int64_t Problem::AddRecvRelays() {
+  const Cluster& c = scenario.cluster;
+  if (c.nics_per_node <= 0) return 0;
+  // Network ingress per NIC: direct entries, and sender-relayed ones' second hops.
+  std::vector<int64_t> load(c.nodes * c.nics_per_node, 0);
+  for (const SourcedFragment& sf : sourced) {
+    const int32_t from = sf.via >= 0 ? sf.via : sf.src_gpu;
+    if (!sf.relay && c.Between(from, sf.dst_gpu) == LinkClass::kNetwork) load[c.NicOf(sf.dst_gpu)] += sf.elems * elem_bytes;
+  }
+  NicLevels L = LevelNics(c, load);
+  const int64_t min_excess = MinExcessBytes(c);
+  int64_t moved = 0;
+  for (SourcedFragment& sf : sourced) {
+    if (sf.relay || sf.feeds || sf.via >= 0 || c.Between(sf.src_gpu, sf.dst_gpu) != LinkClass::kNetwork) continue;
+    const int32_t from = c.NicOf(sf.dst_gpu);
+    const int64_t b = sf.elems * elem_bytes;
+    const int64_t excess = load[from] - L.level[from];
+    if (excess < min_excess || 2 * excess < b) continue;
+    const int32_t to = L.Taker(c.DomainOf(sf.dst_gpu), b, load);
+    if (to < 0 || c.Between(sf.src_gpu, L.nic_gpu[to]) != LinkClass::kNetwork) continue;
+    sf.via = L.nic_gpu[to];
+    sf.via_recv = true;
+    load[from] -= b;
+    load[to] += b;
+    moved += b;
+  }
+  if (moved == 0) return 0;
+  SortViaEntries(sourced);
+  pairs = PairTotals(sourced, elem_bytes);
+  recv_relayed_bytes = moved;
   return moved;
 }
 

@@ -49,11 +49,16 @@ struct SourcedFragment {
   // this GPU of the sender's domain (into staging there), which sends it on
   // over its own NIC; -1: sent straight.
   int32_t via = -1;
+  // With via: a receiver-side relay instead (Problem::AddRecvRelays): `via`
+  // is a GPU of the receiver's domain that receives it over its own NIC
+  // (into staging) and sends it on over NVLink in the relay phase.
+  bool via_recv = false;
 };
 
 // Entries of one (sender, receiver) pair: cut and scheduled together.
 inline bool SamePair(const SourcedFragment& a, const SourcedFragment& b) {
-  return a.src_gpu == b.src_gpu && a.dst_gpu == b.dst_gpu && a.relay == b.relay && a.via == b.via;
+  return a.src_gpu == b.src_gpu && a.dst_gpu == b.dst_gpu && a.relay == b.relay && a.via == b.via &&
+         a.via_recv == b.via_recv;
 }
 
 // Bytes from one GPU to another (sender == receiver: local copies).
@@ -128,6 +133,21 @@ struct Problem {
   int64_t AddSendRelays();
   int64_t send_relayed_bytes = 0;
 
+  // Receiver-side NIC relays, AddSendRelays' mirror on NIC ingress: where a
+  // NIC's network ingress exceeds the mean of its NVLink domain's NICs,
+  // entries it would receive go instead to a GPU of the domain on a NIC
+  // below that mean (SourcedFragment::via with via_recv), which receives
+  // them into staging over its own NIC with the direct transfers and sends
+  // them on over NVLink in the relay phase (colocated llama3-70b TP8 x PP8
+  // -> TP4 x PP4: a receiver whose bytes all sit on other nodes takes 8.5
+  // GiB over its NIC while its node mates take less). Entries that feed
+  // AddRelays' relays, are relayed, or are sender-relayed stay. Entries are
+  // ordered as AddSendRelays orders them. Run after AddSendRelays. Returns
+  // the bytes moved off their receiver's NIC (0: none, nothing changed).
+  // O(N log N) for the N network entries.
+  int64_t AddRecvRelays();
+  int64_t recv_relayed_bytes = 0;
+
   // What AddRelays / AddSendRelays change: saved and restored to plan with and without
   // relays from one Problem (copies of O(N) entries).
   struct Routing {
@@ -135,13 +155,17 @@ struct Problem {
     std::vector<PairBytes> pairs;
     int64_t relayed_bytes = 0;
     int64_t send_relayed_bytes = 0;
+    int64_t recv_relayed_bytes = 0;
   };
-  Routing SaveRouting() const { return Routing{sourced, pairs, relayed_bytes, send_relayed_bytes}; }
+  Routing SaveRouting() const {
+    return Routing{sourced, pairs, relayed_bytes, send_relayed_bytes, recv_relayed_bytes};
+  }
   void RestoreRouting(Routing r) {
     sourced = std::move(r.sourced);
     pairs = std::move(r.pairs);
     relayed_bytes = r.relayed_bytes;
     send_relayed_bytes = r.send_relayed_bytes;
+    recv_relayed_bytes = r.recv_relayed_bytes;
   }
 
   // The side a (possibly relayed) entry is sent from.

@@ -27,13 +27,15 @@ class Routings {
     }
     return relayed_bytes_;
   }
-  // The bytes moved off their sender's NIC by sender-side relays added to
-  // routing `base` (kPlain or kRelayed; 0: none, the routing is base's).
+  // The bytes moved off their sender's NIC by sender-side relays, and off
+  // their receiver's NIC by receiver-side NIC relays (AddRecvRelays), added
+  // to routing `base` (kPlain or kRelayed; 0: none, the routing is base's).
   int64_t SendRelayedBytes(int32_t base) {
     if (send_base_ != base) {
       Use(base);
       Problem::Routing copy = prob_.SaveRouting();
       send_relayed_bytes_ = prob_.AddSendRelays();
+      send_relayed_bytes_ += prob_.AddRecvRelays();
       saved_[base] = std::move(copy);
       now_ = kSendRelayed;
       send_base_ = base;
@@ -62,6 +64,7 @@ class Routings {
     std::swap(prob_.pairs, r.pairs);
     std::swap(prob_.relayed_bytes, r.relayed_bytes);
     std::swap(prob_.send_relayed_bytes, r.send_relayed_bytes);
+    std::swap(prob_.recv_relayed_bytes, r.recv_relayed_bytes);
   }
   Problem& prob_;
   Problem::Routing saved_[3];  // the routings the problem does not hold now

@@ -21,8 +21,8 @@
 // the estimate adds the relay rounds as a second phase). Large plans search first the side whose first candidate
 // estimates faster; the other side's candidates whose schedule estimate already loses to it are not emitted, and those
 // of at most two segments per round whose port bound (PortBoundSeconds, from the pair totals) loses are not even cut.
-// Sender-side relays (Problem::AddSendRelays) are then added to the routing chosen and searched the same way, with the
-// plan in hand to beat: kept only if predicted faster.
+// Sender-side relays (Problem::AddSendRelays) and receiver-side NIC relays (Problem::AddRecvRelays) are then added to
+// the routing chosen and searched the same way, with the plan in hand to beat: kept only if predicted faster.
 // A round per phase holds all of a GPU's staged segments at once: it is planned under the first policy only (never
 // bought with a memory saver); where that does not fit, large plans try it at 64 MiB, then the next candidate.
 // Memory pressure: once a policy does not fit, the next ones are emitted for their memory answer only
@@ -498,7 +498,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   // estimate prefers them both plans are simulated, so the simulator
   // decides as for small plans.
   SizeOrders send_orders;
-  int64_t send_relayed_bytes = 0;
+  int64_t send_relayed_bytes = 0, recv_relayed_bytes = 0;  // of the routing kept (Routings::kSendRelayed)
   std::optional<Prediction> predicted;  // of search's best, where already simulated
   if (options.send_relays != std::optional<bool>{false} && (search->best() || options.send_relays)) {
     const int32_t base = routes.Now();
@@ -518,7 +518,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       }
       if (keep) {
         search = std::move(sent);
-        send_relayed_bytes = prob.send_relayed_bytes;
+        send_relayed_bytes = prob.send_relayed_bytes, recv_relayed_bytes = prob.recv_relayed_bytes;
       } else {
         routes.Use(base);
       }
@@ -543,7 +543,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
           search = std::move(both), predicted = std::move(p), send_orders = std::move(orders);
           use_relays = true;
           relayed_bytes = prob.relayed_bytes;
-          send_relayed_bytes = prob.send_relayed_bytes;
+          send_relayed_bytes = prob.send_relayed_bytes, recv_relayed_bytes = prob.recv_relayed_bytes;
         }
       }
     }
@@ -562,7 +562,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       Prediction p = predict(other->best()->emitted.plan);
       if (p.time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
     };
-    const SizeOrders& o = send_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
+    const SizeOrders& o = send_relayed_bytes + recv_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
     // Where rounds won and a round per phase estimates below the plan in hand: at
     // its best size, then (no fit) at kAllFallbackBytes (deepseek-v3 171.1 -> 165.5 ms).
     if (!search->best()->schedule->all_in_one_round && !o.all_first && !o.all.empty() &&
@@ -616,6 +616,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   res.stats.fragments = prob.Fragments();
   res.stats.relayed_bytes = relayed_bytes;
   res.stats.send_relayed_bytes = send_relayed_bytes;
+  res.stats.recv_relayed_bytes = recv_relayed_bytes;
   auto& best = search->best();
   if (!best && !search->unissuable().empty())
     throw InternalError(fmt::format("planner: every plan of scenario '{}' ({}) that fits in memory cannot be "

@@ -127,6 +127,7 @@ class RemotePairCutter {
         Segment first = d, second = d;
         first.dst_gpu = via, first.recv_direct = false, first.hop = 1;
         second.src_gpu = via, second.send_direct = false, second.hop = 2;
+        first.via_recv = second.via_recv = prob_.sourced[i].via_recv;
         sc_.segments.push_back(first);
         sc_.segments.push_back(second);
       }
@@ -338,8 +339,12 @@ void AssignRounds(Schedule& sc, int32_t gpus) {
   sc.per_round = sc.all_in_one_round ? 1 : asked;  // all: the largest phase's Δ, below
   sc.rounds = 0;
   // Phases: sender-relay first hops, then the direct segments (with the
-  // second hops), then AddRelays' relayed ones.
-  auto phase_of = [](const Segment& g) { return g.hop == 1 ? 0 : g.relay ? 2 : 1; };
+  // second hops, and receiver-side relays' first), then AddRelays' relayed
+  // ones (with receiver-side relays' second hops).
+  auto phase_of = [](const Segment& g) {
+    if (g.via_recv) return g.hop == 1 ? 1 : 2;
+    return g.hop == 1 ? 0 : g.relay ? 2 : 1;
+  };
   for (int32_t phase : {0, 1, 2}) {
     const bool relay = phase == 2;
     const int32_t rounds_before = sc.rounds;

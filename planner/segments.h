@@ -91,6 +91,10 @@ struct Segment {
   // that buffer on to the receiver. 0: not relayed that way.
   int8_t hop = 0;
   int32_t feed = -1;
+  // Receiver-side NIC relay (SourcedFragment::via_recv): hop 1 (over the
+  // network into the relay peer's staging) goes with the direct segments,
+  // hop 2 (over NVLink to the receiver) in the relay phase.
+  bool via_recv = false;
   bool Direct() const { return send_direct && recv_direct; }
   bool PerPart() const { return send_direct || recv_direct; }  // one send / recv per part
   bool Packs() const { return !send_direct && hop != 2; }    // the sender packs it into a staging slot

@@ -151,6 +151,32 @@ plan: {{segment_bytes: 256KiB}}
   }
 }
 
+// Receiver-side NIC relays (Problem::AddRecvRelays): GPU 8 alone needs
+// every weight, which sits on node 0 (TP2 x DP4), so its NIC would take them all;
+// fragments go instead over node 1's other NICs (into staging on GPUs
+// 9-15) and on to GPU 8 over NVLink in the relay phase. Every element
+// verified on the host backend, with one and two segments per round and a
+// round per phase.
+TEST(EndToEndRelays, NicRelayedPlanVerifiesEveryElement) {
+  const Scenario s = ParseScenario(R"(
+name: e2e-nic-relay
+model: tiny-llama
+cluster: {preset: dgx-h200, nodes: 2}
+source: {tp: 2, dp: 4, gpus: "0-7"}
+destination: {tp: 1, gpus: "8"}
+plan: {segment_bytes: 256KiB}
+)",
+                                   "<e2e>");
+  for (int32_t per_round : {1, 2, kPerRoundAll}) {
+    const PlanResult r = PlanByPortModel(s, per_round, false, true);
+    ASSERT_TRUE(r.ok()) << r.message;
+    // Node 1's mean ingress is an eighth: about 7/8 of the bytes go through a peer.
+    EXPECT_GT(8 * r.stats.recv_relayed_bytes, 6 * r.plan.summary.bytes_moved.network);
+    EXPECT_EQ(r.plan.summary.bytes_moved.nvlink, r.stats.recv_relayed_bytes + r.stats.send_relayed_bytes);
+    testing::ExpectHostRunVerifies(r.plan, "NIC-relayed");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyPresets, EndToEnd, ::testing::ValuesIn(testing::kE2eCases), testing::E2eCaseName);
 
 }  // namespace

@@ -109,6 +109,74 @@ TEST(SendRelays, OneHolderSpreadsItsEgressOverTheNodesNics) {
   EXPECT_LT(chosen.plan.summary.predicted_time_s, direct.plan.summary.predicted_time_s);
 }
 
+// Network ingress per NIC of a problem's routing (a receiver-side relay's
+// first hop lands on the relay peer's NIC).
+std::vector<int64_t> NicIngress(const Problem& p) {
+  const Cluster& c = p.scenario.cluster;
+  std::vector<int64_t> out(c.nodes * c.nics_per_node, 0);
+  for (const SourcedFragment& sf : p.sourced) {
+    if (sf.relay || c.Between(sf.src_gpu, sf.dst_gpu) != LinkClass::kNetwork) continue;
+    out[c.NicOf(sf.via >= 0 && sf.via_recv ? sf.via : sf.dst_gpu)] += sf.elems * p.elem_bytes;
+  }
+  return out;
+}
+
+// The mirror of OneHolderSpreadsItsEgressOverTheNodesNics: llama3-8b TP8 on
+// node 0 -> TP1 on GPU 8 of node 1. Before: NIC 8 takes all B = 16.06 GB
+// (NICs 9-15 idle): B / 48 GB/s = 335 ms. AddRecvRelays: node 1's eight
+// NICs have mean B/8; NIC 8 keeps about B/8 and GPUs 9-15 each take about
+// B/8 over their own NIC (whole fragments: within the largest one) and send
+// it on to GPU 8 over NVLink in the relay phase. After: the network phase
+// B/8 / 48 GB/s = 41.8 ms, then 7B/8 into GPU 8's NVLink, 14.05e9 / 365e9
+// = 38.5 ms: about 80 ms; at least the busier port, 41.8 ms, and the
+// unpacks and ops add a few percent. Below a third of the direct plan.
+TEST(RecvRelays, OneReceiverSpreadsItsIngressOverTheNodesNics) {
+  const Scenario s = TwoNodes("llama3-8b", "{tp: 8, gpus: \"0-7\"}", "{tp: 1, gpus: \"8\"}", "one-receiver");
+  Problem prob(s);
+  const std::vector<int64_t> before = NicIngress(prob);
+  const int64_t total = before[8];
+  ASSERT_GT(total, int64_t{16'000'000'000});
+  for (int32_t n = 9; n < 16; ++n) EXPECT_EQ(before[n], 0) << n;
+  int64_t largest = 0;
+  for (const SourcedFragment& sf : prob.sourced) largest = std::max(largest, sf.elems * prob.elem_bytes);
+  const int64_t sent_on = prob.AddSendRelays();  // node 0's NICs send about B/8 each already
+  EXPECT_LT(100 * sent_on, total);
+  const int64_t moved = prob.AddRecvRelays();
+  const std::vector<int64_t> after = NicIngress(prob);
+  EXPECT_EQ(moved, total - after[8]);
+  EXPECT_EQ(prob.recv_relayed_bytes, moved);
+  for (int32_t n = 8; n < 16; ++n) EXPECT_LE(std::abs(after[n] - total / 8), largest) << "NIC " << n;
+  for (const SourcedFragment& sf : prob.sourced)
+    if (sf.via >= 0 && sf.via_recv) {
+      EXPECT_EQ(sf.dst_gpu, 8);
+      EXPECT_TRUE(sf.via >= 9 && sf.via <= 15) << sf.via;  // a peer of the receiver's node
+    }
+
+  PlannerOptions never, always;
+  never.send_relays = false;
+  always.send_relays = true;
+  never.relays = always.relays = false;
+  never.per_round = always.per_round = kPerRoundAll;
+  never.segment_bytes = always.segment_bytes = int64_t{1} << 30;
+  const PlanResult direct = MakePlan(s, never), relayed = MakePlan(s, always);
+  ASSERT_TRUE(direct.ok() && relayed.ok());
+  EXPECT_EQ(direct.stats.recv_relayed_bytes, 0);
+  EXPECT_EQ(relayed.stats.recv_relayed_bytes, moved);
+  EXPECT_EQ(relayed.stats.send_relayed_bytes, sent_on);
+  const double b = static_cast<double>(total);
+  EXPECT_GE(direct.plan.summary.predicted_time_s, b / 48e9);
+  EXPECT_GE(relayed.plan.summary.predicted_time_s, std::max(moved / 365e9, b / 8 / 48e9));
+  EXPECT_LE(relayed.plan.summary.predicted_time_s, (moved / 365e9 + b / 8 / 48e9) * 1.1);
+  EXPECT_LT(3 * relayed.plan.summary.predicted_time_s, direct.plan.summary.predicted_time_s);
+  // The search keeps them (predicted faster).
+  PlannerOptions searched;
+  searched.relays = false;
+  const PlanResult chosen = MakePlan(s, searched);
+  ASSERT_TRUE(chosen.ok());
+  EXPECT_GT(chosen.stats.recv_relayed_bytes, 0);
+  EXPECT_LT(chosen.plan.summary.predicted_time_s, direct.plan.summary.predicted_time_s);
+}
+
 // A GPU whose NIC sends no more than its domain's mean keeps every byte:
 // node 0's GPUs hold the same shards as node 1's need (TP2 DP4 -> TP2 DP4),
 // each sends its own to its counterpart, so every NIC sends about the same
