@@ -59,6 +59,8 @@ SCENARIOS = [
      "held-out: PP16xEP16 -> vLLM TP8xDP32 EP256 fp8, 256+256 H100 (MoE, disagg)"),
     ("llama3-405b", "bench/results/2026-12-02-cpu-planner-pressure/llama3-405b-dgx-h100-tp4pp16-to-tp16dp8.yaml",
      None, "held-out: TP4xPP16 -> TP16xDP8, 128 H100 (dense, colocated)"),
+    ("llama3-70b-colocated", "bench/results/2026-12-03-cpu-at-scale-nic-relays/llama3-70b-h100-colocated-pp.yaml", None,
+     "held-out: TP8xPP8xDP2 -> TP4xPP4xDP8, 128 H100 (dense, colocated)"),
 ]
 
 
