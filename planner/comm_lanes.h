@@ -62,7 +62,7 @@ std::vector<uint8_t> RelayWaveLanes(const Schedule& sc, int32_t gpus);
 // w-th of it, 4 KiB aligned.
 inline int64_t WaveStartBytes(int64_t bytes, int32_t w, int32_t waves) {
   if (w >= waves) return bytes;
-  return static_cast<int64_t>(static_cast<__int128>(bytes) * w / waves) / 4096 * 4096;
+  return (bytes / waves * w + bytes % waves * w / waves) / 4096 * 4096;  // floor(bytes * w / waves), no overflow
 }
 
 // Per GPU: its distinct (lane, peer) connections (each costs NCCL buffers);

@@ -357,6 +357,19 @@ double RoutingBoundSeconds(const Plan& plan) { return LowerBound(plan).time_s; }
 namespace {
 
 // A candidate's prediction, as PredictWithSimulator makes it.
+// The relay phase's busiest NVLink port of schedule `sc` (its bytes at the
+// port's peak rate; 0 without relays). Relay waves overlap the relay phase
+// with the network phase, so they cannot gain more than this. O(segments).
+double RelayPhaseSeconds(const Schedule& sc, const Cluster& c) {
+  if (sc.relay_rounds == 0) return 0;
+  std::vector<int64_t> out(c.Gpus(), 0), in(c.Gpus(), 0);
+  int64_t most = 0;
+  for (const Segment& g : sc.segments)
+    if (g.round >= sc.rounds - sc.relay_rounds)
+      most = std::max({most, out[g.src_gpu] += g.bytes, in[g.dst_gpu] += g.bytes});
+  return static_cast<double>(most) / c.nvlink.bytes_per_s;
+}
+
 Prediction SimulateCandidate(const Plan& plan) {
   SimOptions so{nullptr, false};
   so.lower_bound = false;  // the summary has it
@@ -592,9 +605,13 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         if (p.time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
       }
     }
-    // Relay waves (comm_lanes.h), kept where simulated faster.
+    // Relay waves (comm_lanes.h), kept where simulated faster; each try emits
+    // and simulates the whole plan, so only where the relay phase is at least
+    // kRelayWavesMinShare of the refit (deepseek-v3 NVL72: ~5 of 121 ms; its
+    // tries took 8 CPU-s and were slower).
     const Schedule& kept_sc = *search->best()->schedule;
-    if (options.relay_waves == 0 && kept_sc.all_in_one_round && kept_sc.relay_rounds > 0) {
+    if (options.relay_waves == 0 && kept_sc.all_in_one_round && kept_sc.relay_rounds > 0 &&
+        RelayPhaseSeconds(kept_sc, s.cluster) >= kRelayWavesMinShare * predicted->time_s) {
       const PlanPolicy base = search->best()->policy;
       for (int32_t waves : kRelayWaves) {
         PlanPolicy p = base;

@@ -29,6 +29,9 @@ inline constexpr double kPerRoundGain = 0.01;
 // Relay waves tried where a round per phase with a relay phase was kept
 // (PlannerOptions::relay_waves == 0), each kept only if simulated faster.
 inline constexpr int32_t kRelayWaves[] = {2, 4};
+// Large plans try relay waves only where the relay phase's busiest NVLink
+// port needs at least this share of the predicted time (search.cc).
+inline constexpr double kRelayWavesMinShare = 0.1;
 // Large plans: where receive-side relays lose to the plain routing by less
 // than this on the round estimate, sender-side relays are tried on top of
 // them too (PlanProblem), and the simulator decides.
