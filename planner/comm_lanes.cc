@@ -14,7 +14,7 @@ std::vector<uint8_t> CommLanes(const Schedule& sc, int32_t gpus) {
   for (const Segment& g : sc.segments) {
     if (g.relay || g.round != relays_at - 1 || sc.relay_rounds == 0) continue;
     phase_bytes += g.bytes;
-    if (g.feeds) feed_bytes += g.bytes;
+    if (g.feeds || (g.via_recv && g.hop == 1)) feed_bytes += g.bytes;  // the relay phase waits for both
   }
   const bool feed_lane = feed_bytes > 0 && 2 * feed_bytes <= phase_bytes;
   // Per (sender, round, lane): bytes so far; rounds of a round per phase are few.
@@ -24,7 +24,7 @@ std::vector<uint8_t> CommLanes(const Schedule& sc, int32_t gpus) {
     const Segment& sg = sc.segments[i];
     if (sg.relay || sg.round >= relays_at) continue;
     if (feed_lane && sg.round == relays_at - 1) {
-      lanes[i] = sg.feeds ? 0 : 1;
+      lanes[i] = sg.feeds || (sg.via_recv && sg.hop == 1) ? 0 : 1;
       split = split || lanes[i] != 0;
       continue;
     }

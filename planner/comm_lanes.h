@@ -12,7 +12,8 @@
 // lanes run to the phase's end. (A smaller lane 0, fewer packs before the
 // first transfer, was slower on deepseek-v3: 158.7 ms at a fifth, 157.0 at
 // half.) Except in the phase a relay phase follows, where the segments that
-// feed relays are at most half of its bytes: they take lane 0 alone and the
+// feed relays (and receiver-side relays' first hops, which the relay phase
+// sends on) are at most half of its bytes: they take lane 0 alone and the
 // rest lane 1. Lane 0's group then ends early, and the relay phase (lane 0,
 // after it) runs over NVLink while lane 1's network transfers still do,
 // instead of after them all (deepseek-v3: feeds 4 % of the phase, 157.8 ->

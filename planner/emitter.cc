@@ -501,13 +501,18 @@ class Emitter {
     flush();
     if (!policy_.source_to_host || reads.empty() || sg.relay) return;
     // Each source buffer read in place is done after its last send here, but
-    // is released only once the round's groups are emitted (ReleaseGroupReads).
+    // is released only once the round's groups are emitted (ReleaseGroupReads);
+    // with waves, after the segment's last wave (a reader is counted per segment).
+    bool last = true;
+    for (int32_t w = wave + 1; wave >= 0 && w < waves_; ++w)
+      last = last && !emitter_internal::InWave(sg, w, waves_, homes_, buffers_, range_writes_);
     std::stable_sort(reads.begin(), reads.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     for (size_t a = 0; a < reads.size();) {
       size_t e = a;
       while (e < reads.size() && reads[e].first == reads[a].first) ++e;
       for (size_t q = a; q + 1 < e; ++q) buffers_[reads[q].first].reads.push_back(reads[q].second);
-      group_reads_.push_back(reads[e - 1]);
+      if (last) group_reads_.push_back(reads[e - 1]);
+      else buffers_[reads[e - 1].first].reads.push_back(reads[e - 1].second);
       a = e;
     }
   }

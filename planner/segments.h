@@ -117,7 +117,7 @@ struct Schedule {
   int32_t per_round = 1;            // segments a GPU may send (receive) per round (kPerRoundAll: resolved to Δ)
   bool all_in_one_round = false;    // asked kPerRoundAll: each phase is one round
   int32_t rounds = 0;
-  int32_t relay_rounds = 0;         // of which the last ones, relayed segments only
+  int32_t relay_rounds = 0;         // of which the last ones: relayed segments and receiver-side relays' second hops
   int32_t pre_rounds = 0;           // of which the first ones, sender-relay first hops only
   std::vector<int32_t> peers;       // per GPU: distinct send/recv peers
   double estimate_s = 0;            // per-port estimate of the transfer phase

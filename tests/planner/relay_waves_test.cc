@@ -129,6 +129,51 @@ TEST(RelayWaves, EachWaveCarriesItsShareAndRelaysWaitOnlyForWhatTheyForward) {
   }
 }
 
+// Training weights moved to host as they are read (PlanPolicy::source_to_host):
+// a segment sent in place goes out in every wave, and the buffer it reads
+// moves to host only after its sends of the last wave (a reader is counted
+// per segment, not per wave): every send from a source buffer is an
+// ancestor of that buffer's move to host and of its free.
+TEST(RelayWaves, ASourceBufferLeavesOnlyAfterEveryWaveSentFromIt) {
+  const Scenario s = planner_testing::TwoNodeRelayScenario();
+  Problem p(s);
+  ASSERT_GT(p.AddRelays(), 0);
+  const Schedule sc = MakeSchedule(p, int64_t{1} << 30, 0, kPerRoundAll);
+  PlanPolicy policy;
+  policy.source_to_host = true;
+  policy.relay_waves = 2;
+  const EmittedPlan e = EmitPlan(p, sc, policy);
+  ASSERT_TRUE(e.fits && e.comm_lanes);
+  const VerifyResult v = Verify(e.plan);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  const Plan& plan = e.plan;
+  auto ancestors = [&](int32_t op) {
+    std::vector<bool> seen(plan.ops.size(), false);
+    std::vector<int32_t> todo{op};
+    while (!todo.empty()) {
+      const int32_t x = todo.back();
+      todo.pop_back();
+      for (int32_t d : plan.ops[x].deps)
+        if (!seen[d]) seen[d] = true, todo.push_back(d);
+    }
+    return seen;
+  };
+  int32_t checked = 0;
+  for (const Op& op : plan.ops) {
+    if (op.kind != OpKind::kOffload && op.kind != OpKind::kFree) continue;
+    if (op.kind == OpKind::kOffload && op.copies.empty()) continue;
+    const int32_t buf = op.kind == OpKind::kFree ? op.buffer : op.copies.front().src.buffer;
+    if (buf < 0 || plan.buffers[buf].role != BufferRole::kSourceWeights) continue;
+    const std::vector<bool> before = ancestors(op.id);
+    for (const Op& send : plan.ops)
+      if (send.kind == OpKind::kSend && send.region.buffer == buf) {
+        EXPECT_TRUE(before[send.id]) << "send " << send.id << " reads buffer " << buf << " after op " << op.id;
+        ++checked;
+      }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 // Without a relay phase there is nothing to pipeline: the policy changes nothing.
 TEST(RelayWaves, APlanWithoutRelaysIsTheSame) {
   const Scenario s = planner_testing::TwoNodeRelayScenario();
