@@ -498,14 +498,28 @@ SourceChoice ChooseSources(const Scenario& s, const Layout& source, const Layout
   };
 
   // Pass 1: local fragments are decided; the others record their eff set.
+  // What a rank draws over the network from one eff set in all (a bundle)
+  // that is at most `rider_elems` costs its op, not its bytes (the NIC moves
+  // that much in its per-op latency): it is left out of the balancing and
+  // rides with a sender the rank already draws from (pass 3). Balanced by
+  // bytes, such bundles went wherever the flow left room: llama3-70b
+  // colocated on 1024 H100, the replicated norms of a stage (344 KB per
+  // receiver) came from 1-8 of its 128 holders, one GPU sent to 189
+  // receivers, and at 8192 GPUs the rounds needed 841 colours.
+  const int64_t rider_elems = static_cast<int64_t>(static_cast<double>(c.network.latency_ns) * 1e-9 *
+                                                   c.network.bytes_per_s) / DTypeBytes(s.dtype);
   const int32_t nd = destination.Ranks();
   out.src_rank.resize(nd);
   std::vector<int64_t> demand;
+  // Per rank: its riding bundles (eff set, elems), by eff set.
+  std::vector<std::vector<std::pair<int32_t, int64_t>>> riders(nd);
+  std::vector<std::pair<int32_t, int64_t>> bundles;
   for (int32_t r = 0; r < nd; ++r) {
     const int32_t g = dst_gpu[r];
     const auto& frags = ts.shard_fragments[destination.rank_shard[r]];
     auto& choice = out.src_rank[r];
     choice.resize(frags.size());
+    bundles.clear();
     for (size_t i = 0; i < frags.size(); ++i) {
       const int32_t h = frags[i].holder_set;
       const auto& hg = holder_gpus(h);
@@ -514,9 +528,30 @@ SourceChoice ChooseSources(const Scenario& s, const Layout& source, const Layout
         continue;
       }
       const int32_t e = eff_for(h, g);
+      choice[i] = -2 - e;
+      if (effs[e].network) bundles.emplace_back(e, frags[i].elems);
+    }
+    if (!bundles.empty()) {  // sum per eff set; keep those small enough to ride
+      std::sort(bundles.begin(), bundles.end());
+      size_t n = 0;
+      for (size_t i = 0; i < bundles.size(); ++i) {
+        if (n > 0 && bundles[n - 1].first == bundles[i].first) bundles[n - 1].second += bundles[i].second;
+        else bundles[n++] = bundles[i];
+      }
+      for (size_t i = 0; i < n; ++i)
+        if (bundles[i].second <= rider_elems) riders[r].push_back(bundles[i]);
+    }
+    auto rides = [&](int32_t e) {
+      const auto& rd = riders[r];
+      return !rd.empty() && std::binary_search(rd.begin(), rd.end(), std::make_pair(e, int64_t{0}),
+                                               [](const auto& a, const auto& b) { return a.first < b.first; });
+    };
+    for (size_t i = 0; i < frags.size(); ++i) {
+      if (choice[i] >= 0) continue;
+      const int32_t e = -2 - choice[i];
+      if (rides(e)) continue;
       if (demand.size() <= static_cast<size_t>(e)) demand.resize(e + 1, 0);
       demand[e] += frags[i].elems;
-      choice[i] = -2 - e;
     }
   }
   demand.resize(effs.size(), 0);
@@ -556,12 +591,15 @@ SourceChoice ChooseSources(const Scenario& s, const Layout& source, const Layout
   std::vector<int64_t> left(effs.size(), 0);
   for (size_t e = 0; e < effs.size(); ++e)
     if (!fill[e].empty()) left[e] = fill[e][0].second;
+  std::vector<int64_t> rider_of(effs.size(), -1);  // pass 3: the GPU rank r's bundle of an eff set rides with
   for (int32_t r = 0; r < nd; ++r) {
     const auto& frags = ts.shard_fragments[destination.rank_shard[r]];
     auto& choice = out.src_rank[r];
+    for (const auto& [e, elems] : riders[r]) rider_of[e] = -2;
     for (size_t i = 0; i < frags.size(); ++i) {
       if (choice[i] >= 0) continue;
       const int32_t e = -2 - choice[i];
+      if (rider_of[e] == -2) continue;
       const int64_t b = frags[i].elems;
       const auto& q = fill[e];
       RESHARD_CHECK(!q.empty(), "demand without quota");
@@ -570,6 +608,52 @@ SourceChoice ChooseSources(const Scenario& s, const Layout& source, const Layout
       choice[i] = src_rank_on_gpu[q[cursor[e]].first];
       RESHARD_CHECK(choice[i] >= 0, "chosen GPU holds no source rank");
     }
+    for (const auto& [e, elems] : riders[r]) rider_of[e] = -1;
+  }
+
+  // Pass 3: riding bundles, rank by rank. Each goes to the least loaded NIC
+  // among its candidates the rank already draws from (it joins their pair:
+  // no op of its own), unless a candidate's NIC is lighter by more than a
+  // bundle's worth (riding would cost more bytes than an op), then to the
+  // least loaded candidate; ties to the lowest GPU. NIC loads start from the
+  // quotas. O(bundles x candidates).
+  if (std::all_of(riders.begin(), riders.end(), [](const auto& v) { return v.empty(); })) return out;
+  const bool by_nic = c.nics_per_node > 0;
+  auto port_of = [&](int32_t g) { return by_nic ? c.NicOf(g) : g; };
+  std::vector<int64_t> load(by_nic ? c.nodes * c.nics_per_node : gpus, 0);
+  for (size_t e = 0; e < effs.size(); ++e)
+    if (effs[e].network)
+      for (size_t j = 0; j < quota[e].size(); ++j) load[port_of(effs[e].gpus[j])] += quota[e][j];
+  std::vector<int32_t> senders;  // sorted GPUs the rank draws from
+  for (int32_t r = 0; r < nd; ++r) {
+    if (riders[r].empty()) continue;
+    const auto& frags = ts.shard_fragments[destination.rank_shard[r]];
+    auto& choice = out.src_rank[r];
+    senders.clear();
+    for (size_t i = 0; i < frags.size(); ++i)
+      if (choice[i] >= 0) senders.push_back(s.source_gpus[choice[i]]);
+    std::sort(senders.begin(), senders.end());
+    senders.erase(std::unique(senders.begin(), senders.end()), senders.end());
+    for (const auto& [e, elems] : riders[r]) {
+      const auto& cg = effs[e].gpus;  // sorted
+      int32_t best = -1, joined = -1;
+      for (int32_t g : cg)
+        if (best < 0 || load[port_of(g)] < load[port_of(best)]) best = g;
+      for (int32_t g : senders)
+        if (std::binary_search(cg.begin(), cg.end(), g) && (joined < 0 || load[port_of(g)] < load[port_of(joined)]))
+          joined = g;
+      const int32_t g = joined >= 0 && load[port_of(joined)] <= load[port_of(best)] + rider_elems ? joined : best;
+      load[port_of(g)] += elems;
+      rider_of[e] = g;
+      if (!std::binary_search(senders.begin(), senders.end(), g))
+        senders.insert(std::upper_bound(senders.begin(), senders.end(), g), g);
+    }
+    for (size_t i = 0; i < frags.size(); ++i)
+      if (choice[i] < 0) {
+        choice[i] = src_rank_on_gpu[rider_of[-2 - choice[i]]];
+        RESHARD_CHECK(choice[i] >= 0, "chosen GPU holds no source rank");
+      }
+    for (const auto& [e, elems] : riders[r]) rider_of[e] = -1;
   }
   return out;
 }

@@ -31,7 +31,14 @@
 // busiest one does not constrain are balanced too (lexicographic min-max).
 // The fractional per-(set, GPU) quotas are then filled north-west-corner
 // style, destination ranks in order, so each destination draws a set's bytes
-// from one or two senders. Deterministic: every order is by id.
+// from one or two senders. Except riders: what a rank draws over the network
+// from one candidate set in all, when at most the bytes a NIC moves in its
+// per-op latency, is left out of the balancing and goes with a sender the
+// rank already draws from (least loaded NIC first; another candidate only if
+// its NIC is lighter by more than that much), so replicated norms and the
+// like add no pair of their own (by bytes they piled on the NICs the flow
+// left room on: one GPU sending to 189 receivers at 1024 GPUs).
+// Deterministic: every order is by id.
 // Candidate sets: per (holder set, NVLink domain of the destination), the
 // holder GPUs in that domain, found by binary search in the holder set's
 // sorted list of R GPUs (a domain is a contiguous GPU range) and memoised:

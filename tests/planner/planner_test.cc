@@ -223,6 +223,35 @@ TEST(Balance, PortsTheMinMaxDoesNotBindAreBalancedBelowIt) {
   EXPECT_EQ(q[1], (std::vector<int64_t>{0, 0, 50, 50}));
 }
 
+// A destination rank's small bundle from one candidate set (here llama3-8b's
+// 65 replicated norms, 65 x 8 KiB = 520 KiB, under the 576 KB a dgx-h100
+// NIC moves in its 12 us per-op latency) rides with the sender its weights
+// come from. Sources TP2 x DP4 on node 0, destinations TP2 x DP4 on node 1:
+// each destination shard is one source shard, held by 4 replicas on 4 NICs,
+// and the balancing gives each destination rank one replica. So the whole
+// refit is 8 network pairs, each source GPU sending to one destination GPU.
+// Balanced by bytes, the norms (held by all 8 source GPUs) went wherever
+// the flow left room: 14 pairs, GPUs 0 and 7 each sending to 4.
+TEST(Balance, SmallBundlesRideWithASenderTheRankAlreadyDrawsFrom) {
+  const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: dgx-h100, nodes: 2}", "{tp: 2, dp: 4, gpus: \"0-7\"}",
+                                   "{tp: 2, dp: 4, gpus: \"8-15\"}"));
+  const Layout src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
+  const Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
+  const TransferSet ts = BuildTransferSet(s.model, src, dst);
+  const std::vector<int32_t> dst_gpu = PlaceDestinations(s, src, dst, ts);
+  const SourceChoice choice = ChooseSources(s, src, dst, ts, dst_gpu);
+  std::set<std::pair<int32_t, int32_t>> pairs;
+  std::map<int32_t, std::set<int32_t>> receivers;
+  for (int32_t r = 0; r < dst.Ranks(); ++r)
+    for (int32_t q : choice.src_rank[r]) {
+      pairs.emplace(s.source_gpus[q], dst_gpu[r]);
+      receivers[s.source_gpus[q]].insert(dst_gpu[r]);
+    }
+  EXPECT_EQ(pairs.size(), 8u);
+  ASSERT_EQ(receivers.size(), 8u);
+  for (const auto& [g, to] : receivers) EXPECT_EQ(to.size(), 1u) << "source GPU " << g;
+}
+
 // ---- Whole plans --------------------------------------------------------------------
 
 void CheckPlan(const Scenario& s, const PlanResult& r, bool execute = true) {
@@ -232,8 +261,10 @@ void CheckPlan(const Scenario& s, const PlanResult& r, bool execute = true) {
   ASSERT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]) << " (" << v.problems.size() << " problems)";
   const BytesMoved& m = p.summary.bytes_moved;
   // Bytes moved equal what the layouts require: every destination byte comes
-  // once, by a local copy or over a link.
-  EXPECT_EQ(m.local + m.nvlink + m.network, DestinationBytes(p));
+  // once, by a local copy or over a link, except the first hops of sender-
+  // and receiver-side NIC relays (NVLink to or from a peer GPU) on top.
+  EXPECT_EQ(m.local + m.nvlink + m.network,
+            DestinationBytes(p) + r.stats.send_relayed_bytes + r.stats.recv_relayed_bytes);
   EXPECT_GT(p.summary.lower_bound_s, 0);
   EXPECT_GE(p.summary.predicted_time_s, p.summary.lower_bound_s * 0.999);
   for (size_t g = 0; g < r.stats.planned_peak_bytes.size(); ++g)
@@ -654,7 +685,8 @@ TEST(Planner, OneRoundPerPhaseVerifies) {
     o.segment_bytes = 1 << 20;
     o.direct_min_bytes = 64 << 10;
     o.per_round = kPerRoundAll;
-    if (std::string(c.name) == "relayed") o.relays = true;
+    // Relays over NVLink only: sender-side ones would add a phase.
+    if (std::string(c.name) == "relayed") o.relays = true, o.send_relays = false;
     PlanResult r = MakePlan(s, o);
     CheckPlan(s, r);
     EXPECT_EQ(r.stats.rounds, r.stats.relayed_bytes > 0 ? 2 : 1) << c.name;
