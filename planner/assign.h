@@ -33,11 +33,11 @@
 // style, destination ranks in order, so each destination draws a set's bytes
 // from one or two senders. Except riders: what a rank draws over the network
 // from one candidate set in all, when at most the bytes a NIC moves in its
-// per-op latency, is left out of the balancing and goes with a sender the
-// rank already draws from (least loaded NIC first; another candidate only if
-// its NIC is lighter by more than that much), so replicated norms and the
-// like add no pair of their own (by bytes they piled on the NICs the flow
-// left room on: one GPU sending to 189 receivers at 1024 GPUs).
+// per-op latency, is left out of the balancing and goes to its least loaded
+// candidate NIC, among equals to a sender the rank already draws from, so
+// replicated norms and the like spread over their holders (by bytes they
+// piled on the NICs the flow left room on: one GPU sending to 189 receivers
+// at 1024 GPUs) and where loads tie add no pair of their own.
 // Deterministic: every order is by id.
 // Candidate sets: per (holder set, NVLink domain of the destination), the
 // holder GPUs in that domain, found by binary search in the holder set's

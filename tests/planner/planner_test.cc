@@ -225,11 +225,13 @@ TEST(Balance, PortsTheMinMaxDoesNotBindAreBalancedBelowIt) {
 
 // A destination rank's small bundle from one candidate set (here llama3-8b's
 // 65 replicated norms, 65 x 8 KiB = 520 KiB, under the 576 KB a dgx-h100
-// NIC moves in its 12 us per-op latency) rides with the sender its weights
-// come from. Sources TP2 x DP4 on node 0, destinations TP2 x DP4 on node 1:
+// NIC moves in its 12 us per-op latency) goes to its least loaded candidate
+// NIC and, among equals, with the sender its weights come from. Sources
+// TP2 x DP4 on node 0, destinations TP2 x DP4 on node 1:
 // each destination shard is one source shard, held by 4 replicas on 4 NICs,
-// and the balancing gives each destination rank one replica. So the whole
-// refit is 8 network pairs, each source GPU sending to one destination GPU.
+// and the balancing gives each destination rank one replica, every NIC the
+// same load. So the whole refit is 8 network pairs, each source GPU sending
+// to one destination GPU.
 // Balanced by bytes, the norms (held by all 8 source GPUs) went wherever
 // the flow left room: 14 pairs, GPUs 0 and 7 each sending to 4.
 TEST(Balance, SmallBundlesRideWithASenderTheRankAlreadyDrawsFrom) {
