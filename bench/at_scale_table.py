@@ -18,7 +18,8 @@ pays its executor's). CPU seconds are the child's user + system time
 (getrusage), comparable on a shared machine where wall time is not. `--keep`
 reuses a saved JSON instead of rerunning (the Megatron-style simulations of
 deepseek-v3 take minutes), from DIR or else from `--saved-from DIR2` (an
-earlier run's folder: rows that did not change are read there, not copied);
+earlier run's folder, repeatable, the first holding a row wins: rows that did
+not change are read there, not copied);
 with `--saved-only` nothing is run. Writes DIR/summary.json and the markdown table
 (stdout; with --markdown FILE also into FILE, between its
 "<!-- at_scale_table begin/end -->" markers if it has them) with the commit
@@ -34,6 +35,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AT_SCALE = "bench/results/2026-12-02-cpu-at-scale"
 FP8 = "bench/results/2026-12-02-cpu-fp8-at-scale"
+RIDERS = "bench/results/2026-12-04-cpu-at-scale-riders"
 # (name, scenario, scenario the Megatron-style plan runs in bf16 or None: the same, what it is)
 SCENARIOS = [
     ("deepseek-v3", "deepseek-v3-pp16ep16-to-tp32dp8", None,
@@ -61,15 +63,20 @@ SCENARIOS = [
      None, "held-out: TP4xPP16 -> TP16xDP8, 128 H100 (dense, colocated)"),
     ("llama3-70b-colocated", "bench/results/2026-12-03-cpu-at-scale-nic-relays/llama3-70b-h100-colocated-pp.yaml", None,
      "held-out: TP8xPP8xDP2 -> TP4xPP4xDP8, 128 H100 (dense, colocated)"),
+    ("llama3-70b-colocated-1024", f"{RIDERS}/llama3-70b-h100-colocated-1024.yaml", None,
+     "held-out: TP8xPP8xDP16 -> TP4xPP4xDP64, 1024 H100 (dense, colocated)"),
+    ("llama3-70b-colocated-8192", f"{RIDERS}/llama3-70b-h100-colocated-8192.yaml", None,
+     "held-out: TP8xPP8xDP128 -> TP4xPP4xDP512, 8192 H100 (dense, colocated; planner_bench's Large)"),
 ]
 
 
 def run(cmd, out_path, keep, saved_only=False, saved_from=None):
     """Runs cmd (stdout: JSON) into out_path; returns (json, cpu_s or None)."""
-    if keep and not os.path.exists(out_path) and saved_from:
-        earlier = os.path.join(saved_from, os.path.basename(out_path))
+    for folder in (saved_from or []) if keep and not os.path.exists(out_path) else []:
+        earlier = os.path.join(folder, os.path.basename(out_path))
         if os.path.exists(earlier):
             out_path = earlier
+            break
     if keep and os.path.exists(out_path):
         with open(out_path) as f:
             saved = json.load(f)
@@ -108,7 +115,9 @@ def main():
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--python-issue", action="store_true")
     ap.add_argument("--saved-only", action="store_true", help="with --keep: rows not saved stay empty")
-    ap.add_argument("--saved-from", help="with --keep: an earlier run's folder to read rows not saved in --out from")
+    ap.add_argument("--saved-from", action="append",
+                    help="with --keep: an earlier run's folder to read rows not saved in --out from (repeat: "
+                         "the first that has the row)")
     ap.add_argument("--only", choices=["reshard", "megatron"])
     ap.add_argument("--markdown")
     ap.add_argument("names", nargs="*")
