@@ -164,8 +164,15 @@ int32_t Problem::SrcPieceIndex(int32_t src_rank, const Fragment& f) const {
 
 Problem::Problem(const Scenario& s, const ProblemInputs* given) : scenario(s), byte_view_(given != nullptr) {
   const int32_t gpus = s.cluster.Gpus();
-  src = given ? given->src : MakeSourceLayout(s.model, s.source, s.dtype, s.path);
-  dst = given ? given->dst : MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
+  // Not `given ? given->src : Make...()`: that is a const prvalue, so the
+  // layouts were copied, not moved (deepseek-v3: 2.5 % of planning).
+  if (given) {
+    src = given->src;
+    dst = given->dst;
+  } else {
+    src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
+    dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
+  }
   elem_bytes = DTypeBytes(s.dtype);
   transfer_set = BuildTransferSet(s.model, src, dst);
   CheckPlanFragments(dst, transfer_set, s.path);  // before anything of the plan's size
