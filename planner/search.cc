@@ -97,6 +97,14 @@ class ScheduleCache {
   std::map<std::tuple<int32_t, int64_t, int32_t>, std::shared_ptr<const Schedule>> entries_;
 };
 
+// Whether no link runs faster per direction both ways than one way, so a
+// port's bytes at its one-way peak bound every simulation from below.
+bool PortBoundIsAFloor(const Cluster& c) {
+  for (const LinkProfile* l : {&c.nvlink, &c.network, &c.pcie, &c.device_copy})
+    if (l->duplex_bytes_per_s > l->bytes_per_s) return false;
+  return true;
+}
+
 // The candidates planned so far: the fastest that fits, and the infeasible
 // one closest to fitting.
 class Search {
@@ -133,6 +141,14 @@ class Search {
     if (!small_ && per_round <= 2 && beat_s_ < std::numeric_limits<double>::infinity()) {
       if (!port_bound_s_) port_bound_s_ = PortBoundSeconds(prob_);  // planner/segments.h
       if (Loses(*port_bound_s_ * (1 - 1e-6))) return true;
+    }
+    // Small plans: no simulation beats the port bound (a port's bytes at its
+    // peak rate), so where it does not beat the other routing's plan no
+    // candidate of this routing can win and none is simulated (llama3-8b
+    // NVL72: the plain routing's NICs bound it at ~80 ms against 7.6 relayed).
+    if (small_ && prune_small_ && beat_s_ < std::numeric_limits<double>::infinity()) {
+      if (!port_bound_s_) port_bound_s_ = PortBoundSeconds(prob_);
+      if (*port_bound_s_ >= beat_s_) return false;
     }
     const std::shared_ptr<const Schedule> sched =
         cache_.Get(prob_, routing_, sizes_[size_index], direct_min_bytes, per_round);
@@ -332,6 +348,9 @@ class Search {
   const double beat_s_;
   const bool wins_ties_;
   const bool try_waves_;  // small plans: relay waves searched (PlannerOptions::relay_waves == 0)
+  // Small plans: PortBoundSeconds is a lower bound of every simulation (no
+  // link of the cluster runs faster both ways than one way).
+  const bool prune_small_ = PortBoundIsAFloor(prob_.scenario.cluster);
   bool Loses(double time_s) const { return wins_ties_ ? time_s > beat_s_ : time_s >= beat_s_; }
   std::optional<double> port_bound_s_;  // PortBoundSeconds(prob_), once asked
   // Per size: (segments per round, segment list) already planned.
@@ -463,7 +482,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   const Order& plain_order = plain_orders.order;
   const Order& relay_order = relay_orders.order;
   int64_t relayed_bytes = 0;
-  double plain_first_s = kNone, relay_first_s = kNone;  // large plans: each routing's first round estimate
+  double plain_first_s = kNone, relay_first_s = kNone;  // each routing's first round estimate (large plans) or port bound (small)
   if (options.relays == std::optional<bool>{false}) {
     routes.Use(Routings::kPlain);
     plain_orders = order_of(prob);
@@ -478,15 +497,17 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   } else {
     routes.Use(Routings::kPlain);
     plain_orders = order_of(prob);
-    plain_first_s = small ? 0 : first_estimate(prob, plain_order);
+    // Small plans: the routing of the lower port bound goes first, so the
+    // other's candidates can be skipped where its port bound loses.
+    plain_first_s = small ? PortBoundSeconds(prob) : first_estimate(prob, plain_order);
     relayed_bytes = routes.RelayedBytes();
     routes.Use(Routings::kRelayed);
     if (relayed_bytes == 0) {
       plain = run(prob, plain_order, kNone, true);
     } else {
       relay_orders = order_of(prob);
-      relay_first_s = small ? 0 : first_estimate(prob, relay_order);
-      if (!small && relay_first_s < plain_first_s) {
+      relay_first_s = small ? PortBoundSeconds(prob) : first_estimate(prob, relay_order);
+      if (relay_first_s < plain_first_s) {
         relayed = run(prob, relay_order, kNone, false);
         routes.Use(Routings::kPlain);
         plain = run(prob, plain_order, time_of(relayed), true);

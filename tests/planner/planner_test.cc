@@ -879,6 +879,34 @@ destination: {tp: 2, dp: 2, gpus: "8-11"}
 // whose first candidate estimates faster and skip the other side's
 // candidates that cannot beat it: the answer is still the faster of the two
 // forced searches (ties: no relays), whichever side went first.
+// Small plans search first the routing of the lower port bound and skip the
+// other where its port bound already loses (no simulation beats a port's
+// bytes at its peak). llama3-8b TP4 x DP2 on one NVLink domain of 8 GB200 ->
+// TP4 x DP2 on another: without relays each destination GPU takes its
+// quarter of the model (16.06 GB / 4 = 4.01 GB) over its own NIC, at least
+// 4.01 GB / 96 GB/s = 41.8 ms; with relays each takes half of that over the
+// network and the rest over NVLink. The plan chosen is the relayed one, as
+// fast as the relayed search alone, and the plain search alone is no faster
+// than its bound.
+TEST(Relays, SmallPlansSkipARoutingWhosePortBoundLoses) {
+  const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: gb200-nvl72, nodes: 4, nvlink_domain_nodes: 2}",
+                                   "{tp: 4, dp: 2, gpus: \"0-7\"}", "{tp: 4, dp: 2, gpus: \"8-15\"}"));
+  const Problem plain_problem(s);  // the plain routing: relays are added later
+  const double plain_bound_s = PortBoundSeconds(plain_problem);
+  EXPECT_NEAR(plain_bound_s, 4.015e9 / 96e9, 0.5e-3);
+  PlannerOptions o;
+  const PlanResult chosen = MakePlan(s, o);
+  o.relays = true;
+  const PlanResult relayed = MakePlan(s, o);
+  o.relays = false;
+  const PlanResult plain = MakePlan(s, o);
+  ASSERT_TRUE(chosen.ok() && relayed.ok() && plain.ok());
+  EXPECT_GT(chosen.stats.relayed_bytes, 0);
+  EXPECT_LT(relayed.plan.summary.predicted_time_s, plain_bound_s);  // so the plain routing is skipped
+  EXPECT_EQ(chosen.plan.summary.predicted_time_s, relayed.plan.summary.predicted_time_s);
+  EXPECT_GE(plain.plan.summary.predicted_time_s, plain_bound_s);
+}
+
 TEST(Relays, EstimatedPlansKeepTheFasterSide) {
   int relayed = 0, direct = 0;
   for (const char* destination : {"{tp: 2, dp: 2, gpus: \"8-11\"}", "{tp: 1, dp: 4, gpus: \"8-11\"}",
