@@ -148,7 +148,7 @@ class Search {
     // NVL72: the plain routing's NICs bound it at ~80 ms against 7.6 relayed).
     if (small_ && prune_small_ && beat_s_ < std::numeric_limits<double>::infinity()) {
       if (!port_bound_s_) port_bound_s_ = PortBoundSeconds(prob_);
-      if (*port_bound_s_ >= beat_s_) return false;
+      if (Loses(*port_bound_s_)) return false;
     }
     const std::shared_ptr<const Schedule> sched =
         cache_.Get(prob_, routing_, sizes_[size_index], direct_min_bytes, per_round);
@@ -564,6 +564,8 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         predicted = keep ? std::move(after) : std::move(before);
       }
       if (keep) {
+        // Forced, the plan kept was not simulated: a prediction in hand is the replaced plan's.
+        if (forced) predicted.reset();
         search = std::move(sent);
         send_relayed_bytes = prob.send_relayed_bytes, recv_relayed_bytes = prob.recv_relayed_bytes;
       } else {

@@ -907,6 +907,27 @@ TEST(Relays, SmallPlansSkipARoutingWhosePortBoundLoses) {
   EXPECT_GE(plain.plan.summary.predicted_time_s, plain_bound_s);
 }
 
+// Whatever the search tried and simulated on the way, the prediction a plan
+// carries is the simulation of that plan: large-plan searches (ranked by the
+// round estimate, simulate_max_fragments 0), relays and sender relays
+// searched or forced.
+TEST(Relays, ThePredictionIsThePlansOwnSimulation) {
+  const std::vector<Scenario> scenarios = {
+      planner_testing::TwoNodeRelayScenario(), planner_testing::Tp2ToTp4RelayScenario(),
+      FromYaml(Yaml("llama3-8b", "{preset: gb200-nvl72, nodes: 4, nvlink_domain_nodes: 2}",
+                    "{tp: 4, dp: 2, gpus: \"0-7\"}", "{tp: 4, dp: 2, gpus: \"8-15\"}"))};
+  for (const Scenario& s : scenarios)
+    for (std::optional<bool> send : {std::optional<bool>{}, std::optional<bool>{true}}) {
+      PlannerOptions o;
+      o.simulate_max_fragments = 0;
+      o.send_relays = send;
+      const PlanResult r = MakePlan(s, o);
+      ASSERT_TRUE(r.ok()) << s.name;
+      EXPECT_EQ(r.plan.summary.predicted_time_s, Simulate(r.plan).time_s)
+          << s.name << (send ? " sender relays forced" : "");
+    }
+}
+
 TEST(Relays, EstimatedPlansKeepTheFasterSide) {
   int relayed = 0, direct = 0;
   for (const char* destination : {"{tp: 2, dp: 2, gpus: \"8-11\"}", "{tp: 1, dp: 4, gpus: \"8-11\"}",
