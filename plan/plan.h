@@ -213,6 +213,7 @@ struct MemoryParts {
     return context_bytes + source_weights_bytes + destination_weights_bytes + optimizer_bytes + gradients_bytes +
            kv_cache_bytes + staging_bytes + nccl_bytes;
   }
+  friend bool operator==(const MemoryParts&, const MemoryParts&) = default;
 };
 
 // What the planner chose and predicted; consumers may ignore it.

@@ -225,7 +225,8 @@ class Search {
       if (small_) {
         SimOptions so{nullptr, false};
         so.lower_bound = false;
-        cand.time_s = Simulate(cand.emitted.plan, so).time_s;
+        cand.prediction = Simulate(cand.emitted.plan, so);
+        cand.time_s = cand.prediction->time_s;
       } else {
         cand.time_s = std::max(sched->estimate_s, cand.emitted.pcie_estimate_s);
       }
@@ -260,8 +261,9 @@ class Search {
     PlanPolicy one = best_->policy;
     one.comm_lanes = false;
     EmittedPlan o = EmitPlan(prob_, *best_->schedule, one);
-    const double t = o.fits ? Simulate(o.plan, so).time_s : std::numeric_limits<double>::infinity();
-    if (t < best_->time_s) best_ = Candidate{best_->schedule, one, std::move(o), t};
+    if (!o.fits) return;
+    Prediction p = Simulate(o.plan, so);
+    if (p.time_s < best_->time_s) best_ = Candidate{best_->schedule, one, std::move(o), p.time_s, std::move(p)};
   }
 
   // Relay waves (comm_lanes.h) where the plan kept has a relay phase: 2
@@ -276,8 +278,8 @@ class Search {
       p.comm_lanes = true, p.relay_waves = waves;
       EmittedPlan w = EmitPlan(prob_, sc, p);
       if (!w.fits) continue;
-      const double t = Simulate(w.plan, so).time_s;
-      if (t < best_->time_s) best_ = Candidate{best_->schedule, p, std::move(w), t};
+      Prediction pred = Simulate(w.plan, so);
+      if (pred.time_s < best_->time_s) best_ = Candidate{best_->schedule, p, std::move(w), pred.time_s, std::move(pred)};
     }
   }
 
@@ -319,6 +321,9 @@ class Search {
     PlanPolicy policy;
     EmittedPlan emitted;
     double time_s = 0;
+    // Small plans: the simulation of emitted.plan that time_s comes from
+    // (SimulateCandidate's options), so the plan kept is not simulated again.
+    std::optional<Prediction> prediction;
   };
   std::optional<Candidate>& best() { return best_; }
   size_t BestSize() const {
@@ -706,6 +711,8 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   sum.bytes_moved = CountBytesMoved(plan);
   res.stats.planned_peak_bytes = best->emitted.planned_peak;
   const bool taken = known && options.simulate && TakeKnown(*known, plan, res.stats);  // known_plan.h
+  // A small plan's candidates were simulated as they were emitted: its own.
+  if (!predicted && best->prediction) predicted = std::move(best->prediction);
   if (!taken) {
     sum.lower_bound_s = LowerBoundSeconds(plan);
     sum.routing_bound_s = RoutingBoundSeconds(plan);

@@ -916,16 +916,24 @@ TEST(Relays, ThePredictionIsThePlansOwnSimulation) {
       planner_testing::TwoNodeRelayScenario(), planner_testing::Tp2ToTp4RelayScenario(),
       FromYaml(Yaml("llama3-8b", "{preset: gb200-nvl72, nodes: 4, nvlink_domain_nodes: 2}",
                     "{tp: 4, dp: 2, gpus: \"0-7\"}", "{tp: 4, dp: 2, gpus: \"8-15\"}"))};
+  // Large-path searches (no plan simulated as it is emitted) and small ones
+  // (every candidate simulated, and the plan kept not simulated again).
   for (const Scenario& s : scenarios)
-    for (std::optional<bool> send : {std::optional<bool>{}, std::optional<bool>{true}}) {
-      PlannerOptions o;
-      o.simulate_max_fragments = 0;
-      o.send_relays = send;
-      const PlanResult r = MakePlan(s, o);
-      ASSERT_TRUE(r.ok()) << s.name;
-      EXPECT_EQ(r.plan.summary.predicted_time_s, Simulate(r.plan).time_s)
-          << s.name << (send ? " sender relays forced" : "");
-    }
+    for (const int64_t max_fragments : {int64_t{0}, PlannerOptions{}.simulate_max_fragments})
+      for (std::optional<bool> send : {std::optional<bool>{}, std::optional<bool>{true}}) {
+        PlannerOptions o;
+        o.simulate_max_fragments = max_fragments;
+        o.send_relays = send;
+        const PlanResult r = MakePlan(s, o);
+        ASSERT_TRUE(r.ok()) << s.name;
+        const Prediction own = Simulate(r.plan);
+        const std::string what = fmt::format("{}{}{}", s.name, max_fragments == 0 ? " (large path)" : "",
+                                             send ? " sender relays forced" : "");
+        EXPECT_EQ(r.plan.summary.predicted_time_s, own.time_s) << what;
+        EXPECT_EQ(r.plan.summary.predicted_peak_bytes, own.peak_bytes) << what;
+        EXPECT_EQ(r.stats.peak_parts, own.peak_parts) << what;
+        EXPECT_EQ(r.stats.predicted_by, "simulator") << what;
+      }
 }
 
 TEST(Relays, EstimatedPlansKeepTheFasterSide) {
