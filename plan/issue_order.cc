@@ -233,10 +233,46 @@ void ForEachIssueStep(const Plan& p, const std::function<void(const IssueStep&)>
 
 std::vector<int32_t> EventOwners(const Plan& plan) {
   std::vector<int32_t> owner(plan.ops.size());
-  std::unordered_map<int64_t, int32_t> first;  // (group, GPU) -> its first op
+  auto grouped = [](const Op& op) { return op.group >= 0 && (op.kind == OpKind::kSend || op.kind == OpKind::kRecv); };
+  int64_t max_group = -1, grouped_ops = 0;
+  int32_t max_gpu = -1;
+  bool negative_gpu = false;
   for (const Op& op : plan.ops) {
     owner[op.id] = op.id;
-    if (op.group < 0 || (op.kind != OpKind::kSend && op.kind != OpKind::kRecv)) continue;
+    if (!grouped(op)) continue;
+    ++grouped_ops;
+    max_group = std::max<int64_t>(max_group, op.group);
+    max_gpu = std::max(max_gpu, op.gpu);
+    negative_gpu = negative_gpu || op.gpu < 0;
+  }
+  if (grouped_ops == 0) return owner;
+  // Group ids are dense (the planner numbers them 0, 1, ...): the grouped ops
+  // bucketed by group in plan order (a counting sort), then per group the
+  // first op seen on each GPU, by a per-GPU stamp. O(ops + groups + GPUs),
+  // no hashing (a hash map of (group, GPU) was ~18 % of planning llama3-70b
+  // disaggregated, which simulates ~50 candidates of ~1 M ops).
+  if (!negative_gpu && max_group <= 4 * grouped_ops) {
+    std::vector<int32_t> begin(static_cast<size_t>(max_group) + 2, 0), ids(static_cast<size_t>(grouped_ops));
+    for (const Op& op : plan.ops)
+      if (grouped(op)) ++begin[op.group + 1];
+    for (size_t g = 1; g < begin.size(); ++g) begin[g] += begin[g - 1];
+    {
+      std::vector<int32_t> fill(begin.begin(), begin.end() - 1);
+      for (size_t i = 0; i < plan.ops.size(); ++i)
+        if (grouped(plan.ops[i])) ids[fill[plan.ops[i].group]++] = static_cast<int32_t>(i);
+    }
+    std::vector<int32_t> seen(static_cast<size_t>(max_gpu) + 1, -1), first(static_cast<size_t>(max_gpu) + 1, -1);
+    for (int32_t g = 0; g <= max_group; ++g)
+      for (int32_t k = begin[g]; k < begin[g + 1]; ++k) {
+        const Op& op = plan.ops[ids[k]];
+        if (seen[op.gpu] != g) seen[op.gpu] = g, first[op.gpu] = op.id;
+        owner[op.id] = first[op.gpu];
+      }
+    return owner;
+  }
+  std::unordered_map<int64_t, int32_t> first;  // (group, GPU) -> its first op
+  for (const Op& op : plan.ops) {
+    if (!grouped(op)) continue;
     const int64_t key = static_cast<int64_t>(op.group) << 32 | static_cast<uint32_t>(op.gpu);
     owner[op.id] = first.try_emplace(key, op.id).first->second;
   }

@@ -77,7 +77,8 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
     return n * c.stream_wait_ns;
   };
   // Allocs and frees record one event (after) or none (OpEventCounts).
-  const std::vector<uint8_t> events = o.op_events ? OpEventCounts(plan) : std::vector<uint8_t>();
+  if (o.op_events) out.op_events = OpEventCounts(plan);
+  const std::vector<uint8_t>& events = out.op_events;
   auto local_op = [&](const Op& op) {
     const int32_t p = IssuingProcess(op.gpu, o.one_process);
     int64_t& t = clock[p];

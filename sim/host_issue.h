@@ -52,6 +52,9 @@ struct HostIssue {
   int64_t cold_setup_ns = 0;         // largest per-process pinning + mapping before the first op
   int64_t connect_ns = 0;            // largest per-process time spent connecting peers
   int32_t processes = 0;              // 0: costs empty, host issue not modelled
+  // With HostIssueOptions::op_events: OpEventCounts(plan), which it charged
+  // (the simulator's event bracket reuses it); else empty.
+  std::vector<uint8_t> op_events;
 };
 
 // The host-side issue times of `plan` under `costs`. Throws PlanRefused

@@ -177,7 +177,7 @@ Prediction Simulator::State::Run() {
     // Allocs and frees have one event or none (OpEventCounts): half a
     // bracket per event.
     if (opt.issue == IssueModel::kExecutor && costs.event_gpu_ns > 0) {
-      const std::vector<uint8_t> events = OpEventCounts(plan);
+      const std::vector<uint8_t> events = host.op_events.empty() ? OpEventCounts(plan) : std::move(host.op_events);
       launch_gpu_ns.assign(nl, 0);
       for (int32_t l = 0; l < nl; ++l)
         for (int32_t k = launches.begin[l]; k < launches.begin[l + 1]; ++k)

@@ -442,6 +442,34 @@ TEST(IssueOrder, CopyBetweenSendsOfOneGroupIsRefused) {
   EXPECT_THROW(IssueOrder(p), PlanRefused);
 }
 
+// A group's first send / recv on each GPU owns the group's events there,
+// whichever other groups' ops come between; dense group ids (bucketed) and
+// sparse ones (hashed) give the same owners.
+TEST(IssueOrder, EventOwnersAreEachGroupsFirstOpOnItsGpu) {
+  for (const int32_t far_group : {5, 2000000000}) {
+    PlanBuilder b(2, "owners");
+    const int32_t x = b.Buffer(0, 64, BufferRole::kStaging, true, "x");
+    const int32_t y = b.Buffer(1, 64, BufferRole::kStaging, true, "y");
+    const auto a = b.SendRecv(0, ContiguousRegion(x, 0, 16), 1, ContiguousRegion(y, 0, 16), 3);
+    const auto m = b.SendRecv(0, ContiguousRegion(x, 16, 16), 1, ContiguousRegion(y, 16, 16), far_group);
+    const auto c = b.SendRecv(0, ContiguousRegion(x, 32, 16), 1, ContiguousRegion(y, 32, 16), 3);
+    const auto d = b.SendRecv(1, ContiguousRegion(y, 48, 16), 0, ContiguousRegion(x, 48, 16), 3);
+    const Plan p = b.Build();
+    const std::vector<int32_t> owner = EventOwners(p);
+    ASSERT_EQ(owner.size(), p.ops.size());
+    EXPECT_EQ(owner[a.first], a.first) << far_group;
+    EXPECT_EQ(owner[a.second], a.second) << far_group;
+    EXPECT_EQ(owner[m.first], m.first) << far_group;
+    EXPECT_EQ(owner[m.second], m.second) << far_group;
+    EXPECT_EQ(owner[c.first], a.first) << far_group;    // GPU 0's first op of group 3
+    EXPECT_EQ(owner[c.second], a.second) << far_group;  // GPU 1's
+    EXPECT_EQ(owner[d.first], a.second) << far_group;   // a send on GPU 1: its recv came first
+    EXPECT_EQ(owner[d.second], a.first) << far_group;
+    for (const Op& op : p.ops)
+      if (op.kind != OpKind::kSend && op.kind != OpKind::kRecv) EXPECT_EQ(owner[op.id], op.id) << far_group;
+  }
+}
+
 // ---- reporting ---------------------------------------------------------------
 
 TEST(Measurement, JsonRoundTrip) {
