@@ -129,4 +129,14 @@ std::vector<int64_t> DirectThresholds(const Scenario& s, const PlannerOptions& o
   return out;
 }
 
+double RelayPhaseSeconds(const Schedule& sc, const Cluster& c) {
+  if (sc.relay_rounds == 0) return 0;
+  std::vector<int64_t> out(c.Gpus(), 0), in(c.Gpus(), 0);
+  int64_t most = 0;
+  for (const Segment& g : sc.segments)
+    if (g.round >= sc.rounds - sc.relay_rounds)
+      most = std::max({most, out[g.src_gpu] += g.bytes, in[g.dst_gpu] += g.bytes});
+  return static_cast<double>(most) / c.nvlink.bytes_per_s;
+}
+
 }  // namespace reshard::search_candidates

@@ -84,4 +84,9 @@ SizeOrders SizeOrder(const Problem& prob, const std::vector<int64_t>& sizes, con
 // plans, everything packed, then everything contiguous in place.
 std::vector<int64_t> DirectThresholds(const Scenario& s, const PlannerOptions& options, bool small);
 
+// The relay phase's busiest NVLink port of schedule `sc` (its bytes at the
+// port's peak rate; 0 without relays). Relay waves overlap the relay phase
+// with the network phase, so they cannot gain more than this. O(segments).
+double RelayPhaseSeconds(const Schedule& sc, const Cluster& c);
+
 }  // namespace reshard::search_candidates
