@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "planner/round_estimate.h"
 #include "planner/segments.h"
@@ -137,6 +138,19 @@ double RelayPhaseSeconds(const Schedule& sc, const Cluster& c) {
     if (g.round >= sc.rounds - sc.relay_rounds)
       most = std::max({most, out[g.src_gpu] += g.bytes, in[g.dst_gpu] += g.bytes});
   return static_cast<double>(most) / c.nvlink.bytes_per_s;
+}
+
+bool SameSegments(const std::vector<Segment>& a, const std::vector<Segment>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const Segment& x, const Segment& y) {
+           return std::tie(x.src_gpu, x.dst_gpu, x.first_part, x.num_parts, x.bytes, x.send_direct, x.recv_direct) ==
+                  std::tie(y.src_gpu, y.dst_gpu, y.first_part, y.num_parts, y.bytes, y.send_direct, y.recv_direct);
+         });
+}
+
+bool PortBoundIsAFloor(const Cluster& c) {
+  for (const LinkProfile* l : {&c.nvlink, &c.network, &c.pcie, &c.device_copy})
+    if (l->duplex_bytes_per_s > l->bytes_per_s) return false;
+  return true;
 }
 
 }  // namespace reshard::search_candidates

@@ -89,4 +89,12 @@ std::vector<int64_t> DirectThresholds(const Scenario& s, const PlannerOptions& o
 // with the network phase, so they cannot gain more than this. O(segments).
 double RelayPhaseSeconds(const Schedule& sc, const Cluster& c);
 
+// Whether two schedules cut the same segments (same pairs, parts, bytes and
+// in-place sides): thresholds that give them plan the same. O(segments).
+bool SameSegments(const std::vector<Segment>& a, const std::vector<Segment>& b);
+
+// Whether no link runs faster per direction both ways than one way, so a
+// port's bytes at its one-way peak bound every simulation from below.
+bool PortBoundIsAFloor(const Cluster& c);
+
 }  // namespace reshard::search_candidates
