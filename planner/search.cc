@@ -68,40 +68,21 @@ namespace {
 
 using namespace search_candidates;  // NOLINT: the candidates are this file's vocabulary
 
-// Schedules already cut, shared by the searches of one problem (and by a
-// PlanSession's plans): keyed by (routing, size, threshold, segments per
-// round). Only the latest segment size is kept: searches and sweeps go
-// size by size, and a large plan's schedule is hundreds of MB.
-class ScheduleCache {
- public:
-  std::shared_ptr<const Schedule> Get(const Problem& prob, int32_t routing, int64_t segment_bytes,
-                                      int64_t direct_min_bytes, int32_t per_round) {
-    if (segment_bytes != size_) {
-      entries_.clear();
-      size_ = segment_bytes;
-    }
-    auto& e = entries_[std::make_tuple(routing, direct_min_bytes, per_round)];
-    if (!e) e = std::make_shared<const Schedule>(MakeSchedule(prob, segment_bytes, direct_min_bytes, per_round));
-    return e;
-  }
-
- private:
-  int64_t size_ = -1;
-  std::map<std::tuple<int32_t, int64_t, int32_t>, std::shared_ptr<const Schedule>> entries_;
-};
-
 // The candidates planned so far: the fastest that fits, and the infeasible
 // one closest to fitting.
 class Search {
  public:
   // `beat_s`: large plans only emit candidates that may be faster than this
   // (the plan another search found); equal ones only if `wins_ties`.
-  Search(const Problem& prob, ScheduleCache& cache, int32_t routing, std::vector<int64_t> sizes,
+  // `routes` holds the problem's routing that the search plans on.
+  Search(const Problem& prob, ScheduleCache& cache, Routings& routes, std::vector<int64_t> sizes,
          std::vector<int64_t> directs, std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small,
          double beat_s, bool wins_ties, bool try_waves)
       : prob_(prob),
         cache_(cache),
-        routing_(routing),
+        routes_(routes),
+        routing_(routes.Key()),
+        now_(routes.Now()),
         sizes_(std::move(sizes)),
         directs_(std::move(directs)),
         per_rounds_(std::move(per_rounds)),
@@ -192,6 +173,14 @@ class Search {
           fail(m);
           continue;
         }
+        // A large plan is timed by its estimate: kept on its answer alone, it
+        // is emitted only if asked for (Kept): a plan in hand that a later
+        // one beats never is (llama3-70b colocated on 8192 GPUs: 1.1 M ops).
+        if (!small_ && !releases) {
+          const double time_s = std::max(sched->estimate_s, m.pcie_estimate_s);
+          Keep(Candidate{sched, policy, std::move(m), time_s, {}, true}, per_round);
+          break;
+        }
       }
       EmittedPlan e = EmitPlan(prob_, *sched, policy);
       if (!optimizer_slots_) optimizer_slots_ = OptimizerSlotBytes(e.plan);
@@ -216,16 +205,14 @@ class Search {
         if (unissuable_.empty()) unissuable_ = fmt::format("{} under {}", refused.problem(), policy.Name());
         continue;
       }
-      Candidate cand{sched, policy, std::move(e)};
+      Candidate cand{sched, policy, std::move(e), 0, {}, false};
       if (small_) {
         cand.time_s = simulated->time_s;
         cand.prediction = std::move(simulated);
       } else {
         cand.time_s = std::max(sched->estimate_s, cand.emitted.pcie_estimate_s);
       }
-      // More segments per round hold more staging: only for a clear gain.
-      const double margin = best_ && per_round > best_->schedule->per_round ? kPerRoundGain : 1e-9;
-      if (!best_ || cand.time_s < best_->time_s * (1 - margin)) best_ = std::move(cand);
+      Keep(std::move(cand), per_round);
       // The simplest policy, when it fits, is the fastest (nothing waits on a
       // release). Under memory pressure small plans simulate every policy
       // that fits; large plans keep the first (cheapest savings first).
@@ -317,8 +304,30 @@ class Search {
     // Small plans: the simulation of emitted.plan that time_s comes from
     // (SimulateCandidate's options), so the plan kept is not simulated again.
     std::optional<Prediction> prediction;
+    bool answer_only = false;  // emitted is the memory answer (EmitMode::kAnswerOnly)
   };
   std::optional<Candidate>& best() { return best_; }
+  // The best candidate with its plan emitted: now, under the search's own
+  // routing, where it was kept on its answer. Its issue order is checked as
+  // Consider checks it; failing that is an emitter bug (InternalError).
+  Candidate& Kept() {
+    Candidate& c = *best_;
+    if (!c.answer_only) return c;
+    const int32_t was = routes_.Now();
+    routes_.Use(now_);
+    RESHARD_CHECK(routes_.Key() == routing_, "a candidate is emitted under the routing it was planned on");
+    EmittedPlan e = EmitPlan(prob_, *c.schedule, c.policy);
+    routes_.Use(was);
+    RESHARD_CHECK(e.fits && e.planned_peak == c.emitted.planned_peak, "a plan fits as its memory answer said");
+    try {
+      ForEachIssueStep(e.plan, [](const IssueStep&) {});
+    } catch (const PlanRefused& refused) {
+      throw InternalError(fmt::format("planner: a plan that fits cannot be issued: {} under {}", refused.problem(),
+                                      c.policy.Name()));
+    }
+    c.emitted = std::move(e), c.answer_only = false;
+    return c;
+  }
   size_t BestSize() const {
     return static_cast<size_t>(std::find(sizes_.begin(), sizes_.end(), best_->schedule->segment_bytes) - sizes_.begin());
   }
@@ -338,7 +347,9 @@ class Search {
  private:
   const Problem& prob_;
   ScheduleCache& cache_;
+  Routings& routes_;
   const int32_t routing_;  // Routings::Key() of the problem's routing
+  const int32_t now_;      // and the Routings::Now() it was planned on
   const std::vector<int64_t> sizes_, directs_;
   const std::vector<int32_t> per_rounds_;
   const std::vector<PlanPolicy> policies_;
@@ -357,6 +368,11 @@ class Search {
   std::optional<Infeasible> closest_infeasible_;
   std::optional<std::vector<std::vector<int64_t>>> optimizer_slots_;  // OptimizerSlotBytes, from the first plan
 
+  // More segments per round hold more staging: only for a clear gain.
+  void Keep(Candidate&& cand, int32_t per_round) {
+    const double margin = best_ && per_round > best_->schedule->per_round ? kPerRoundGain : 1e-9;
+    if (!best_ || cand.time_s < best_->time_s * (1 - margin)) best_ = std::move(cand);
+  }
   void NoteInfeasible(const std::shared_ptr<const Schedule>& sched, const PlanPolicy& policy, int64_t missing_bytes,
                       int32_t worst_gpu, std::vector<int64_t> planned_peak) {
     if (sched->all_in_one_round) return;  // tried under one policy only: not the most frugal answer
@@ -406,23 +422,6 @@ void PredictWithSimulator(Plan& plan, PlanStats& stats) { ApplyPrediction(plan, 
 
 namespace {
 
-PlanResult Infeasible(const Feasibility& floor) {
-  PlanResult res;
-  res.status = PlanStatus::kInfeasible;
-  res.gpu = floor.gpu;
-  res.missing_bytes = floor.missing_bytes;
-  res.message = floor.message;
-  return res;
-}
-
-void CheckPlannable(const Scenario& s) {
-  if (s.destination_dtype != s.dtype)
-    throw InputError(s.path, "destination.dtype",
-                     fmt::format("the planner moves {} weights as they are; converting to {} during the refit is "
-                                 "not supported yet",
-                                 DTypeName(s.dtype), DTypeName(s.destination_dtype)));
-}
-
 // MakePlan's search on a problem already set up; `routes` and `cache` may
 // hold earlier plans' work (PlanSession), and so may `known`: that changes
 // nothing but time.
@@ -436,7 +435,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   auto run = [&](const Problem& p, const Order& order, double beat_s, bool wins_ties,
                  std::vector<PlanPolicy> policies = {}) {
     if (policies.empty()) policies = Policies(s, options);
-    auto search = std::make_unique<Search>(p, cache, routes.Key(), sizes, DirectThresholds(s, options, small),
+    auto search = std::make_unique<Search>(p, cache, routes, sizes, DirectThresholds(s, options, small),
                                            per_rounds, std::move(policies), small, beat_s, wins_ties,
                                            options.relay_waves == 0);
     search->Run(order);
@@ -515,8 +514,8 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   if (!small && options.simulate && plain && relayed && plain->best() && relayed->best() &&
       !(plain->best()->schedule->all_in_one_round && relayed->best()->schedule->all_in_one_round) &&
       std::max(time_of(plain), time_of(relayed)) < std::min(time_of(plain), time_of(relayed)) * (1 + kRelayBand)) {
-    Prediction p = predict(plain->best()->emitted.plan);
-    Prediction r = predict(relayed->best()->emitted.plan);
+    Prediction p = predict(plain->Kept().emitted.plan);
+    Prediction r = predict(relayed->Kept().emitted.plan);
     use_relays = r.time_s < p.time_s;
     predicted = std::move(use_relays ? r : p);
   }
@@ -551,11 +550,11 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       std::unique_ptr<Search> sent = run(prob, order, forced ? kNone : time_of(search), forced);
       bool keep = sent->best() && (forced || time_of(sent) < time_of(search));
       if (keep && !forced && !small && options.simulate) {
-        Prediction after = SimulateCandidate(sent->best()->emitted.plan);
+        Prediction after = SimulateCandidate(sent->Kept().emitted.plan);
         if (!predicted && after.time_s < base_floor_s) {
           predicted = std::move(after);
         } else {
-          Prediction before = predicted ? std::move(*predicted) : predict(search->best()->emitted.plan);
+          Prediction before = predicted ? std::move(*predicted) : predict(search->Kept().emitted.plan);
           keep = after.time_s < before.time_s;
           predicted = keep ? std::move(after) : std::move(before);
         }
@@ -579,16 +578,17 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   if (!small && options.simulate && !use_relays && search->best() && options.send_relays != std::optional<bool>{false} &&
       relay_first_s < plain_first_s * (1 + kRelayBand)) {
     const int32_t before = routes.Now();
+    search->Kept();  // before its routing may be made again on another base
     if (routes.SendRelayedBytes(Routings::kRelayed) > 0) {
       SizeOrders orders = order_of(prob);
       // Not emitted where its estimate already loses to the plan in hand's
       // prediction (llama3-70b colocated on 8192 GPUs: 167.6 ms estimated
       // against 162.5 simulated; the emission and simulation of 1.1 M ops
       // cost ~10 CPU-s).
-      if (!predicted) predicted = predict(search->best()->emitted.plan);
+      if (!predicted) predicted = predict(search->Kept().emitted.plan);
       std::unique_ptr<Search> both = run(prob, won_order(*search), predicted->time_s, false);
       if (both->best()) {
-        Prediction p = SimulateCandidate(both->best()->emitted.plan);
+        Prediction p = SimulateCandidate(both->Kept().emitted.plan);
         if (p.time_s < predicted->time_s) {
           search = std::move(both), predicted = std::move(p), send_orders = std::move(orders);
           use_relays = true;
@@ -606,10 +606,10 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   // candidates below where it may have erred too; the fastest is kept.
   if (!small && options.simulate && search->best()) {
     // A sweep's memory policy that changes nothing: the last plan's prediction (known_plan.h).
-    if (!predicted) predicted = predict(search->best()->emitted.plan);
+    if (!predicted) predicted = predict(search->Kept().emitted.plan);
     auto keep_if_faster = [&](std::unique_ptr<Search> other) {  // where predicted faster
       if (!other->best()) return;
-      Prediction p = predict(other->best()->emitted.plan);
+      Prediction p = predict(other->Kept().emitted.plan);
       if (p.time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
     };
     const SizeOrders& o = send_relayed_bytes + recv_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
@@ -631,13 +631,13 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     // simulate, smaller powers of two are simulated too, halving while no
     // slower than the best (down to 16 MiB), emitted whatever their estimate.
     constexpr size_t kCheapOps = 50000;
-    if (won->all_in_one_round && search->best()->emitted.plan.ops.size() <= kCheapOps) {
+    if (won->all_in_one_round && search->Kept().emitted.plan.ops.size() <= kCheapOps) {
       for (size_t i = sizes.size(); i-- > 0;) {
         if (sizes[i] >= won->segment_bytes || sizes[i] < (int64_t{16} << 20) || (sizes[i] & (sizes[i] - 1)) != 0)
           continue;
         std::unique_ptr<Search> other = run(prob, Order{{i, kPerRoundAll}}, kNone, false);
         if (!other->best()) break;
-        Prediction p = predict(other->best()->emitted.plan);
+        Prediction p = predict(other->Kept().emitted.plan);
         if (p.time_s > predicted->time_s) break;
         if (p.time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
       }
@@ -693,6 +693,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     res.stats.planned_peak_bytes = closest.planned_peak;
     return res;
   }
+  search->Kept();
   const Schedule& sc = *best->schedule;
   Plan& plan = best->emitted.plan;
   PlanSummary& sum = plan.summary;
@@ -738,10 +739,10 @@ PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
   // A GPU short of memory whatever the plan: say so at once instead of
   // planning every candidate to find out.
   if (!options.inputs)
-    if (const Feasibility floor = CheckRefitFits(s); !floor.fits) return Infeasible(floor);
+    if (const Feasibility floor = CheckRefitFits(s); !floor.fits) return InfeasibleResult(floor);
   Problem prob(s, options.inputs.get());
   Routings routes(prob);
-  ScheduleCache cache;
+  search_candidates::ScheduleCache cache;
   return PlanProblem(s, options, prob, routes, cache);
 }
 
@@ -750,7 +751,7 @@ struct PlanSession::Impl {
   std::optional<Feasibility> floor;
   std::unique_ptr<Problem> prob;
   std::unique_ptr<Routings> routes;
-  ScheduleCache cache;
+  search_candidates::ScheduleCache cache;
   KnownPlan known;  // the last plan simulated (planner/known_plan.h)
   bool Quantized() const { return scenario.quantization && scenario.destination_dtype != scenario.dtype; }
   const Feasibility& Floor() {
@@ -774,7 +775,7 @@ PlanResult PlanSession::Plan(const PlannerOptions& options) {
   Impl& m = *impl_;
   if (m.Quantized()) return MakeQuantizedPlan(m.scenario, options);
   CheckPlannable(m.scenario);
-  if (const Feasibility& floor = m.Floor(); !floor.fits) return Infeasible(floor);
+  if (const Feasibility& floor = m.Floor(); !floor.fits) return InfeasibleResult(floor);
   Problem& prob = m.Prob();
   return PlanProblem(m.scenario, options, prob, *m.routes, m.cache, &m.known);
 }

@@ -6,10 +6,41 @@
 #include <numeric>
 #include <tuple>
 
+#include <fmt/format.h>
+
+#include "model/error.h"
 #include "planner/round_estimate.h"
 #include "planner/segments.h"
 
 namespace reshard::search_candidates {
+
+std::shared_ptr<const Schedule> ScheduleCache::Get(const Problem& prob, int32_t routing, int64_t segment_bytes,
+                                                   int64_t direct_min_bytes, int32_t per_round) {
+  if (segment_bytes != size_) {
+    entries_.clear();
+    size_ = segment_bytes;
+  }
+  auto& e = entries_[std::make_tuple(routing, direct_min_bytes, per_round)];
+  if (!e) e = std::make_shared<const Schedule>(MakeSchedule(prob, segment_bytes, direct_min_bytes, per_round));
+  return e;
+}
+
+PlanResult InfeasibleResult(const Feasibility& floor) {
+  PlanResult res;
+  res.status = PlanStatus::kInfeasible;
+  res.gpu = floor.gpu;
+  res.missing_bytes = floor.missing_bytes;
+  res.message = floor.message;
+  return res;
+}
+
+void CheckPlannable(const Scenario& s) {
+  if (s.destination_dtype != s.dtype)
+    throw InputError(s.path, "destination.dtype",
+                     fmt::format("the planner moves {} weights as they are; converting to {} during the refit is "
+                                 "not supported yet",
+                                 DTypeName(s.dtype), DTypeName(s.destination_dtype)));
+}
 
 std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
   std::vector<double> fractions;

@@ -1,11 +1,15 @@
 // The candidates MakePlan's search (planner/search.cc) tries, and their
 // order: memory policies, segment sizes, segments per round, in-place
 // thresholds, and for large plans the (size, segments per round) ranking by
-// the round estimate (planner/round_estimate.h). Internal to planner/.
+// the round estimate (planner/round_estimate.h); the schedules already cut
+// and the answers given before any search. Internal to planner/.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -13,6 +17,7 @@
 #include "planner/emitter.h"
 #include "planner/planner.h"
 #include "planner/problem.h"
+#include "planner/segments.h"
 
 namespace reshard::search_candidates {
 
@@ -42,6 +47,26 @@ inline constexpr int64_t kDefaultDirectMinBytes = int64_t{64} << 20;
 // the largest) holds the most staging; where that does not fit it is tried
 // at this size (an op of it reaches ~85 % of NVLink, as at kDefaultDirectMinBytes).
 inline constexpr int64_t kAllFallbackBytes = int64_t{64} << 20;
+
+// Schedules already cut, shared by the searches of one problem (and by a
+// PlanSession's plans): keyed by (routing, size, threshold, segments per
+// round). Only the latest segment size is kept: searches and sweeps go
+// size by size, and a large plan's schedule is hundreds of MB.
+class ScheduleCache {
+ public:
+  std::shared_ptr<const Schedule> Get(const Problem& prob, int32_t routing, int64_t segment_bytes,
+                                      int64_t direct_min_bytes, int32_t per_round);
+
+ private:
+  int64_t size_ = -1;
+  std::map<std::tuple<int32_t, int64_t, int32_t>, std::shared_ptr<const Schedule>> entries_;
+};
+
+// The answer where a GPU is short of memory whatever the plan (`floor`).
+PlanResult InfeasibleResult(const Feasibility& floor);
+
+// Throws InputError where the planner cannot plan `s` (a dtype conversion).
+void CheckPlannable(const Scenario& s);
 
 // Memory policies in the order they are tried: fastest first.
 std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o);

@@ -1388,7 +1388,10 @@ TEST(Planner, AnswerWithoutEmissionIsExactForPoliciesThatReleaseNothing) {
 // A PlanSession shares the problem, its relayed routing and a size's
 // schedules across plans: each plan is MakePlan's, bit for bit, whatever was
 // planned before it (sizes revisited, policies, relays forced either way,
-// simulated and estimated plans, in an order that switches the routing).
+// simulated and estimated plans, in an order that switches the routing;
+// and large-path plans, which a search keeps on their memory answer and
+// emits later, under the routing it planned them on, whichever the session
+// holds by then).
 TEST(PlanSession, EveryPlanIsMakePlans) {
   const Scenario s = planner_testing::TwoNodeRelayScenario();
   PlanSession session(s);
@@ -1409,12 +1412,20 @@ TEST(PlanSession, EveryPlanIsMakePlans) {
   never.relays = false;
   always.relays = true;
   all.insert(all.end(), {estimated, never, always, searched, estimated});
+  for (PlannerOptions o : {searched, always, never, estimated, searched}) {  // the large path
+    o.simulate_max_fragments = 0;
+    all.push_back(o);
+    o.send_relays = true;
+    all.push_back(o);
+  }
   int64_t relayed = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     const PlanResult a = session.Plan(all[i]);
     const PlanResult b = MakePlan(s, all[i]);
     ASSERT_EQ(a.ok(), b.ok()) << i;
     ASSERT_TRUE(a.ok()) << i;
+    const VerifyResult v = Verify(a.plan, &s.cluster);  // every byte written once: its own routing's parts
+    EXPECT_TRUE(v.ok()) << i << ": " << (v.ok() ? "" : v.problems.front());
     EXPECT_EQ(a.stats.relayed_bytes, b.stats.relayed_bytes) << i;
     EXPECT_EQ(a.stats.segments, b.stats.segments) << i;
     EXPECT_EQ(a.stats.planned_peak_bytes, b.stats.planned_peak_bytes) << i;
