@@ -477,13 +477,21 @@ int64_t MinExcessBytes(const Cluster& c) {
 }
 
 // Relayed entries (via) after the direct ones, before AddRelays' ones, sorted
-// by (sender, receiver, relay peer, direction, slot, rank, fragment).
+// by (sender, receiver, relay peer, direction, slot, rank, fragment). The
+// three classes keep their order: a counting pass and one scatter, O(n)
+// (a stable sort by class was ~7 % of llama3-70b colocated's plan on 8192
+// GPUs), then the relayed ones sorted.
 void SortViaEntries(ScratchVector<SourcedFragment>& sourced) {
-  auto rank_of = [](const SourcedFragment& x) { return x.relay ? 2 : x.via >= 0 ? 1 : 0; };
-  std::stable_sort(sourced.begin(), sourced.end(),
-                   [&](const SourcedFragment& x, const SourcedFragment& y) { return rank_of(x) < rank_of(y); });
-  auto first = std::find_if(sourced.begin(), sourced.end(), [](const SourcedFragment& x) { return x.via >= 0; });
-  auto last = std::find_if(first, sourced.end(), [](const SourcedFragment& x) { return x.via < 0; });
+  auto class_of = [](const SourcedFragment& x) { return x.relay ? 2 : x.via >= 0 ? 1 : 0; };
+  size_t at[3] = {0, 0, 0};
+  for (const SourcedFragment& x : sourced) ++at[class_of(x)];
+  const size_t direct = at[0], via = at[1];
+  at[2] = direct + via, at[1] = direct, at[0] = 0;
+  ScratchVector<SourcedFragment> out(sourced.size());
+  for (const SourcedFragment& x : sourced) out[at[class_of(x)]++] = x;
+  sourced.swap(out);
+  const auto first = sourced.begin() + static_cast<std::ptrdiff_t>(direct);
+  const auto last = first + static_cast<std::ptrdiff_t>(via);
   std::sort(first, last, [](const SourcedFragment& x, const SourcedFragment& y) {
     return std::tie(x.src_gpu, x.dst_gpu, x.via, x.via_recv, x.src_slot, x.dst_rank, x.frag) <
            std::tie(y.src_gpu, y.dst_gpu, y.via, y.via_recv, y.src_slot, y.dst_rank, y.frag);
