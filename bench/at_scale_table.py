@@ -27,6 +27,7 @@ it ran at.
 """
 import argparse
 import json
+import lzma
 import os
 import resource
 import subprocess
@@ -70,15 +71,21 @@ SCENARIOS = [
 ]
 
 
+def saved_path(path):
+    """path, or its xz-compressed copy (path + ".xz": large rows are kept so), or None."""
+    return next((p for p in (path, path + ".xz") if os.path.exists(p)), None)
+
+
 def run(cmd, out_path, keep, saved_only=False, saved_from=None):
     """Runs cmd (stdout: JSON) into out_path; returns (json, cpu_s or None)."""
-    for folder in (saved_from or []) if keep and not os.path.exists(out_path) else []:
+    for folder in (saved_from or []) if keep and not saved_path(out_path) else []:
         earlier = os.path.join(folder, os.path.basename(out_path))
-        if os.path.exists(earlier):
+        if saved_path(earlier):
             out_path = earlier
             break
-    if keep and os.path.exists(out_path):
-        with open(out_path) as f:
+    if keep and saved_path(out_path):
+        found = saved_path(out_path)
+        with (lzma.open(found, "rt") if found.endswith(".xz") else open(found)) as f:
             saved = json.load(f)
         return saved["result"], saved.get("cpu_s")
     if saved_only:
