@@ -432,8 +432,10 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   const std::vector<int32_t> per_rounds = PerRounds(options);
   // `beat_s` / `wins_ties`: see Search.
   auto order_of = [&](const Problem& p) { return SizeOrder(p, sizes, per_rounds, options, small); };
+  bool remake_send = false;  // the kept plan's sender relays on the plain routing: made again by the next search
   auto run = [&](const Problem& p, const Order& order, double beat_s, bool wins_ties,
                  std::vector<PlanPolicy> policies = {}) {
+    if (remake_send) routes.SendRelayedBytes(Routings::kPlain), remake_send = false;
     if (policies.empty()) policies = Policies(s, options);
     auto search = std::make_unique<Search>(p, cache, routes, sizes, DirectThresholds(s, options, small),
                                            per_rounds, std::move(policies), small, beat_s, wins_ties,
@@ -597,7 +599,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         }
       }
     }
-    if (!use_relays && before == Routings::kSendRelayed) routes.SendRelayedBytes(Routings::kPlain);  // made again
+    if (!use_relays && before == Routings::kSendRelayed) remake_send = true;
     else if (!use_relays) routes.Use(before);
   }
   // Large plans rank candidates by the round estimate, close for a round per
