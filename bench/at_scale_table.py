@@ -78,13 +78,12 @@ def saved_path(path):
 
 def run(cmd, out_path, keep, saved_only=False, saved_from=None):
     """Runs cmd (stdout: JSON) into out_path; returns (json, cpu_s or None)."""
-    for folder in (saved_from or []) if keep and not saved_path(out_path) else []:
-        earlier = os.path.join(folder, os.path.basename(out_path))
-        if saved_path(earlier):
-            out_path = earlier
+    found = saved_path(out_path) if keep else None
+    for folder in (saved_from or []) if keep and not found else []:
+        found = saved_path(os.path.join(folder, os.path.basename(out_path)))
+        if found:
             break
-    if keep and saved_path(out_path):
-        found = saved_path(out_path)
+    if found:
         with (lzma.open(found, "rt") if found.endswith(".xz") else open(found)) as f:
             saved = json.load(f)
         return saved["result"], saved.get("cpu_s")
