@@ -96,7 +96,9 @@ class MegatronBuilder {
     Plan& p = res_.plan;
     StartPlan(p, s_, {"compute", "comm", "host", "side"});
     // Buffers and content as reshard's planner lays them out (per rank and layer).
-    refit_ = AddRefitBuffers(p, s_, src_, dst_, src_buffers_, dst_buffers_, s_.destination_gpus, mem_);
+    // One optimizer buffer per slot: the Megatron-style plan allocates its
+    // destination weights at once after the offload.
+    refit_ = AddRefitBuffers(p, s_, src_, dst_, src_buffers_, dst_buffers_, s_.destination_gpus, mem_, 1);
     Reserve();
     Offload(offload_);
     AllocateDestinations();

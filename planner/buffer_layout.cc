@@ -1,6 +1,7 @@
 #include "planner/buffer_layout.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <utility>
 
@@ -97,18 +98,44 @@ int32_t AddPlanBuffer(Plan& p, int32_t gpu, MemorySpace space, BufferRole role, 
   return AppendBuffer(p, std::move(pb));
 }
 
+int32_t OptimizerStates(double bytes_per_param) {
+  return std::max(1, static_cast<int32_t>(std::ceil(bytes_per_param / 4 - 1e-9)));
+}
+
+int64_t OptimizerStateBytes(int64_t slot_bytes, int32_t states, int32_t j) {
+  return j + 1 == states ? slot_bytes - (states - 1) * (slot_bytes / states) : slot_bytes / states;
+}
+
+std::vector<int64_t> OptimizerBufferBytes(int64_t optimizer_bytes, const std::vector<int64_t>& slot_elems,
+                                          int32_t states) {
+  const int64_t total = std::accumulate(slot_elems.begin(), slot_elems.end(), int64_t{0});
+  std::vector<int64_t> out;
+  out.reserve(slot_elems.size() * static_cast<size_t>(states));
+  int64_t given = 0;
+  for (size_t k = 0; k < slot_elems.size(); ++k) {
+    const int64_t bytes = k + 1 == slot_elems.size()
+                              ? optimizer_bytes - given
+                              : static_cast<int64_t>(static_cast<long double>(optimizer_bytes) * slot_elems[k] /
+                                                     std::max<int64_t>(1, total));
+    given += bytes;
+    for (int32_t j = 0; j < states; ++j) out.push_back(OptimizerStateBytes(bytes, states, j));
+  }
+  return out;
+}
+
 std::string LayerName(int32_t layer) { return layer < 0 ? "emb" : fmt::format("L{}", layer); }
 
 RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, const Layout& dst,
                              const SideBuffers& src_buffers, const SideBuffers& dst_buffers,
                              const std::vector<int32_t>& dst_gpu, const std::vector<GpuMemoryAtStart>& mem,
-                             bool content) {
+                             int32_t optimizer_states, bool content) {
   const int64_t eb = DTypeBytes(s.dtype);
   const int32_t gpus = s.cluster.Gpus();
   RefitBuffers out;
   out.src_first.resize(src.Ranks());
   out.opt_first.resize(src.Ranks());
   out.opt_slots.assign(src.Ranks(), 0);
+  out.opt_states = std::max(1, optimizer_states);
   std::vector<bool> gpu_state_done(gpus, false);  // optimizer and gradients, once per GPU
   for (int32_t r = 0; r < src.Ranks(); ++r) {
     const int32_t g = s.source_gpus[r], shard = src.rank_shard[r];
@@ -121,18 +148,15 @@ RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, cons
     out.opt_first[r] = static_cast<int32_t>(p.buffers.size());
     const int64_t opt = gpu_state_done[g] ? 0 : mem[g].optimizer;
     if (opt > 0) {
-      const int64_t total = std::accumulate(elems.begin(), elems.end(), int64_t{0});
-      int64_t given = 0;
-      for (size_t k = 0; k < layers.size(); ++k) {
-        const int64_t bytes =
-            k + 1 == layers.size()
-                ? opt - given
-                : static_cast<int64_t>(static_cast<long double>(opt) * elems[k] / std::max<int64_t>(1, total));
-        given += bytes;
-        AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kOptimizer, bytes, layers[k], true,
-                      fmt::format("opt r{} {}", r, LayerName(layers[k])));
+      const int32_t states = out.opt_states;
+      const std::vector<int64_t> bytes = OptimizerBufferBytes(opt, elems, states);
+      for (size_t i = 0; i < bytes.size(); ++i) {
+        const int32_t layer = layers[i / static_cast<size_t>(states)];
+        AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kOptimizer, bytes[i], layer, true,
+                      states == 1 ? fmt::format("opt r{} {}", r, LayerName(layer))
+                                  : fmt::format("opt r{} {} s{}", r, LayerName(layer), i % static_cast<size_t>(states)));
       }
-      out.opt_slots[r] = static_cast<int32_t>(layers.size());
+      out.opt_slots[r] = static_cast<int32_t>(bytes.size());
     }
     if (!gpu_state_done[g] && mem[g].gradients > 0)
       AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kGradients, mem[g].gradients, -1, true,

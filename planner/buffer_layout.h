@@ -62,6 +62,23 @@ void ShareCopiesWithTransfers(Plan& p);
 int32_t AddPlanBuffer(Plan& p, int32_t gpu, MemorySpace space, BufferRole role, int64_t bytes, int32_t layer,
                       bool preexisting, std::string name);
 
+// The optimizer states of a parameter: ceil(bytes_per_param / 4), at least 1
+// (Adam's fp32 master weights and two moments at 12 bytes: 3). A plan may
+// hold a slot's optimizer state as one buffer per state (PyTorch keeps each
+// state of a parameter a tensor of its own), so that an offload frees it
+// state by state (planner/emitter.h, OptimizerStatesUnder).
+int32_t OptimizerStates(double bytes_per_param);
+
+// State j of a slot of `slot_bytes` split into `states` buffers: equal
+// parts, the last taking the rounding.
+int64_t OptimizerStateBytes(int64_t slot_bytes, int32_t states, int32_t j);
+
+// The bytes of one GPU's optimizer buffers, in order: `optimizer_bytes` over
+// its slots in proportion to their elements (the last slot takes the
+// rounding), each slot in `states` buffers (OptimizerStateBytes).
+std::vector<int64_t> OptimizerBufferBytes(int64_t optimizer_bytes, const std::vector<int64_t>& slot_elems,
+                                          int32_t states);
+
 // "emb" for layer -1 (embeddings, head, final norm), else "L<layer>".
 std::string LayerName(int32_t layer);
 
@@ -71,21 +88,23 @@ struct RefitBuffers {
   std::vector<int32_t> src_first;   // per source rank: its first source-weight buffer
   std::vector<int32_t> opt_first;   // per source rank: its first optimizer buffer
   std::vector<int32_t> opt_slots;   // per source rank: how many optimizer buffers it has (0: none)
+  int32_t opt_states = 1;           // optimizer buffers per slot (a slot's come one after another)
   std::vector<int32_t> dst_first;   // per destination rank: its first destination-weight buffer
 };
 
 // Adds to `p`, in this order: per source rank, its weights per slot, its
-// GPU's optimizer state split over the slots in proportion to their elements,
-// and its GPU's gradients (the GPU's state goes with its first rank); per
-// destination rank, its GPU's KV cache (first rank on the GPU) and its
-// weights per slot (allocated by the plan). Then p.sources and
+// GPU's optimizer state split over the slots in proportion to their elements
+// (`optimizer_states` buffers per slot: OptimizerBufferBytes), and its GPU's
+// gradients (the GPU's state goes with its first rank); per destination
+// rank, its GPU's KV cache (first rank on the GPU) and its weights per slot
+// (allocated by the plan). Then p.sources and
 // p.destinations (unless `content` is false: the buffers only): what every
 // source buffer holds and every destination buffer must hold. O(buffers +
 // pieces).
 RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, const Layout& dst,
                              const SideBuffers& src_buffers, const SideBuffers& dst_buffers,
                              const std::vector<int32_t>& dst_gpu, const std::vector<GpuMemoryAtStart>& mem,
-                             bool content = true);
+                             int32_t optimizer_states, bool content = true);
 
 // An alloc or free of `buffer` on its GPU's `stream`; returns the op id.
 int32_t AppendMemoryOp(Plan& p, OpKind kind, int32_t buffer, int32_t stream, std::vector<int32_t> deps);

@@ -51,7 +51,7 @@ class Emitter {
     StartPlan(p, s, streams);
     out_.comm_lanes = !lane_.empty();
     refit_ = AddRefitBuffers(p, s, prob_.src, prob_.dst, prob_.src_buffers, prob_.dst_buffers, prob_.dst_gpu,
-                             prob_.memory_at_start, mode_ != EmitMode::kAnswerOnly);
+                             prob_.memory_at_start, OptimizerStatesUnder(policy_, s), mode_ != EmitMode::kAnswerOnly);
     buffers_.assign(p.buffers.size(), BufferUse{});
     memory_.emplace(p, c_, prob_.memory_at_start, lane_.empty() ? sc_.peers : LanePeers(sc_, lane_, gpus));
     if (mode_ == EmitMode::kAnswerOnly) {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "planner/buffer_layout.h"
 #include "planner/emitter.h"
 #include "planner/memory_ledger.h"
 
@@ -53,6 +54,26 @@ std::vector<std::vector<int64_t>> OptimizerSlotBytes(const Plan& p) {
   std::vector<std::vector<int64_t>> out(p.cluster.Gpus());
   for (const PlanBuffer& b : p.buffers)
     if (b.role == BufferRole::kOptimizer && b.preexisting) out[b.gpu].push_back(b.bytes);
+  return out;
+}
+
+int32_t OptimizerStatesUnder(const PlanPolicy& policy, const Scenario& s) {
+  return policy.destination_per_layer && policy.offload_fraction > 0 ? OptimizerStates(s.memory.optimizer.bytes_per_param)
+                                                                     : 1;
+}
+
+std::vector<std::vector<int64_t>> OptimizerSlotBytes(const Problem& prob, int32_t states) {
+  const Scenario& s = prob.scenario;
+  std::vector<std::vector<int64_t>> out(s.cluster.Gpus());
+  std::vector<bool> done(out.size(), false);  // as AddRefitBuffers: a GPU's state goes with its first rank
+  for (int32_t r = 0; r < prob.src.Ranks(); ++r) {
+    const int32_t g = s.source_gpus[r];
+    if (done[g]) continue;
+    done[g] = true;
+    if (prob.memory_at_start[g].optimizer > 0)
+      out[g] = OptimizerBufferBytes(prob.memory_at_start[g].optimizer,
+                                    prob.src_buffers.slot_elems[prob.src.rank_shard[r]], states);
+  }
   return out;
 }
 

@@ -95,11 +95,10 @@ class Search {
 
   // Plans (size index, threshold, segments per round) under the policies in
   // order. Once one policy did not fit, the others are first emitted for
-  // their memory only (EmitMode::kMemoryOnly) and fully only if they fit; a
-  // policy that differs from one that did not fit only by more optimizer
-  // offload is not emitted at all when PredictMissingBytes (exact) says it
-  // cannot fit either. Returns true when a large plan's schedule estimate
-  // already loses to the plan in hand (nothing emitted).
+  // their memory only (kMemoryOnly) and fully only if they fit; a policy that
+  // only adds optimizer offload to one that did not fit is not emitted when
+  // PredictMissingBytes (exact) says it cannot fit either. Returns true when
+  // a large plan's schedule estimate already loses (nothing emitted).
   bool Consider(size_t size_index, int64_t direct_min_bytes, int32_t per_round) {
     // Large plans: a schedule of at most two segments per round whose port
     // bound (at most its estimate, less the roundings of summing its rounds)
@@ -145,7 +144,7 @@ class Search {
       if (auto it = failed.find(key); it != failed.end() && it->second.fraction <= policy.offload_fraction) {
         const std::vector<int64_t> missing = PredictMissingBytes(prob_, it->second.start_missing, it->second.shortfall,
                                                                  it->second.fraction, policy.offload_fraction,
-                                                                 *optimizer_slots_);
+                                                                 OptimizerSlots(policy));
         const auto worst = std::max_element(missing.begin(), missing.end());  // first of the largest
         if (*worst > 0) {
           NoteInfeasible(sched, policy, *worst, static_cast<int32_t>(worst - missing.begin()), {});
@@ -155,8 +154,7 @@ class Search {
       }
       // Its offloads alone make it slower than the plan in hand (and so
       // every later policy, which offloads as much or more).
-      if (!small_ && optimizer_slots_ &&
-          Loses(OptimizerOffloadSeconds(prob_, *optimizer_slots_, policy.offload_fraction)))
+      if (!small_ && Loses(OptimizerOffloadSeconds(prob_, OptimizerSlots(policy), policy.offload_fraction)))
         break;
       auto fail = [&](EmittedPlan& e) {
         NoteInfeasible(sched, policy, e.missing_bytes, e.worst_gpu, std::move(e.planned_peak));
@@ -168,7 +166,6 @@ class Search {
       const bool releases = policy.offload_fraction > 0 || policy.source_to_host;
       if ((!failed.empty() || sched->all_in_one_round || !releases) && !predicted_fit) {
         EmittedPlan m = EmitPlan(prob_, *sched, policy, releases ? EmitMode::kMemoryOnly : EmitMode::kAnswerOnly);
-        if (!optimizer_slots_) optimizer_slots_ = OptimizerSlotBytes(m.plan);
         if (!m.fits) {
           fail(m);
           continue;
@@ -183,7 +180,6 @@ class Search {
         }
       }
       EmittedPlan e = EmitPlan(prob_, *sched, policy);
-      if (!optimizer_slots_) optimizer_slots_ = OptimizerSlotBytes(e.plan);
       if (!e.fits) {
         fail(e);
         continue;
@@ -366,7 +362,12 @@ class Search {
   std::vector<std::vector<std::pair<int32_t, std::vector<Segment>>>> tried_;
   std::optional<Candidate> best_;
   std::optional<Infeasible> closest_infeasible_;
-  std::optional<std::vector<std::vector<int64_t>>> optimizer_slots_;  // OptimizerSlotBytes, from the first plan
+  std::map<int32_t, std::vector<std::vector<int64_t>>> optimizer_slots_;  // by OptimizerStatesUnder
+  const std::vector<std::vector<int64_t>>& OptimizerSlots(const PlanPolicy& policy) {
+    const int32_t states = OptimizerStatesUnder(policy, prob_.scenario);
+    auto [it, added] = optimizer_slots_.try_emplace(states);
+    return added ? it->second = OptimizerSlotBytes(prob_, states) : it->second;
+  }
 
   // More segments per round hold more staging: only for a clear gain.
   void Keep(Candidate&& cand, int32_t per_round) {

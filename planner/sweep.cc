@@ -20,6 +20,7 @@
 
 #include "model/error.h"
 #include "model/layout.h"
+#include "planner/buffer_layout.h"
 #include "planner/emitter.h"
 #include "planner/memory_ledger.h"
 #include "planner/planner.h"
@@ -64,7 +65,7 @@ SweepPoint Evaluate(const Scenario& base, PlanSession* session, SweepPoint p,
   // auto) and keep the fastest, as `reshard plan` does; large ones take the default.
   try {
     const PlanResult r = session ? session->Plan(o) : MakePlan(s, o);
-    if (moves && r.ok()) *moves = HostMovesOf(r.plan);
+    if (moves && r.ok()) *moves = HostMovesOf(r.plan, OptimizerStatesOf(s, p));
     const std::vector<int64_t>& peaks = r.ok() ? r.plan.summary.predicted_peak_bytes : r.stats.planned_peak_bytes;
     if (!peaks.empty()) {
       const auto it = std::max_element(peaks.begin(), peaks.end());  // first GPU on ties
@@ -101,9 +102,16 @@ SweepPoint SamePlanAs(const SweepPoint& from, size_t from_index, SweepPoint to) 
 
 }  // namespace
 
-HostMoves HostMovesOf(const Plan& p) {
+HostMoves HostMovesOf(const Plan& p, int32_t plan_states) {
   HostMoves m;
   m.optimizer = OptimizerSlotBytes(p);
+  if (plan_states > 1)
+    for (std::vector<int64_t>& gpu : m.optimizer) {
+      RESHARD_CHECK(gpu.size() % static_cast<size_t>(plan_states) == 0, "optimizer buffers are not whole slots");
+      for (size_t k = 0; k < gpu.size() / plan_states; ++k)
+        gpu[k] = std::accumulate(gpu.begin() + k * plan_states, gpu.begin() + (k + 1) * plan_states, int64_t{0});
+      gpu.resize(gpu.size() / plan_states);
+    }
   m.source.resize(m.optimizer.size());
   for (const PlanBuffer& b : p.buffers)
     if (b.role == BufferRole::kSourceWeights && b.preexisting && b.space == MemorySpace::kDevice)
@@ -111,11 +119,23 @@ HostMoves HostMovesOf(const Plan& p) {
   return m;
 }
 
-double HostMoveBoundSeconds(const Cluster& c, const HostMoves& moves, double fraction, bool source_to_host) {
+int32_t OptimizerStatesOf(const Scenario& s, const SweepPoint& p) {
+  PlanPolicy policy;
+  policy.offload_fraction = p.offload_fraction;
+  policy.destination_per_layer = p.policy.destination_per_layer;
+  policy.source_to_host = p.policy.source_to_host;
+  return OptimizerStatesUnder(policy, s);
+}
+
+double HostMoveBoundSeconds(const Cluster& c, const HostMoves& moves, double fraction, bool source_to_host,
+                            int32_t states) {
   if (!(c.pcie.bytes_per_s > 0)) return 0;
   int64_t most = 0;
+  std::vector<int64_t> slots;
   for (size_t g = 0; g < moves.optimizer.size(); ++g) {
-    const std::vector<int64_t>& slots = moves.optimizer[g];
+    slots.clear();
+    for (int64_t slot : moves.optimizer[g])
+      for (int32_t j = 0; j < states; ++j) slots.push_back(OptimizerStateBytes(slot, states, j));
     const int64_t optimizer = std::accumulate(slots.begin(), slots.end(), int64_t{0});  // the slots split it whole
     const size_t n = OffloadedOptimizerSlots(slots, optimizer, fraction);
     int64_t bytes = std::accumulate(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(n), int64_t{0});
@@ -422,7 +442,8 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
     };
     auto estimate_of = [&](size_t k, const SweepPoint& p) {
       const SweepPoint& base = res.points[bases[k].front()];
-      const double bound_s = HostMoveBoundSeconds(s.cluster, moves[k], p.offload_fraction, p.policy.source_to_host);
+      const double bound_s = HostMoveBoundSeconds(s.cluster, moves[k], p.offload_fraction, p.policy.source_to_host,
+                                                  OptimizerStatesOf(s, p));
       return within_margin(base) ? std::max(bound_s, base.time_s * (1 - options.prune_tolerance)) : bound_s;
     };
     // A base point's twin (the same but destination_per_layer) is cheapest

@@ -138,19 +138,27 @@ struct SweepResult {
 std::vector<int32_t> DefaultDomainSizes(const Cluster& c);
 
 // The bytes a plan may move to host, per GPU: its optimizer slots in layer
-// order (OptimizerSlotBytes) and its training weight buffers.
+// order, whole (OptimizerSlotBytes, a slot's `plan_states` buffers summed:
+// planner/emitter.h's OptimizerStatesUnder of the plan's policy), and its
+// training weight buffers.
 struct HostMoves {
   std::vector<std::vector<int64_t>> optimizer, source;
 };
-HostMoves HostMovesOf(const Plan& p);
+HostMoves HostMovesOf(const Plan& p, int32_t plan_states = 1);
+
+// OptimizerStatesUnder of a point's policy and offload fraction.
+int32_t OptimizerStatesOf(const Scenario& s, const SweepPoint& p);
 
 // A lower bound on the time of a plan with optimizer offload `fraction` and,
 // with `source_to_host`, every training weight buffer moved to host (the
 // emitter moves each once its last read is done): the most bytes one GPU
 // moves to host over its PCIe link's peak rate, which no sharing exceeds
 // (its duplex rate is no higher). `moves`: HostMovesOf any plan of the same
-// problem. 0 where the cluster has no PCIe rate.
-double HostMoveBoundSeconds(const Cluster& c, const HostMoves& moves, double fraction, bool source_to_host);
+// problem; `states`: the plan's optimizer buffers per slot (the offload moves
+// whole buffers until the fraction is reached). 0 where the cluster has no
+// PCIe rate.
+double HostMoveBoundSeconds(const Cluster& c, const HostMoves& moves, double fraction, bool source_to_host,
+                            int32_t states = 1);
 
 // Segment sizes a sweep tries by default: powers of two 4 MiB .. 4 GiB that
 // `reshard plan --segment-bytes` accepts (SegmentBytesProblem: at most

@@ -42,6 +42,28 @@ TEST_P(EndToEnd, TwoSegmentsPerRoundVerifyEveryElement) {
   testing::ExpectHostRunVerifies(r.plan, GetParam().name);
 }
 
+// The optimizer offloaded state by state (dest-per-layer with offload: a
+// buffer per optimizer state, each moved to host and freed on its own, the
+// destination layers allocated in the room they leave): every element verified.
+TEST(EndToEndOffload, OptimizerStateByStateVerifiesEveryElement) {
+  const E2eCase& c = testing::kE2eCases[2];
+  ASSERT_NE(std::string(c.yaml).find("offload: all"), std::string::npos);
+  const Scenario s = ParseScenario(testing::WithSegmentBytes(c), "<e2e>");
+  PlannerOptions po;
+  po.simulate = false;
+  po.offload_fraction = 1.0;
+  po.destination_per_layer = true;
+  const PlanResult r = MakePlan(s, po);
+  ASSERT_TRUE(r.ok()) << r.message;
+  int states = 0, offloads = 0;
+  for (const PlanBuffer& b : r.plan.buffers) states += b.role == BufferRole::kOptimizer ? 1 : 0;
+  for (const Op& op : r.plan.ops) offloads += op.kind == OpKind::kOffload ? 1 : 0;
+  EXPECT_GT(states, 0);
+  EXPECT_EQ(states % 3, 0);  // three per slot at 12 bytes per parameter
+  EXPECT_EQ(offloads, states);
+  testing::ExpectHostRunVerifies(r.plan, c.name);
+}
+
 // `s` planned by the port model (no simulation) with `per_round` segments
 // per round and relays forced as given (unset: searched).
 PlanResult PlanByPortModel(const Scenario& s, int32_t per_round, std::optional<bool> relays,

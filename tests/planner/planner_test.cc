@@ -1270,7 +1270,10 @@ TEST(Relays, TheSendersLeftOnTheNetworkAreBalancedAgain) {
 // Under memory pressure the search skips emissions: a policy's memory answer
 // comes from a memory-only emission, and a policy that only adds optimizer
 // offload is predicted from one that did not fit. Both must be exact: the
-// same missing bytes per GPU and the same peaks as the full emission.
+// same missing bytes per GPU and the same peaks as the full emission. The
+// prediction takes the optimizer buffers the policy's plan has (a buffer per
+// state with destination layers allocated one by one, else per slot), which
+// the search computes without an emission (OptimizerSlotBytes of the problem).
 TEST(Planner, MemoryOnlyEmissionAndOffloadPredictionAreExact) {
   const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: dgx-h100, nodes: 2}", "{engine: megatron, tp: 8, pp: 2}",
                                    "{engine: vllm, tp: 8, dp: 2}",
@@ -1290,10 +1293,14 @@ TEST(Planner, MemoryOnlyEmissionAndOffloadPredictionAreExact) {
       const PlanPolicy base{0.0, per_layer, to_host};
       const EmittedPlan from = EmitPlan(prob, sc, base);
       ASSERT_FALSE(from.fits) << base.Name() << ": the scenario must be short of memory without offload";
-      const auto slots = OptimizerSlotBytes(from.plan);
+      EXPECT_EQ(OptimizerSlotBytes(prob, 1), OptimizerSlotBytes(from.plan));
       for (double f : {0.0, 0.25, 0.5, 0.75, 1.0}) {
         const PlanPolicy policy{f, per_layer, to_host};
         const EmittedPlan full = EmitPlan(prob, sc, policy);
+        const int32_t states = OptimizerStatesUnder(policy, s);
+        EXPECT_EQ(states, per_layer && f > 0 ? 3 : 1) << policy.Name();
+        const auto slots = OptimizerSlotBytes(prob, states);
+        EXPECT_EQ(slots, OptimizerSlotBytes(full.plan)) << policy.Name();
         const EmittedPlan memory = EmitPlan(prob, sc, policy, EmitMode::kMemoryOnly);
         EXPECT_EQ(memory.fits, full.fits) << policy.Name();
         EXPECT_EQ(memory.missing_bytes, full.missing_bytes) << policy.Name();
@@ -1311,6 +1318,61 @@ TEST(Planner, MemoryOnlyEmissionAndOffloadPredictionAreExact) {
   }
   EXPECT_GT(predicted_fit, 0);    // some offload fractions fit ...
   EXPECT_GT(predicted_short, 4);  // ... and some, beyond no offload, do not
+}
+
+// With destination layers allocated one by one after an optimizer offload,
+// a layer's optimizer state is three buffers (fp32 master and two moments at
+// 12 bytes per parameter), each offloaded by an op of its own, so that a
+// destination layer takes a state's room as soon as it is freed; with
+// destination buffers allocated at once, one buffer per layer as before.
+// llama3-8b, TP8 x PP2 -> TP8 x DP2 on 16 H100 short of memory: a GPU's
+// 16-17 layers of optimizer state (~0.33 GB each) against destination
+// layers of ~55 MB: the first destination allocation that needs room waits
+// for one state's free, a third of a layer.
+TEST(Planner, DestinationPerLayerOffloadsTheOptimizerStateByState) {
+  const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: dgx-h100, nodes: 2}", "{engine: megatron, tp: 8, pp: 2}",
+                                   "{engine: vllm, tp: 8, dp: 2}",
+                                   "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 70, "
+                                   "reserve_gib: 2}\n",
+                                   "llama3-8b-2-nodes-pressure"));
+  const Problem prob(s);
+  const Schedule sc = MakeSchedule(prob, int64_t{64} << 20, int64_t{64} << 20, 1);
+  const EmittedPlan per_layer = EmitPlan(prob, sc, PlanPolicy{1.0, true, false});
+  const EmittedPlan at_once = EmitPlan(prob, sc, PlanPolicy{1.0, false, false});
+  ASSERT_TRUE(per_layer.fits);
+  const VerifyResult v = Verify(per_layer.plan, &s.cluster);
+  EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+  const auto states = OptimizerSlotBytes(per_layer.plan), slots = OptimizerSlotBytes(at_once.plan);
+  ASSERT_EQ(states.size(), slots.size());
+  for (size_t g = 0; g < slots.size(); ++g) {
+    ASSERT_EQ(states[g].size(), 3 * slots[g].size()) << g;
+    for (size_t k = 0; k < slots[g].size(); ++k)
+      EXPECT_EQ(states[g][3 * k] + states[g][3 * k + 1] + states[g][3 * k + 2], slots[g][k]) << g << " " << k;
+  }
+  auto offloads = [](const Plan& p) {
+    int64_t n = 0;
+    for (const Op& op : p.ops) n += op.kind == OpKind::kOffload ? 1 : 0;
+    return n;
+  };
+  int64_t all_states = 0;
+  for (const auto& g : states) all_states += static_cast<int64_t>(g.size());
+  EXPECT_EQ(offloads(per_layer.plan), all_states);
+  EXPECT_EQ(offloads(at_once.plan) * 3, all_states);
+  // The first destination allocation after a free waits for one state.
+  const Plan& p = per_layer.plan;
+  bool checked = false;
+  for (const Op& op : p.ops) {
+    if (op.kind != OpKind::kAlloc || p.buffers[op.buffer].role != BufferRole::kDestinationWeights) continue;
+    int64_t freed = 0;
+    for (int32_t d : op.deps)
+      if (p.ops[d].kind == OpKind::kFree && p.buffers[p.ops[d].buffer].role == BufferRole::kOptimizer)
+        freed += p.buffers[p.ops[d].buffer].bytes;
+    if (freed == 0) continue;
+    EXPECT_LT(freed, slots[op.gpu].front()) << op.label;
+    checked = true;
+    break;
+  }
+  EXPECT_TRUE(checked);
 }
 
 // PortBoundSeconds (planner/segments.h) is at most the estimate of every

@@ -265,7 +265,10 @@ TEST(SweepGrid, DefaultSizesArePlanAccepted) {
 // weights. Offload 0.5: GPU 0 moves its first slot (3 GB >= 2 GB), GPU 1 its
 // only one. Without source-to-host: max(3, 1) GB / 50 GB/s = 0.06 s; with
 // it: max(3 + 2, 1 + 1) GB / 50 GB/s = 0.1 s; offload 0 and source-to-host:
-// 2 GB / 50 GB/s = 0.04 s; no PCIe rate: 0.
+// 2 GB / 50 GB/s = 0.04 s; no PCIe rate: 0. A plan with 3 buffers per slot
+// (a buffer per optimizer state) offloads 0.5 as GPU 0's first two thirds
+// of its 3 GB slot (1 + 1 >= 2 GB) and GPU 1's first two of 333,333,333 +
+// 333,333,333 + 333,333,334 bytes: 2 GB / 50 GB/s = 0.04 s.
 TEST(SweepPruning, HostMoveBoundByHand) {
   Cluster c = BuiltinScenario("tiny-llama-tp2-to-tp1x2").cluster;
   c.pcie.bytes_per_s = 50e9;
@@ -276,6 +279,8 @@ TEST(SweepPruning, HostMoveBoundByHand) {
   EXPECT_DOUBLE_EQ(HostMoveBoundSeconds(c, m, 0.5, true), 0.1);
   EXPECT_DOUBLE_EQ(HostMoveBoundSeconds(c, m, 0, true), 0.04);
   EXPECT_DOUBLE_EQ(HostMoveBoundSeconds(c, m, 0, false), 0);
+  EXPECT_DOUBLE_EQ(HostMoveBoundSeconds(c, m, 0.5, false, 3), 0.04);
+  EXPECT_DOUBLE_EQ(HostMoveBoundSeconds(c, m, 1, false, 3), 0.08);
   c.pcie.bytes_per_s = 0;
   EXPECT_EQ(HostMoveBoundSeconds(c, m, 1, true), 0);
 }
@@ -307,7 +312,8 @@ TEST(SweepPruning, HostMoveBoundIsBelowEverySimulatedTime) {
     int64_t checked = 0;
     for (const SweepPoint& p : r.points) {
       if (!p.fits) continue;
-      const double bound_s = HostMoveBoundSeconds(s.cluster, moves, p.offload_fraction, p.policy.source_to_host);
+      const double bound_s =
+          HostMoveBoundSeconds(s.cluster, moves, p.offload_fraction, p.policy.source_to_host, OptimizerStatesOf(s, p));
       EXPECT_LE(bound_s, p.time_s) << p.offload_fraction << " " << p.policy.Name();
       checked += bound_s > 0;
     }
