@@ -49,7 +49,8 @@ class EfficiencyMemo {
 // A pair's phase: sender-relay first hops, direct, relayed (AddRelays).
 int PhaseOf(const PairBytes& pb) { return pb.pre ? 0 : pb.relay ? 2 : 1; }
 
-double AllInOneRoundEstimate(const Problem& prob, int64_t segment_bytes, int phase) {
+double AllInOneRoundEstimate(const Problem& prob, const std::vector<EstimatePairs::Pair>& pairs,
+                             int64_t segment_bytes, int phase) {
   const Cluster& c = prob.scenario.cluster;
   const int32_t gpus = c.Gpus();
   constexpr int kClasses = 4;  // LinkClass values
@@ -60,13 +61,11 @@ double AllInOneRoundEstimate(const Problem& prob, int64_t segment_bytes, int pha
   const LinkProfile& dc = c.device_copy;
   EfficiencyMemo nvlink(c.nvlink), network(c.network), copy(dc);
   double flow_s = 0;
-  bool any = false;
-  for (const PairBytes& pb : prob.pairs) {
-    if (pb.src_gpu == pb.dst_gpu || PhaseOf(pb) != phase) continue;
-    any = true;
+  const bool any = !pairs.empty();
+  for (const EstimatePairs::Pair& pb : pairs) {
     const int64_t nseg = (pb.bytes + segment_bytes - 1) / segment_bytes;
     const int64_t each = (pb.bytes + nseg - 1) / nseg;
-    const LinkClass lc = c.Between(pb.src_gpu, pb.dst_gpu);
+    const LinkClass lc = pb.link;
     const LinkProfile& lp = c.Link(lc);
     const size_t so = static_cast<size_t>(pb.src_gpu) * kClasses + static_cast<int>(lc);
     const size_t di = static_cast<size_t>(pb.dst_gpu) * kClasses + static_cast<int>(lc);
@@ -118,22 +117,23 @@ double AllInOneRoundEstimate(const Problem& prob, int64_t segment_bytes, int pha
 // per round a GPU that both sends and receives has one staging slot per
 // direction, so its next pack and last unpack do not overlap the transfers:
 // each round adds them. Then the first pack and last unpack.
-double PhaseEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round, int phase) {
-  if (per_round == kPerRoundAll) return AllInOneRoundEstimate(prob, segment_bytes, phase);
+double PhaseEstimate(const Problem& prob, const EstimatePairs& all, int64_t segment_bytes, int32_t per_round,
+                     int phase) {
+  const std::vector<EstimatePairs::Pair>& pairs = all.phases[static_cast<size_t>(phase)];
+  if (per_round == kPerRoundAll) return AllInOneRoundEstimate(prob, pairs, segment_bytes, phase);
   const Cluster& c = prob.scenario.cluster;
   const int32_t gpus = c.Gpus();
   std::vector<int64_t> out(gpus, 0), in(gpus, 0);
   int64_t largest = 0;
   double round_s = 0;
   EfficiencyMemo nvlink(c.nvlink), network(c.network);
-  for (const PairBytes& pb : prob.pairs) {
-    if (pb.src_gpu == pb.dst_gpu || PhaseOf(pb) != phase) continue;
+  for (const EstimatePairs::Pair& pb : pairs) {
     const int64_t nseg = (pb.bytes + segment_bytes - 1) / segment_bytes;
     const int64_t each = (pb.bytes + nseg - 1) / nseg;
     out[pb.src_gpu] += nseg;
     in[pb.dst_gpu] += nseg;
     largest = std::max(largest, each);
-    const LinkClass lc = c.Between(pb.src_gpu, pb.dst_gpu);
+    const LinkClass lc = pb.link;
     const LinkProfile& lp = c.Link(lc);
     if (lp.bytes_per_s > 0)
       round_s = std::max(round_s, lp.latency_ns * 1e-9 +
@@ -157,10 +157,24 @@ double PhaseEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_rou
 
 }  // namespace
 
-double QuickEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round) {
+EstimatePairs EstimatePairsOf(const Problem& prob) {
+  const Cluster& c = prob.scenario.cluster;
+  EstimatePairs out;
+  for (const PairBytes& pb : prob.pairs)
+    if (pb.src_gpu != pb.dst_gpu)
+      out.phases[static_cast<size_t>(PhaseOf(pb))].push_back(
+          EstimatePairs::Pair{pb.src_gpu, pb.dst_gpu, c.Between(pb.src_gpu, pb.dst_gpu), pb.bytes});
+  return out;
+}
+
+double QuickEstimate(const Problem& prob, const EstimatePairs& pairs, int64_t segment_bytes, int32_t per_round) {
   double total_s = 0;  // phases one after another: sender-relay first hops, direct, relayed
-  for (int phase : {0, 1, 2}) total_s += PhaseEstimate(prob, segment_bytes, per_round, phase);
+  for (int phase : {0, 1, 2}) total_s += PhaseEstimate(prob, pairs, segment_bytes, per_round, phase);
   return total_s;
+}
+
+double QuickEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round) {
+  return QuickEstimate(prob, EstimatePairsOf(prob), segment_bytes, per_round);
 }
 
 }  // namespace reshard

@@ -113,11 +113,12 @@ SizeOrders SizeOrder(const Problem& prob, const std::vector<int64_t>& sizes, con
     double estimate_s;
   };
   std::vector<Cand> cands;
+  const EstimatePairs pairs = EstimatePairsOf(prob);
   for (size_t i : by_size)
     for (int32_t b : per_rounds)
       cands.push_back(Cand{i, b,
                            any_under && count[i] > options.max_segments ? std::numeric_limits<double>::infinity()
-                                                                        : QuickEstimate(prob, sizes[i], b)});
+                                                                        : QuickEstimate(prob, pairs, sizes[i], b)});
   auto best_of = [&](bool all) {
     double best = std::numeric_limits<double>::infinity();
     for (const Cand& c : cands)
