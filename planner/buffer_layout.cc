@@ -135,7 +135,6 @@ RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, cons
   out.src_first.resize(src.Ranks());
   out.opt_first.resize(src.Ranks());
   out.opt_slots.assign(src.Ranks(), 0);
-  out.opt_states = std::max(1, optimizer_states);
   std::vector<bool> gpu_state_done(gpus, false);  // optimizer and gradients, once per GPU
   for (int32_t r = 0; r < src.Ranks(); ++r) {
     const int32_t g = s.source_gpus[r], shard = src.rank_shard[r];
@@ -148,7 +147,7 @@ RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, cons
     out.opt_first[r] = static_cast<int32_t>(p.buffers.size());
     const int64_t opt = gpu_state_done[g] ? 0 : mem[g].optimizer;
     if (opt > 0) {
-      const int32_t states = out.opt_states;
+      const int32_t states = std::max(1, optimizer_states);
       const std::vector<int64_t> bytes = OptimizerBufferBytes(opt, elems, states);
       for (size_t i = 0; i < bytes.size(); ++i) {
         const int32_t layer = layers[i / static_cast<size_t>(states)];

@@ -88,7 +88,6 @@ struct RefitBuffers {
   std::vector<int32_t> src_first;   // per source rank: its first source-weight buffer
   std::vector<int32_t> opt_first;   // per source rank: its first optimizer buffer
   std::vector<int32_t> opt_slots;   // per source rank: how many optimizer buffers it has (0: none)
-  int32_t opt_states = 1;           // optimizer buffers per slot (a slot's come one after another)
   std::vector<int32_t> dst_first;   // per destination rank: its first destination-weight buffer
 };
 

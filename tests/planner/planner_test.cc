@@ -1274,12 +1274,16 @@ TEST(Relays, TheSendersLeftOnTheNetworkAreBalancedAgain) {
 // prediction takes the optimizer buffers the policy's plan has (a buffer per
 // state with destination layers allocated one by one, else per slot), which
 // the search computes without an emission (OptimizerSlotBytes of the problem).
+// llama3-8b TP8 x PP2 -> TP8 x DP2 on 16 H100, short of memory without offload.
+Scenario PressureScenario() {
+  return FromYaml(Yaml("llama3-8b", "{preset: dgx-h100, nodes: 2}", "{engine: megatron, tp: 8, pp: 2}",
+                       "{engine: vllm, tp: 8, dp: 2}",
+                       "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 70, reserve_gib: 2}\n",
+                       "llama3-8b-2-nodes-pressure"));
+}
+
 TEST(Planner, MemoryOnlyEmissionAndOffloadPredictionAreExact) {
-  const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: dgx-h100, nodes: 2}", "{engine: megatron, tp: 8, pp: 2}",
-                                   "{engine: vllm, tp: 8, dp: 2}",
-                                   "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 70, "
-                                   "reserve_gib: 2}\n",
-                                   "llama3-8b-2-nodes-pressure"));
+  const Scenario s = PressureScenario();
   const Problem prob(s);
   const Schedule sc = MakeSchedule(prob, int64_t{64} << 20, int64_t{64} << 20, 1);
   auto missing_per_gpu = [](const EmittedPlan& e) {
@@ -1330,11 +1334,7 @@ TEST(Planner, MemoryOnlyEmissionAndOffloadPredictionAreExact) {
 // layers of ~55 MB: the first destination allocation that needs room waits
 // for one state's free, a third of a layer.
 TEST(Planner, DestinationPerLayerOffloadsTheOptimizerStateByState) {
-  const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: dgx-h100, nodes: 2}", "{engine: megatron, tp: 8, pp: 2}",
-                                   "{engine: vllm, tp: 8, dp: 2}",
-                                   "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 70, "
-                                   "reserve_gib: 2}\n",
-                                   "llama3-8b-2-nodes-pressure"));
+  const Scenario s = PressureScenario();
   const Problem prob(s);
   const Schedule sc = MakeSchedule(prob, int64_t{64} << 20, int64_t{64} << 20, 1);
   const EmittedPlan per_layer = EmitPlan(prob, sc, PlanPolicy{1.0, true, false});
