@@ -119,11 +119,11 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
                            pred.time_s * 1e3, m.time_s * 1e3, time_error * 100, m.gpu_span_s * 1e3);
   std::cout << fmt::format("peak        predicted {:9.3f} GiB measured {:9.3f} GiB error {:+7.2f} %\n",
                            p_peak / double(1 << 30), m_peak / double(1 << 30), peak_error * 100);
-  constexpr size_t kMaxRows = 16;
+  constexpr size_t kMaxGpuRows = 16;
   std::cout << "per GPU (ms: from the call to that GPU's last op end):\n";
   std::cout << fmt::format("{:>5}  {:>12}  {:>12}  {:>8}  {:>12}  {:>12}  {:>8}\n", "GPU", "pred ms", "meas ms",
                            "time err", "pred GiB", "meas GiB", "peak err");
-  for (size_t i = 0; i < std::min(rows.size(), kMaxRows); ++i) {
+  for (size_t i = 0; i < std::min(rows.size(), kMaxGpuRows); ++i) {
     const GpuError& r = rows[i];
     std::cout << fmt::format("{:>5}  {:>12.3f}  {:>12.3f}  {:>+7.2f}%  {:>12.3f}  {:>12.3f}  {:>+7.2f}%\n", r.gpu,
                              r.predicted_time_s * 1e3, r.measured_time_s * 1e3,
@@ -133,7 +133,7 @@ void Report(const ExecuteArgs& a, const ExecuteOutcome& o) {
                                            static_cast<double>(r.measured_peak_bytes)) *
                                  100);
   }
-  if (rows.size() > kMaxRows) std::cout << fmt::format("  ... {} more GPUs (--json lists all)\n", rows.size() - kMaxRows);
+  if (rows.size() > kMaxGpuRows) std::cout << fmt::format("  ... {} more GPUs (--json lists all)\n", rows.size() - kMaxGpuRows);
   if (!a.trace.empty())
     std::cout << fmt::format("predicted and measured trace written to {} (open in ui.perfetto.dev)\n", a.trace);
   if (!over.empty()) ExitPeakAboveUsable(over);

@@ -124,7 +124,7 @@ std::string ReadInputFile(const std::string& path, std::string_view what, int64_
 }
 
 nlohmann::json ParseJsonInput(const std::string& text, const std::string& path) {
-  using json = nlohmann::json;
+  using Json = nlohmann::json;
   // One frame per open object or array: the keys seen so far (objects) and
   // the name of the current child, for the dotted path of a duplicate.
   struct Frame {
@@ -154,26 +154,26 @@ nlohmann::json ParseJsonInput(const std::string& text, const std::string& path) 
       throw InputError(path, field().substr(0, 60), fmt::format("nested more than {} levels deep", kMaxJsonDepth));
     stack.push_back(Frame{object, {}, {}, 0});
   };
-  json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+  Json::parser_callback_t cb = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
     switch (event) {
-      case json::parse_event_t::object_start: open(true); break;
-      case json::parse_event_t::array_start: open(false); break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
+      case Json::parse_event_t::object_start: open(true); break;
+      case Json::parse_event_t::array_start: open(false); break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
         if (!stack.empty()) stack.pop_back();
         break;
-      case json::parse_event_t::key: {
+      case Json::parse_event_t::key: {
         Frame& top = stack.back();
         top.child = parsed.get<std::string>();
         if (!top.keys.insert(top.child).second)
           throw InputError(path, field(), "duplicate key (given twice in one object; a field may be given once)");
         break;
       }
-      case json::parse_event_t::value: child_starts(); break;
+      case Json::parse_event_t::value: child_starts(); break;
     }
     return true;
   };
-  return json::parse(text, cb);
+  return Json::parse(text, cb);
 }
 
 }  // namespace reshard

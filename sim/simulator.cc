@@ -177,11 +177,11 @@ Prediction Simulator::State::Run() {
     // Allocs and frees have one event or none (OpEventCounts): half a
     // bracket per event.
     if (opt.issue == IssueModel::kExecutor && costs.event_gpu_ns > 0) {
-      const std::vector<uint8_t> events = host.op_events.empty() ? OpEventCounts(plan) : std::move(host.op_events);
+      const std::vector<uint8_t> op_events = host.op_events.empty() ? OpEventCounts(plan) : std::move(host.op_events);
       launch_gpu_ns.assign(nl, 0);
       for (int32_t l = 0; l < nl; ++l)
         for (int32_t k = launches.begin[l]; k < launches.begin[l + 1]; ++k)
-          launch_gpu_ns[l] += costs.event_gpu_ns * events[launches.ops[k]] / 2;
+          launch_gpu_ns[l] += costs.event_gpu_ns * op_events[launches.ops[k]] / 2;
     }
   }
   for (int32_t l = 0; l < nl; ++l) {

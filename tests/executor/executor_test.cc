@@ -465,8 +465,11 @@ TEST(IssueOrder, EventOwnersAreEachGroupsFirstOpOnItsGpu) {
     EXPECT_EQ(owner[c.second], a.second) << far_group;  // GPU 1's
     EXPECT_EQ(owner[d.first], a.second) << far_group;   // a send on GPU 1: its recv came first
     EXPECT_EQ(owner[d.second], a.first) << far_group;
-    for (const Op& op : p.ops)
-      if (op.kind != OpKind::kSend && op.kind != OpKind::kRecv) EXPECT_EQ(owner[op.id], op.id) << far_group;
+    for (const Op& op : p.ops) {
+      if (op.kind != OpKind::kSend && op.kind != OpKind::kRecv) {
+        EXPECT_EQ(owner[op.id], op.id) << far_group;
+      }
+    }
   }
 }
 

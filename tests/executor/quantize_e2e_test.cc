@@ -112,7 +112,9 @@ TEST_P(Fp8AtSource, EveryFp8ByteAndScaleVerified) {
   const PlanResult d = MakePlan(s, po);
   ASSERT_TRUE(d.ok());
   const BytesMoved a = r.plan.summary.bytes_moved, b = d.plan.summary.bytes_moved;
-  if (b.nvlink + b.network > 0) EXPECT_LT(a.nvlink + a.network, b.nvlink + b.network);
+  if (b.nvlink + b.network > 0) {
+    EXPECT_LT(a.nvlink + a.network, b.nvlink + b.network);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

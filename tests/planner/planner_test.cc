@@ -692,7 +692,9 @@ TEST(Planner, OneRoundPerPhaseVerifies) {
     PlanResult r = MakePlan(s, o);
     CheckPlan(s, r);
     EXPECT_EQ(r.stats.rounds, r.stats.relayed_bytes > 0 ? 2 : 1) << c.name;
-    if (std::string(c.name) == "relayed") EXPECT_GT(r.stats.relayed_bytes, 0);
+    if (std::string(c.name) == "relayed") {
+      EXPECT_GT(r.stats.relayed_bytes, 0);
+    }
   }
 }
 
@@ -1167,12 +1169,14 @@ TEST(Planner, ARoundPerPhaseSplitsEachSendersSegmentsOverTwoCommunicators) {
   for (const Op& op : e.plan.ops) {
     if (op.segment < 0) continue;
     const int lane = lanes[op.segment];
-    if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) EXPECT_EQ(CommLane(e.plan, op.stream), lane);
+    if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
+      EXPECT_EQ(CommLane(e.plan, op.stream), lane);
+    }
     if (op.kind != OpKind::kCopy) continue;
     (sc.segments[op.segment].src_gpu == op.gpu ? packs : unpacks)[op.gpu].push_back(lane);
   }
-  for (const auto& [g, v] : packs) EXPECT_TRUE(std::is_sorted(v.begin(), v.end())) << "GPU " << g;
-  for (const auto& [g, v] : unpacks) EXPECT_TRUE(std::is_sorted(v.begin(), v.end())) << "GPU " << g;
+  for (const auto& [g, of_gpu] : packs) EXPECT_TRUE(std::is_sorted(of_gpu.begin(), of_gpu.end())) << "GPU " << g;
+  for (const auto& [g, of_gpu] : unpacks) EXPECT_TRUE(std::is_sorted(of_gpu.begin(), of_gpu.end())) << "GPU " << g;
   // The second lane's connections cost NCCL buffers too: 8 MiB per peer
   // adds 8 MiB per (lane, peer) to each GPU's planned peak, not per peer.
   auto emitted = [&](int64_t per_peer) {

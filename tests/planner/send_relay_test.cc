@@ -269,7 +269,9 @@ TEST(SendRelays, EveryByteOnceAndRelayedBytesArriveBeforeTheyAreSentOn) {
               std::vector<int64_t> relay_bytes(s.cluster.Gpus(), 0);
               for (const auto& [buf, rs] : recvs_into) relay_bytes[p.buffers[buf].gpu] += p.buffers[buf].bytes;
               for (int32_t g = 0; g < s.cluster.Gpus(); ++g)
-                if (relay_bytes[g] > 0) EXPECT_GE(e.planned_peak[g], relay_bytes[g]) << what << " GPU " << g;
+                if (relay_bytes[g] > 0) {
+                  EXPECT_GE(e.planned_peak[g], relay_bytes[g]) << what << " GPU " << g;
+                }
               std::vector<EmitMode> modes = {EmitMode::kMemoryOnly};
               if (!policy.source_to_host) modes.push_back(EmitMode::kAnswerOnly);
               for (EmitMode mode : modes) {
