@@ -100,7 +100,7 @@ void Run(const PlanCmdOptions& o) {
     std::cout << fmt::format("NIC relays      {} received over the NIC of another GPU of the receiver's domain that "
                              "sends them on over NVLink (NVLink above includes them)\n",
                              FormatBytes(r.stats.recv_relayed_bytes));
-  std::cout << fmt::format("segments        {} of at most {} ({} direct), {} rounds of up to {} per GPU and direction, "
+  std::cout << fmt::format("segments        {} of at most {} ({} direct), {} rounds of up to {} per GPU, direction and link class, "
                            "{} NCCL groups, {} ops\n",
                            r.stats.segments, FormatBytes(sum.segment_bytes), r.stats.direct, r.stats.rounds,
                            r.stats.per_round, r.stats.groups, r.stats.ops);

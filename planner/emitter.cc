@@ -246,11 +246,14 @@ class Emitter {
     // refits); several segments per round are for large jobs, where the
     // packs and unpacks between rounds would cost more than the memory.
     // With at least a round's worth, a slot's previous user is always in an
-    // earlier round.
-    const int32_t b = std::max(1, sc_.per_round);
+    // earlier round. A round's worth: per_round, or more where a GPU's
+    // NVLink and network segments share rounds (segments.h).
     for (GpuEmission& ge : gpus_) {
       const bool both = !ge.send.staged.empty() && !ge.recv.staged.empty();
-      ge.send.slots = ge.recv.slots = both && b == 1 ? 1 : 2 * b;
+      ge.send.round_staged = std::max({1, sc_.per_round, MostInOneRound(sc_, ge.send.staged)});
+      ge.recv.round_staged = std::max({1, sc_.per_round, MostInOneRound(sc_, ge.recv.staged)});
+      ge.send.slots = both && ge.send.round_staged == 1 ? 1 : 2 * ge.send.round_staged;
+      ge.recv.slots = both && ge.recv.round_staged == 1 ? 1 : 2 * ge.recv.round_staged;
       ge.send.slot_buffer.assign(ge.send.slots, -1);
       ge.recv.slot_buffer.assign(ge.recv.slots, -1);
     }
@@ -651,7 +654,7 @@ class Emitter {
       for (int32_t g = 0; g < gpus; ++g) {
         // With two rounds of send slots, pack one round ahead; with one, a
         // slot is free only after this round's sends (emitted below).
-        PackUpTo(g, r + gpus_[g].send.slots / std::max(1, sc_.per_round) - 1, r);
+        PackUpTo(g, r + gpus_[g].send.slots / gpus_[g].send.round_staged - 1, r);
         LocalsUpTo(g, prio);
       }
       const int32_t b0 = round_begin[r], b1 = round_begin[r + 1];

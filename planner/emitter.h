@@ -11,7 +11,9 @@
 // cannot deadlock), then the round's unpacks (in a round per phase followed
 // by a relay round: those of segments feeding relays, then the relayed
 // segments' packs, then the others). Staging slots per GPU and
-// direction: two rounds' worth (2 x per_round: packing the next round /
+// direction: two rounds' worth (2 x its most staged segments in a round:
+// per_round, or up to twice that where NVLink and network share rounds;
+// packing the next round /
 // unpacking the previous one overlaps the current transfers); with one
 // segment per round, one slot per direction when a GPU stages both, so
 // staging stays within two segments per GPU. A side that

@@ -113,7 +113,8 @@ struct SegmentOps {
 struct Direction {
   std::vector<int32_t> segments;       // its segments, round order
   std::vector<int32_t> staged;         // of which staged, round order
-  int32_t slots = 2;                   // staging slots (per_round, or twice that)
+  int32_t slots = 2;                   // staging slots (a round's worth, or twice that)
+  int32_t round_staged = 1;            // staged segments per round: per_round, or more where link classes share rounds
   int64_t slot_bytes = 0;              // the largest staged segment
   std::vector<int32_t> slot_buffer;    // staging buffers, made at first use (-1 before)
 };

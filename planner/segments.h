@@ -17,9 +17,12 @@
 // source is on the receiving GPU become local copies, one batch per source
 // plan buffer.
 // Rounds (planner/rounds.h): a bipartite edge colouring of the segment
-// multigraph, edges in (sender's progress, pair) order, so each GPU sends and
-// receives at most one segment per colour and early layers go first; a
-// round is per_round consecutive colours. With one segment per round a
+// multigraph per link class (NVLink, network), edges in (sender's progress,
+// pair) order, so each GPU sends and receives at most one segment of a class
+// per colour and early layers go first; a round is per_round consecutive
+// colours of the class that needs most rounds, and the other class's
+// colours are spread evenly over those rounds (a GPU's NIC and NVLink port
+// work side by side). With one segment per round a
 // port idles whenever its flow ramps up, waits for its peer or ends before
 // the round's slowest; with several, max-min sharing gives the port's
 // capacity to the flows still running (each capped by its size's
@@ -114,7 +117,7 @@ struct Schedule {
   ScratchVector<Part> parts;
   std::vector<Segment> segments;    // sorted by (round, src_gpu, dst_gpu)
   std::vector<LocalBatch> locals;   // sorted by (gpu, priority, src_slot)
-  int32_t per_round = 1;            // segments a GPU may send (receive) per round (kPerRoundAll: resolved to Δ)
+  int32_t per_round = 1;            // segments a GPU may send (receive) per round and link class (kPerRoundAll: resolved to Δ)
   bool all_in_one_round = false;    // asked kPerRoundAll: each phase is one round
   int32_t rounds = 0;
   int32_t relay_rounds = 0;         // of which the last ones: relayed segments and receiver-side relays' second hops
@@ -128,6 +131,10 @@ struct Schedule {
 // once and stays busy while one of them ramps up or ends; kPerRoundAll: a
 // round per phase.
 Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes, int32_t per_round = 1);
+
+// The most of `segments` (indices into sc.segments, in round order) that
+// share one round. O(segments).
+int32_t MostInOneRound(const Schedule& sc, const std::vector<int32_t>& segments);
 
 // At most the estimate_s of every schedule of `prob` (its routing in use) of
 // one or two segments per round, whatever the segment size and threshold,

@@ -306,8 +306,8 @@ TEST_P(PlanCases, VerifiesAndMovesEveryByteOnce) {
 
 // Several segments per GPU and direction in a round: the staging slots are
 // shared by more segments at once and packs run a round ahead; every byte
-// still arrives once, and no GPU has more than per_round segments in flight
-// in one direction of a round.
+// still arrives once, and no GPU has more than per_round segments of one link
+// class in flight in one direction of a round.
 TEST_P(PlanCases, SeveralSegmentsPerRoundVerify) {
   const Scenario s = FromYaml(GetParam().yaml);
   PlannerOptions o;
@@ -316,13 +316,16 @@ TEST_P(PlanCases, SeveralSegmentsPerRoundVerify) {
   PlanResult r = MakePlan(s, o);
   CheckPlan(s, r);
   EXPECT_EQ(r.stats.per_round, 3);
-  std::map<std::pair<int32_t, int32_t>, std::set<int32_t>> sent, received;  // (gpu, group) -> segments
+  // (gpu, group, over the network?) -> segments
+  std::map<std::tuple<int32_t, int32_t, bool>, std::set<int32_t>> sent, received;
   for (const Op& op : r.plan.ops) {
-    if (op.kind == OpKind::kSend) sent[{op.gpu, op.group}].insert(op.segment);
-    if (op.kind == OpKind::kRecv) received[{op.gpu, op.group}].insert(op.segment);
+    if (op.kind != OpKind::kSend && op.kind != OpKind::kRecv) continue;
+    const bool network = s.cluster.Between(op.gpu, op.peer) == LinkClass::kNetwork;
+    (op.kind == OpKind::kSend ? sent : received)[{op.gpu, op.group, network}].insert(op.segment);
   }
   for (const auto* m : {&sent, &received})
-    for (const auto& [key, segs] : *m) EXPECT_LE(segs.size(), 3u) << "gpu " << key.first << " group " << key.second;
+    for (const auto& [key, segs] : *m)
+      EXPECT_LE(segs.size(), 3u) << "gpu " << std::get<0>(key) << " group " << std::get<1>(key);
 }
 
 TEST(Planner, AutoSegmentSizeIsAPowerOfTwoCandidate) {
@@ -1377,6 +1380,56 @@ TEST(Planner, DestinationPerLayerOffloadsTheOptimizerStateByState) {
     break;
   }
   EXPECT_TRUE(checked);
+}
+
+// Each link class is coloured on its own (planner/segments.h): in a round a
+// GPU sends (receives) at most per_round segments over NVLink and as many
+// over the network, the phase has as many rounds as its busiest class needs,
+// and the other class shares those rounds. llama3-8b TP4 x PP2 x DP2 -> TP8 x
+// DP2 on two DGX H100 colocated: the TP change moves bytes within each node
+// over NVLink, the PP stages cross nodes over the network, both in the
+// direct phase.
+TEST(Rounds, EachLinkClassColouredOnItsOwn) {
+  const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: dgx-h100, nodes: 2}", "{engine: megatron, tp: 4, pp: 2, dp: 2}",
+                                   "{engine: vllm, tp: 8, dp: 2}", "", "mixed-classes"));
+  const Problem prob(s);
+  const Cluster& c = s.cluster;
+  for (int32_t per_round : {1, 2}) {
+    const Schedule sc = MakeSchedule(prob, int64_t{16} << 20, int64_t{64} << 20, per_round);
+    // [class][gpu]: segments per direction in the phase, and per round.
+    const int32_t gpus = c.Gpus();
+    std::vector<int64_t> out[2], in[2];
+    std::map<std::tuple<int32_t, int, int32_t, bool>, int32_t> per;  // (round, class, gpu, send?)
+    for (int k = 0; k < 2; ++k) out[k].assign(gpus, 0), in[k].assign(gpus, 0);
+    std::set<std::pair<int32_t, int32_t>> rounds_of[2];  // (round, gpu) holding a segment of the class
+    for (const Segment& g : sc.segments) {
+      ASSERT_FALSE(g.relay || g.hop != 0 || g.via_recv) << "one phase only";
+      const int k = c.Between(g.src_gpu, g.dst_gpu) == LinkClass::kNetwork ? 1 : 0;
+      ++out[k][g.src_gpu], ++in[k][g.dst_gpu];
+      const int32_t sends = ++per[std::make_tuple(g.round, k, g.src_gpu, true)];
+      const int32_t recvs = ++per[std::make_tuple(g.round, k, g.dst_gpu, false)];
+      EXPECT_LE(sends, per_round) << "round " << g.round << " GPU " << g.src_gpu;
+      EXPECT_LE(recvs, per_round) << "round " << g.round << " GPU " << g.dst_gpu;
+      rounds_of[k].insert({g.round, g.src_gpu});
+    }
+    int64_t delta[2] = {0, 0};
+    for (int k = 0; k < 2; ++k)
+      for (int32_t x = 0; x < gpus; ++x) delta[k] = std::max({delta[k], out[k][x], in[k][x]});
+    ASSERT_GT(delta[0], 0) << "NVLink segments";
+    ASSERT_GT(delta[1], 0) << "network segments";
+    const int64_t need = std::max((delta[0] + per_round - 1) / per_round, (delta[1] + per_round - 1) / per_round);
+    EXPECT_EQ(sc.rounds, need) << "per_round " << per_round;
+    // Some GPU sends over both classes in one round (one colouring of both
+    // never lets it).
+    int shared = 0;
+    for (const auto& rg : rounds_of[0]) shared += rounds_of[1].count(rg) > 0 ? 1 : 0;
+    EXPECT_GT(shared, 0) << "per_round " << per_round;
+    // Every segment moved once and the plan verifies.
+    const EmittedPlan e = EmitPlan(prob, sc, PlanPolicy{});
+    ASSERT_TRUE(e.fits);
+    const VerifyResult v = Verify(e.plan, &s.cluster);
+    EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+  }
 }
 
 // PortBoundSeconds (planner/segments.h) is at most the estimate of every
