@@ -572,24 +572,24 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       }
     }
   }
-  // A large plan's relays were chosen on estimates: where their first
-  // candidate lost by less than kRelayBand, sender-side relays are tried on
-  // top of them too (at the size and round that won), kept only if simulated
-  // faster. qwen3-30b-a3b colocated: relayed 24.4 against plain 23.6 ms
-  // estimated, but relayed with sender relays simulates 17.7 ms, plain with
-  // them 26.4.
-  if (!small && options.simulate && !use_relays && search->best() && options.send_relays != std::optional<bool>{false} &&
-      relay_first_s < plain_first_s * (1 + kRelayBand)) {
+  // Relays that lost, with sender-side relays on top, kept if simulated faster: at the size and round that won where
+  // a large plan's relays lost on estimates by < kRelayBand (qwen3-30b-a3b colocated: relayed 24.4 against plain 23.6
+  // ms estimated; with sender relays 17.7 and 26.4 simulated), searched anew where its port bound is kRelayBand below
+  // the plan in hand's (deepseek-v3 TP1xPP16xEP8 -> TP8xDP16 on 128 GB200 colocated: relayed 132 ms, plain with
+  // sender relays 112, both 77; port bounds 85 and 59 ms).
+  const bool relays_near = !small && relay_first_s < plain_first_s * (1 + kRelayBand);
+  if (options.simulate && !use_relays && search->best() && options.send_relays != std::optional<bool>{false} &&
+      relay_first_s < kNone) {
     const int32_t before = routes.Now();
+    const double held_bound_s = relays_near ? 0 : PortBoundSeconds(prob);  // the plan in hand's routing
     search->Kept();  // before its routing may be made again on another base
-    if (routes.SendRelayedBytes(Routings::kRelayed) > 0) {
+    if (routes.SendRelayedBytes(Routings::kRelayed) > 0 &&
+        (relays_near || PortBoundSeconds(prob) < held_bound_s * (1 - kRelayBand))) {
       SizeOrders orders = order_of(prob);
-      // Not emitted where its estimate already loses to the plan in hand's
-      // prediction (llama3-70b colocated on 8192 GPUs: 167.6 ms estimated
-      // against 162.5 simulated; the emission and simulation of 1.1 M ops
-      // cost ~10 CPU-s).
-      if (!predicted) predicted = predict(search->Kept().emitted.plan);
-      std::unique_ptr<Search> both = run(prob, won_order(*search), predicted->time_s, false);
+      // Not emitted where its estimate already loses to the plan in hand's prediction (llama3-70b colocated on
+      // 8192 GPUs: 167.6 ms estimated against 162.5 simulated; emitting and simulating 1.1 M ops cost ~10 CPU-s).
+      if (!predicted) predicted = search->best()->prediction ? *search->best()->prediction : predict(search->Kept().emitted.plan);
+      std::unique_ptr<Search> both = run(prob, relays_near ? won_order(*search) : orders.order, predicted->time_s, false);
       if (both->best()) {
         Prediction p = SimulateCandidate(both->Kept().emitted.plan);
         if (p.time_s < predicted->time_s) {

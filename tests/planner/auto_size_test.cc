@@ -82,6 +82,26 @@ TEST(Relays, AnEstimateCloseCallIsSettledByTheSimulator) {
   EXPECT_TRUE(Verify(chosen.plan).ok());
 }
 
+// Relays that lose on their own may win with sender-side relays on top:
+// where that routing's port bound is well below the plan in hand's, the
+// search plans it too. deepseek-v3 Megatron TP1 x PP16 x EP8 -> vLLM TP8 x
+// DP16 EP128 on 128 GB200 NVL72 colocated (the capacity-planning notebook's
+// grid): relayed alone 132 ms, plain with sender relays 112, both 77 (port
+// bounds 85 and 59 ms).
+TEST(Relays, ThoseThatLoseAloneAreTriedWithSenderRelays) {
+  const Scenario s = LoadScenario(std::string(RESHARD_SOURCE_DIR) +
+                                  "/bench/results/2026-12-04-cpu-colocated-grid-link-classes/"
+                                  "deepseek-v3-gb200-nvl72-tp1pp16ep8-to-tp8dp16ep128.yaml");
+  PlannerOptions never;
+  never.relays = false;
+  const PlanResult chosen = MakePlan(s, {}), without = MakePlan(s, never);
+  ASSERT_TRUE(chosen.ok() && without.ok());
+  EXPECT_GT(chosen.stats.relayed_bytes, 0);
+  EXPECT_GT(chosen.stats.send_relayed_bytes, 0);
+  EXPECT_LT(chosen.plan.summary.predicted_time_s, without.plan.summary.predicted_time_s);
+  EXPECT_TRUE(Verify(chosen.plan).ok());
+}
+
 // A round per phase is planned at the largest size (its estimate does not
 // tell sizes apart), but where the plan is cheap to simulate the search
 // simulates it at smaller sizes too, halving while no slower. Same job: the
