@@ -1,6 +1,7 @@
 // End to end on the host backend: scenarios of the tiny presets planned by
 // the planner and run by the executor, every destination element verified.
 // The executor never links the planner; this test links both.
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -100,6 +101,35 @@ plan: {segment_bytes: 256KiB}
     EXPECT_GE(2 * r.stats.relayed_bytes, r.plan.summary.bytes_moved.network);
     EXPECT_EQ(r.plan.summary.bytes_moved.nvlink, r.stats.relayed_bytes);
     testing::ExpectHostRunVerifies(r.plan, "relayed");
+  }
+}
+
+// NVLink and network segments coloured apart (planner/segments.h): a GPU
+// sends per_round segments over each class in one round, and its staging
+// slots hold a round's worth of both. tiny-llama TP2 x PP2 -> TP4 colocated
+// on GPUs 0-1 and 8-9 of two nodes: each GPU sends to its node mate over
+// NVLink and to the other node over the network in the same phase. Every
+// element verified, with one and two segments per round.
+TEST(EndToEndRounds, LinkClassesSharingRoundsVerifyEveryElement) {
+  const Scenario s = ParseScenario(R"(
+name: e2e-link-classes
+model: tiny-llama
+cluster: {preset: dgx-h200, nodes: 2}
+source: {tp: 2, pp: 2, gpus: "0-1,8-9"}
+destination: {tp: 4, gpus: "0-1,8-9"}
+plan: {segment_bytes: 256KiB}
+)",
+                                   "<e2e>");
+  for (int32_t per_round : {1, 2}) {
+    const PlanResult r = PlanByPortModel(s, per_round, false, false);
+    ASSERT_TRUE(r.ok()) << r.message;
+    std::map<std::pair<int32_t, int32_t>, std::set<bool>> classes;  // (GPU, group) -> over the network?
+    for (const Op& op : r.plan.ops)
+      if (op.kind == OpKind::kSend)
+        classes[{op.gpu, op.group}].insert(s.cluster.Between(op.gpu, op.peer) == LinkClass::kNetwork);
+    EXPECT_TRUE(std::any_of(classes.begin(), classes.end(), [](const auto& c) { return c.second.size() == 2; }))
+        << "a GPU sends over NVLink and the network in one group";
+    testing::ExpectHostRunVerifies(r.plan, "link classes");
   }
 }
 
