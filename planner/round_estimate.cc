@@ -112,16 +112,16 @@ double AllInOneRoundEstimate(const Problem& prob, const std::vector<EstimatePair
   return front_s + std::max(port_s, flow_s) + back_s;
 }
 
-// Rounds: Δ counts a GPU's segments over both link classes, as if they took
-// turns; the schedule colours each class on its own (segments.h), so this
-// errs high where a GPU sends over both. Counting per class ranked 128 MiB
-// first for llama3-405b colocated (its plan 1.44 s, against 1.16 at the
-// 38 MiB this count ranks first).
 // Rounds: per_round segments of the largest size share each port, no flow
 // faster than its size's efficiency allows, plus a latency; with one segment
 // per round a GPU that both sends and receives has one staging slot per
 // direction, so its next pack and last unpack do not overlap the transfers:
-// each round adds them. Then the first pack and last unpack.
+// each round adds them. Then the first pack and last unpack. Δ counts a
+// GPU's segments over both link classes, as if they took turns; the schedule
+// colours each class on its own (segments.h), so this errs high where a GPU
+// sends over both. Counting per class ranked 128 MiB first for llama3-405b
+// colocated (its plan 1.44 s, against 1.16 at the 38 MiB this count ranks
+// first).
 double PhaseEstimate(const Problem& prob, const EstimatePairs& all, int64_t segment_bytes, int32_t per_round,
                      int phase) {
   const std::vector<EstimatePairs::Pair>& pairs = all.phases[static_cast<size_t>(phase)];
