@@ -93,11 +93,13 @@ std::vector<int32_t> BestAssignment(int32_t k, const std::vector<int64_t>& w) {
 }
 
 // Integer transportation problem: maximise sum value[a][b] * y[a][b] with row
-// sums supply[a] and column sums demand[b] (equal totals), as a min-cost flow
-// (Boost successive_shortest_path_nonnegative_weights, costs max - value >= 0).
+// sums supply[a] and column sums demand[b] (equal totals), and among optima
+// the most of the home[a][b] units that stay where they are, as a min-cost
+// flow (Boost successive_shortest_path_nonnegative_weights, costs max - value >= 0).
 // O(F * (E + V log V)) for F augmentations, at most rows + columns in practice.
 std::vector<std::vector<int64_t>> Transport(const std::vector<int64_t>& supply, const std::vector<int64_t>& demand,
-                                            const std::vector<std::vector<int64_t>>& value) {
+                                            const std::vector<std::vector<int64_t>>& value,
+                                            const std::vector<std::vector<int64_t>>& home) {
   using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
   using Graph = boost::adjacency_list<
       boost::vecS, boost::vecS, boost::directedS, boost::no_property,
@@ -121,15 +123,21 @@ std::vector<std::vector<int64_t>> Transport(const std::vector<int64_t>& supply, 
   int64_t top = 0;
   for (const auto& row : value)
     for (int64_t v : row) top = std::max(top, v);
-  std::vector<std::vector<Edge>> mid(na);
+  // Values doubled, plus one on the arcs of blocks that stay home.
+  top = 2 * top + 1;
+  std::vector<std::vector<Edge>> mid(na), stay(na);
   for (int32_t a = 0; a < na; ++a) add(0, 2 + a, supply[a], 0);
   for (int32_t b = 0; b < nb; ++b) add(2 + na + b, 1, demand[b], 0);
   for (int32_t a = 0; a < na; ++a)
-    for (int32_t b = 0; b < nb; ++b) mid[a].push_back(add(2 + a, 2 + na + b, supply[a], top - value[a][b]));
+    for (int32_t b = 0; b < nb; ++b) {
+      stay[a].push_back(add(2 + a, 2 + na + b, home[a][b], top - 2 * value[a][b] - 1));
+      mid[a].push_back(add(2 + a, 2 + na + b, supply[a], top - 2 * value[a][b]));
+    }
   boost::successive_shortest_path_nonnegative_weights(g, 0, 1);
   std::vector<std::vector<int64_t>> y(na, std::vector<int64_t>(nb, 0));
   for (int32_t a = 0; a < na; ++a)
-    for (int32_t b = 0; b < nb; ++b) y[a][b] = cap[mid[a][b]] - res[mid[a][b]];
+    for (int32_t b = 0; b < nb; ++b)
+      y[a][b] = cap[mid[a][b]] - res[mid[a][b]] + cap[stay[a][b]] - res[stay[a][b]];
   return y;
 }
 
@@ -207,7 +215,8 @@ std::vector<int32_t> PlaceDestinations(const Scenario& s, const Layout& source, 
     const int32_t na = static_cast<int32_t>(a_sig.size()), nb = static_cast<int32_t>(b_sig.size());
     if (na == 1 && nb == 1) continue;
     std::vector<int64_t> supply(na, 0), demand(nb, 0);
-    for (int32_t i : idx) ++supply[a_of[i]], ++demand[b_of[i]];
+    std::vector<std::vector<int64_t>> home(na, std::vector<int64_t>(nb, 0));
+    for (int32_t i : idx) ++supply[a_of[i]], ++demand[b_of[i]], ++home[a_of[i]][b_of[i]];
     std::vector<std::vector<int64_t>> value(na, std::vector<int64_t>(nb, 0));
     bool any = false;
     for (int32_t a = 0; a < na; ++a)
@@ -215,7 +224,7 @@ std::vector<int32_t> PlaceDestinations(const Scenario& s, const Layout& source, 
     if (!any) continue;
     // Keep the identity where it is already optimal: a block stays home when
     // the optimum sends as many of its class there.
-    std::vector<std::vector<int64_t>> y = Transport(supply, demand, value);
+    std::vector<std::vector<int64_t>> y = Transport(supply, demand, value, home);
     std::vector<bool> block_done(nn, false), node_used(nn, false);
     for (int32_t i : idx)
       if (y[a_of[i]][b_of[i]] > 0) {

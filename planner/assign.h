@@ -15,7 +15,12 @@
 //    successive_shortest_path_nonnegative_weights) maximises the summed
 //    within-node optimum. Large symmetric jobs solve a handful of small
 //    problems, not one per node or GPU.
-// Ties keep the initial placement.
+// Ties keep the initial placement: the +1 on a rank's own GPU, and in the
+// transport the arcs of blocks that stay home (values doubled, +1), so of
+// the optimal transports the one moving the fewest blocks (llama3-405b TP4
+// x PP16 -> TP16 x DP8 on 128 GB200: any transport of TP blocks was
+// optimal, and the solver's split the replicas over the NVLink domains
+// unevenly, doubling the network time).
 //
 // Source choice: a fragment is served from the destination GPU itself when a
 // replica is there; else from a replica in the same NVLink domain; else over

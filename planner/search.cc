@@ -68,8 +68,7 @@ namespace {
 
 using namespace search_candidates;  // NOLINT: the candidates are this file's vocabulary
 
-// The candidates planned so far: the fastest that fits, and the infeasible
-// one closest to fitting.
+// The candidates planned so far: the fastest that fits, and the infeasible one closest to fitting.
 class Search {
  public:
   // `beat_s`: large plans only emit candidates that may be faster than this
@@ -160,9 +159,8 @@ class Search {
         NoteInfeasible(sched, policy, e.missing_bytes, e.worst_gpu, std::move(e.planned_peak));
         failed[key] = Failed{policy.offload_fraction, std::move(e.start_missing), std::move(e.shortfall)};
       };
-      // A round per phase often does not fit: its memory answer first; so
-      // for a policy that releases nothing, whose answer costs no emission
-      // (EmitMode::kAnswerOnly).
+      // A round per phase often does not fit: its memory answer first; so for a policy that releases
+      // nothing, whose answer costs no emission (EmitMode::kAnswerOnly).
       const bool releases = policy.offload_fraction > 0 || policy.source_to_host;
       if ((!failed.empty() || sched->all_in_one_round || !releases) && !predicted_fit) {
         EmittedPlan m = EmitPlan(prob_, *sched, policy, releases ? EmitMode::kMemoryOnly : EmitMode::kAnswerOnly);
@@ -574,31 +572,33 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   }
   // Relays that lost, with sender-side relays on top, kept if simulated faster: at the size and round that won where
   // a large plan's relays lost on estimates by < kRelayBand (qwen3-30b-a3b colocated: relayed 24.4 against plain 23.6
-  // ms estimated; with sender relays 17.7 and 26.4 simulated), searched anew where its port bound is kRelayBand below
-  // the plan in hand's (deepseek-v3 TP1xPP16xEP8 -> TP8xDP16 on 128 GB200 colocated: relayed 132 ms, plain with
-  // sender relays 112, both 77; port bounds 85 and 59 ms).
+  // ms estimated; with sender relays 17.7 and 26.4 simulated), searched anew where that found nothing faster and its
+  // port bound is kRelayBand below the plan in hand's (deepseek-v3 TP1xPP16xEP8 -> TP8xDP16 on 128 GB200 colocated:
+  // relayed 132 ms, plain with sender relays 112, both 77; port bounds 85 and 59 ms; TP8xPP4xEP32 -> TP16xDP8: at
+  // the won 1 GiB round per phase nothing fits, anew 81 against 107 ms). Not emitted where the estimate loses to the
+  // plan in hand's prediction (llama3-70b colocated on 8192 GPUs).
   const bool relays_near = !small && relay_first_s < plain_first_s * (1 + kRelayBand);
   if (options.simulate && !use_relays && search->best() && options.send_relays != std::optional<bool>{false} &&
       relay_first_s < kNone) {
     const int32_t before = routes.Now();
-    const double held_bound_s = relays_near ? 0 : PortBoundSeconds(prob);  // the plan in hand's routing
+    const double held_bound_s = PortBoundSeconds(prob);  // the plan in hand's routing
     search->Kept();  // before its routing may be made again on another base
-    if (routes.SendRelayedBytes(Routings::kRelayed) > 0 &&
-        (relays_near || PortBoundSeconds(prob) < held_bound_s * (1 - kRelayBand))) {
+    const bool made = routes.SendRelayedBytes(Routings::kRelayed) > 0;
+    const bool bound_wins = made && PortBoundSeconds(prob) < held_bound_s * (1 - kRelayBand);
+    if (made && (relays_near || bound_wins)) {
       SizeOrders orders = order_of(prob);
-      // Not emitted where its estimate already loses to the plan in hand's prediction (llama3-70b colocated on
-      // 8192 GPUs: 167.6 ms estimated against 162.5 simulated; emitting and simulating 1.1 M ops cost ~10 CPU-s).
-      if (!predicted) predicted = search->best()->prediction ? *search->best()->prediction : predict(search->Kept().emitted.plan);
-      std::unique_ptr<Search> both = run(prob, relays_near ? won_order(*search) : orders.order, predicted->time_s, false);
-      if (both->best()) {
+      auto try_both = [&](const Order& order) {
+        if (!predicted) predicted = search->best()->prediction ? *search->best()->prediction : predict(search->Kept().emitted.plan);
+        std::unique_ptr<Search> both = run(prob, order, predicted->time_s, false);
+        if (!both->best()) return false;
         Prediction p = SimulateCandidate(both->Kept().emitted.plan);
-        if (p.time_s < predicted->time_s) {
-          search = std::move(both), predicted = std::move(p), send_orders = std::move(orders);
-          use_relays = true;
-          relayed_bytes = prob.relayed_bytes;
-          send_relayed_bytes = prob.send_relayed_bytes, recv_relayed_bytes = prob.recv_relayed_bytes;
-        }
-      }
+        if (p.time_s >= predicted->time_s) return false;
+        search = std::move(both), predicted = std::move(p), send_orders = orders, use_relays = true;
+        relayed_bytes = prob.relayed_bytes, send_relayed_bytes = prob.send_relayed_bytes;
+        recv_relayed_bytes = prob.recv_relayed_bytes;
+        return true;
+      };
+      if (!(relays_near && try_both(won_order(*search))) && bound_wins) try_both(orders.order);
     }
     if (!use_relays && before == Routings::kSendRelayed) remake_send = true;
     else if (!use_relays) routes.Use(before);

@@ -254,6 +254,26 @@ TEST(Balance, SmallBundlesRideWithASenderTheRankAlreadyDrawsFrom) {
   for (const auto& [g, to] : receivers) EXPECT_EQ(to.size(), 1u) << "source GPU " << g;
 }
 
+// Placement ties keep the initial placement. llama TP2 x PP2 x DP4 -> TP8 x
+// DP2 on 4 GB200 nodes of 4 GPUs, two nodes per NVLink domain: stage 0 on
+// nodes 0-1 (domain 0), stage 1 on nodes 2-3; each destination replica fills
+// one domain. A node's block is TP ranks 0-3 or 4-7 and finds as many bytes
+// in place on any node (TP8 rank t sits in TP2 rank t/4, which two of the
+// node's GPUs hold), so every transport of blocks onto nodes is optimal.
+// Before the tie-break the transport swapped ranks 0-3 with 12-15: domain 0
+// then held TP ranks 4-7 twice and 0-3 not at all (llama3-405b TP4 x PP16 ->
+// TP16 x DP8 on 128 GB200: as many bytes in place, twice the network time).
+TEST(Placement, TiesKeepTheInitialPlacement) {
+  const Scenario s = FromYaml(Yaml("tiny-llama", "{preset: gb200-nvl72, nodes: 4, nvlink_domain_nodes: 2}",
+                                   "{tp: 2, pp: 2, dp: 4}", "{tp: 8, dp: 2}"));
+  const Layout src = MakeSourceLayout(s.model, s.source, s.dtype, s.path);
+  const Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
+  const TransferSet ts = BuildTransferSet(s.model, src, dst);
+  const std::vector<int32_t> dst_gpu = PlaceDestinations(s, src, dst, ts);
+  ASSERT_EQ(dst_gpu.size(), 16u);
+  for (int32_t r = 0; r < 16; ++r) EXPECT_EQ(s.cluster.NodeOf(dst_gpu[r]), r / 4) << "destination rank " << r << " gpu " << dst_gpu[r];
+}
+
 // ---- Whole plans --------------------------------------------------------------------
 
 void CheckPlan(const Scenario& s, const PlanResult& r, bool execute = true) {
@@ -1238,8 +1258,9 @@ TEST(Planner, ARoundPerPhaseKeepsOneLaneWhereTheSecondDoesNotFit) {
 // again (Problem::BalanceNetworkSenders). Same job: stage s's 64 GPUs (nodes
 // 8s..8s+7, one NIC each) send what the other stage's nodes need. Experts:
 // EP rank k holds 16 experts of each of the stage's 24 layers, replicated on
-// the 8 GPUs g = k (mod 8); only ranks 0..3 of stage 0 and 4..7 of stage 1
-// are needed across (the destination puts experts 0..63 on GPUs 64..127).
+// the 8 GPUs g = k (mod 8); only ranks 4..7 of stage 0 and 0..3 of stage 1
+// are needed across (the destination keeps expert r on GPU r: GPUs 0..63,
+// stage 0's, need experts 0..63 of EP ranks 0..3).
 // A needed rank's GPUs must send its 384 expert-layers of 3 x 2048 x 768
 // bf16 elements over their 8 NICs: 384 x 4718592 x 2 / 8 = 452984832 bytes
 // each, the least busiest-NIC load any choice of senders reaches. The dense
@@ -1259,7 +1280,7 @@ TEST(Relays, TheSendersLeftOnTheNetworkAreBalancedAgain) {
   const int64_t expert_nic = int64_t{384} * 4718592 * 2 / 8;
   int64_t dense_sum = 0, dense_min = INT64_MAX, dense_max = 0;
   for (int32_t g = 0; g < c.Gpus(); ++g) {
-    const bool experts = (g < 64) == (g % 8 < 4);
+    const bool experts = (g < 64) == (g % 8 >= 4);
     if (experts) {
       EXPECT_NEAR(egress[c.NicOf(g)], expert_nic, biggest) << "GPU " << g;
     } else {
