@@ -24,7 +24,7 @@
 // Sender-side relays (Problem::AddSendRelays) and receiver-side NIC relays (Problem::AddRecvRelays) are then added to
 // the routing chosen and searched the same way, with the plan in hand to beat: kept only if predicted faster.
 // A round per phase holds all of a GPU's staged segments at once: it is planned under the first policy only (never
-// bought with a memory saver); where that does not fit, large plans try it at 64 MiB, then the next candidate.
+// bought with a memory saver); where that does not fit, large plans try it at 64, 32, 16 MiB, then the next one.
 // Memory pressure: once a policy does not fit, the next ones are emitted for their memory answer only
 // (planner/emitter.h's kMemoryOnly) before the full plan, and one that only adds optimizer offload to a policy that did
 // not fit is skipped when the exact prediction (PredictMissingBytes) says it misses bytes too.
@@ -616,9 +616,9 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       if (p.time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
     };
     const SizeOrders& o = send_relayed_bytes + recv_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
-    // Where rounds won and a round per phase estimates below the plan in hand: at
-    // its best size, then (no fit) at kAllFallbackBytes (deepseek-v3 171.1 -> 165.5 ms).
-    if (!search->best()->schedule->all_in_one_round && !o.all_first && !o.all.empty() &&
+    // Where rounds won and a round per phase estimates below the plan in hand: at its best size, then (no fit) at
+    // kAllFallbackBytes and its halves (deepseek-v3 171.1 -> 165.5 ms), also where it went first in another routing.
+    if (!search->best()->schedule->all_in_one_round && !o.all.empty() &&
         o.all_estimate_s < predicted->time_s)
       keep_if_faster(run(prob, o.all, predicted->time_s, false));
     // The estimate is the more optimistic the more rounds, so it favours small sizes:

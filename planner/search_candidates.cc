@@ -138,11 +138,13 @@ SizeOrders SizeOrder(const Problem& prob, const std::vector<int64_t>& sizes, con
   if (all) {
     out.all.emplace_back(all->size, all->per_round);
     out.all_estimate_s = all->estimate_s;
-    // Where it does not fit: at kAllFallbackBytes, whose staging slots (the
-    // largest staged segment each) waste less.
-    const auto fallback = std::find(sizes.begin(), sizes.end(), kAllFallbackBytes);
-    if (fallback != sizes.end() && sizes[all->size] > kAllFallbackBytes)
-      out.all.emplace_back(static_cast<size_t>(fallback - sizes.begin()), kPerRoundAll);
+    // Where it does not fit: at kAllFallbackBytes and its halves, whose
+    // staging slots (the largest staged segment each) waste less.
+    for (int64_t b = kAllFallbackBytes; b >= kAllFallbackSmallestBytes; b /= 2) {
+      const auto fallback = std::find(sizes.begin(), sizes.end(), b);
+      if (fallback != sizes.end() && sizes[all->size] > b)
+        out.all.emplace_back(static_cast<size_t>(fallback - sizes.begin()), kPerRoundAll);
+    }
   }
   out.rounds.emplace_back(first->size, first->per_round);
   if (first->per_round != per_rounds.front()) out.rounds.emplace_back(first->size, per_rounds.front());

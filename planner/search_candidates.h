@@ -45,8 +45,13 @@ inline constexpr double kRelayBand = 0.05;
 inline constexpr int64_t kDefaultDirectMinBytes = int64_t{64} << 20;
 // Large plans: a round per phase at the size it estimates best (usually
 // the largest) holds the most staging; where that does not fit it is tried
-// at this size (an op of it reaches ~85 % of NVLink, as at kDefaultDirectMinBytes).
+// at this size (an op of it reaches ~85 % of NVLink, as at kDefaultDirectMinBytes),
+// then at halves of it down to kAllFallbackSmallestBytes: smaller slots, and
+// more runs go in place on one side (llama3-405b TP4xPP16 -> TP16xDP8 on 128
+// H200 colocated: 5.0 and 1.6 GB short at 64 and 32 MiB, fits at 16 MiB:
+// 1029 ms against 1133 in rounds of 2 at 38 MiB).
 inline constexpr int64_t kAllFallbackBytes = int64_t{64} << 20;
+inline constexpr int64_t kAllFallbackSmallestBytes = int64_t{16} << 20;
 
 // Schedules already cut, shared by the searches of one problem (and by a
 // PlanSession's plans): keyed by (routing, size, threshold, segments per
@@ -98,7 +103,7 @@ struct SizeOrders {
 // only if no policy fits there, that size at the first per_round and the
 // smallest size (least staging): each emission of a large plan costs about
 // as much as planning itself. A round per phase (at its best size, then at
-// kAllFallbackBytes) goes first only when its estimate beats the others' by
+// kAllFallbackBytes and its halves) goes first only when its estimate beats the others' by
 // kPerRoundGain; else it is left to the runner-up check (PlanProblem).
 // O(sizes x per_rounds x pairs).
 SizeOrders SizeOrder(const Problem& prob, const std::vector<int64_t>& sizes, const std::vector<int32_t>& per_rounds,
