@@ -92,14 +92,15 @@ std::vector<int32_t> BestAssignment(int32_t k, const std::vector<int64_t>& w) {
   return col;
 }
 
-// Integer transportation problem: maximise sum value[a][b] * y[a][b] with row
-// sums supply[a] and column sums demand[b] (equal totals), and among optima
-// the most of the home[a][b] units that stay where they are, as a min-cost
-// flow (Boost successive_shortest_path_nonnegative_weights, costs max - value >= 0).
-// O(F * (E + V log V)) for F augmentations, at most rows + columns in practice.
+}  // namespace
+
+// A min-cost flow (Boost successive_shortest_path_nonnegative_weights, costs
+// top - weight >= 0). O(F * (E + V log V)) for F augmentations, at most rows +
+// columns in practice.
 std::vector<std::vector<int64_t>> Transport(const std::vector<int64_t>& supply, const std::vector<int64_t>& demand,
                                             const std::vector<std::vector<int64_t>>& value,
-                                            const std::vector<std::vector<int64_t>>& home) {
+                                            const std::vector<std::vector<int64_t>>& home,
+                                            const std::vector<std::vector<bool>>& near) {
   using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
   using Graph = boost::adjacency_list<
       boost::vecS, boost::vecS, boost::directedS, boost::no_property,
@@ -123,15 +124,16 @@ std::vector<std::vector<int64_t>> Transport(const std::vector<int64_t>& supply, 
   int64_t top = 0;
   for (const auto& row : value)
     for (int64_t v : row) top = std::max(top, v);
-  // Values doubled, plus one on the arcs of blocks that stay home.
-  top = 2 * top + 1;
+  // Values times 4, plus 2 on the arcs of blocks that stay home and 1 on
+  // those that stay in their NVLink domain.
+  top = 4 * top + 2;
   std::vector<std::vector<Edge>> mid(na), stay(na);
   for (int32_t a = 0; a < na; ++a) add(0, 2 + a, supply[a], 0);
   for (int32_t b = 0; b < nb; ++b) add(2 + na + b, 1, demand[b], 0);
   for (int32_t a = 0; a < na; ++a)
     for (int32_t b = 0; b < nb; ++b) {
-      stay[a].push_back(add(2 + a, 2 + na + b, home[a][b], top - 2 * value[a][b] - 1));
-      mid[a].push_back(add(2 + a, 2 + na + b, supply[a], top - 2 * value[a][b]));
+      stay[a].push_back(add(2 + a, 2 + na + b, home[a][b], top - 4 * value[a][b] - 2));
+      mid[a].push_back(add(2 + a, 2 + na + b, supply[a], top - 4 * value[a][b] - (near[a][b] ? 1 : 0)));
     }
   boost::successive_shortest_path_nonnegative_weights(g, 0, 1);
   std::vector<std::vector<int64_t>> y(na, std::vector<int64_t>(nb, 0));
@@ -141,7 +143,6 @@ std::vector<std::vector<int64_t>> Transport(const std::vector<int64_t>& supply, 
   return y;
 }
 
-}  // namespace
 
 std::vector<int32_t> PlaceDestinations(const Scenario& s, const Layout& source, const Layout& destination,
                                        const TransferSet& ts) {
@@ -201,15 +202,18 @@ std::vector<int32_t> PlaceDestinations(const Scenario& s, const Layout& source, 
   for (int32_t i = 0; i < nn; ++i) by_size[block_sig[i].size()].push_back(i);
   for (const auto& [size, idx] : by_size) {
     if (idx.size() < 2) continue;
-    std::map<std::vector<int32_t>, int32_t> a_id, b_id;
-    std::vector<int32_t> a_of(nn, -1), b_of(nn, -1);
+    // Where an NVLink domain spans nodes, classes are per domain too, so
+    // that the transport can prefer moves within a domain.
+    std::map<std::pair<int32_t, std::vector<int32_t>>, int32_t> a_id, b_id;
+    std::vector<int32_t> a_of(nn, -1), b_of(nn, -1), a_dom, b_dom;
     std::vector<const std::vector<int32_t>*> a_sig, b_sig;
     for (int32_t i : idx) {
-      auto [ia, fa] = a_id.try_emplace(block_sig[i], static_cast<int32_t>(a_sig.size()));
-      if (fa) a_sig.push_back(&block_sig[i]);
+      const int32_t dom = c.nvlink_domain_nodes > 1 ? nodes[i] / c.nvlink_domain_nodes : 0;
+      auto [ia, fa] = a_id.try_emplace(std::make_pair(dom, block_sig[i]), static_cast<int32_t>(a_sig.size()));
+      if (fa) a_sig.push_back(&block_sig[i]), a_dom.push_back(dom);
       a_of[i] = ia->second;
-      auto [ib, fb] = b_id.try_emplace(node_sig[i], static_cast<int32_t>(b_sig.size()));
-      if (fb) b_sig.push_back(&node_sig[i]);
+      auto [ib, fb] = b_id.try_emplace(std::make_pair(dom, node_sig[i]), static_cast<int32_t>(b_sig.size()));
+      if (fb) b_sig.push_back(&node_sig[i]), b_dom.push_back(dom);
       b_of[i] = ib->second;
     }
     const int32_t na = static_cast<int32_t>(a_sig.size()), nb = static_cast<int32_t>(b_sig.size());
@@ -218,13 +222,17 @@ std::vector<int32_t> PlaceDestinations(const Scenario& s, const Layout& source, 
     std::vector<std::vector<int64_t>> home(na, std::vector<int64_t>(nb, 0));
     for (int32_t i : idx) ++supply[a_of[i]], ++demand[b_of[i]], ++home[a_of[i]][b_of[i]];
     std::vector<std::vector<int64_t>> value(na, std::vector<int64_t>(nb, 0));
+    std::vector<std::vector<bool>> near(na, std::vector<bool>(nb, false));
     bool any = false;
     for (int32_t a = 0; a < na; ++a)
-      for (int32_t b = 0; b < nb; ++b) any |= (value[a][b] = solve(*a_sig[a], *b_sig[b]).local) > 0;
+      for (int32_t b = 0; b < nb; ++b) {
+        any |= (value[a][b] = solve(*a_sig[a], *b_sig[b]).local) > 0;
+        near[a][b] = a_dom[a] == b_dom[b];
+      }
     if (!any) continue;
     // Keep the identity where it is already optimal: a block stays home when
     // the optimum sends as many of its class there.
-    std::vector<std::vector<int64_t>> y = Transport(supply, demand, value, home);
+    std::vector<std::vector<int64_t>> y = Transport(supply, demand, value, home, near);
     std::vector<bool> block_done(nn, false), node_used(nn, false);
     for (int32_t i : idx)
       if (y[a_of[i]][b_of[i]] > 0) {

@@ -16,11 +16,12 @@
 //    within-node optimum. Large symmetric jobs solve a handful of small
 //    problems, not one per node or GPU.
 // Ties keep the initial placement: the +1 on a rank's own GPU, and in the
-// transport the arcs of blocks that stay home (values doubled, +1), so of
-// the optimal transports the one moving the fewest blocks (llama3-405b TP4
-// x PP16 -> TP16 x DP8 on 128 GB200: any transport of TP blocks was
-// optimal, and the solver's split the replicas over the NVLink domains
-// unevenly, doubling the network time).
+// transport a block that stays home scores, one that moves within its
+// NVLink domain less (classes are per domain where a domain spans nodes), so
+// of the optimal transports the one that moves the fewest blocks and keeps
+// the most in their domain (llama3-405b TP4 x PP16 -> TP16 x DP8 on 128
+// GB200: the solver's optimum split the replicas over the NVLink domains
+// unevenly, 286.5 ms; fewest moves 142.6; kept in their domains 118.0).
 //
 // Source choice: a fragment is served from the destination GPU itself when a
 // replica is there; else from a replica in the same NVLink domain; else over
@@ -74,6 +75,17 @@ struct SourceChoice {
 
 SourceChoice ChooseSources(const Scenario& s, const Layout& source, const Layout& destination,
                            const TransferSet& ts, const std::vector<int32_t>& dst_gpu);
+
+// The across-node step of PlaceDestinations (exposed for tests): an integer
+// transportation problem, maximise sum value[a][b] * y[a][b] with row sums
+// supply[a] and column sums demand[b] (equal totals); among optima the one
+// that scores most: 2 per unit that stays home (at most home[a][b]: blocks
+// of class a whose own node is of class b), 1 per unit that moves within its
+// NVLink domain (near[a][b]). Returns y.
+std::vector<std::vector<int64_t>> Transport(const std::vector<int64_t>& supply, const std::vector<int64_t>& demand,
+                                            const std::vector<std::vector<int64_t>>& value,
+                                            const std::vector<std::vector<int64_t>>& home,
+                                            const std::vector<std::vector<bool>>& near);
 
 // Min-max balancing of aggregated demands over ports (exposed for tests).
 // demand[k] may go to any GPU of candidates[k]; gpu_port[g] is the port of

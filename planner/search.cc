@@ -627,12 +627,10 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     const size_t largest = static_cast<size_t>(std::max_element(sizes.begin(), sizes.end()) - sizes.begin());
     if (!won->all_in_one_round && sizes[largest] != won->segment_bytes)
       keep_if_faster(run(prob, Order{{largest, won->per_round}}, predicted->time_s, false));
-    // A round per phase is ranked by an estimate in which its segment size
-    // sets only the ops, so it is planned at the largest size; smaller
-    // segments let each sender's transfers start sooner (qwen3-30b-a3b
-    // colocated: 1 GiB 12.77 ms, 128 MiB 12.58). Where the plan is cheap to
-    // simulate, smaller powers of two are simulated too, halving while no
-    // slower than the best (down to 16 MiB), emitted whatever their estimate.
+    // A round per phase is ranked by an estimate in which its segment size sets only the ops, so it is planned at
+    // the largest size; smaller segments let each sender's transfers start sooner (qwen3-30b-a3b colocated: 1 GiB
+    // 12.77 ms, 128 MiB 12.58). Where the plan is cheap to simulate, smaller powers of two are simulated too,
+    // halving while no slower than the best (down to 16 MiB), emitted whatever their estimate.
     constexpr size_t kCheapOps = 50000;
     if (won->all_in_one_round && search->Kept().emitted.plan.ops.size() <= kCheapOps) {
       for (size_t i = sizes.size(); i-- > 0;) {
@@ -645,10 +643,10 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         if (p.time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
       }
     }
-    // Relay waves (comm_lanes.h), kept where simulated faster; each try emits
-    // and simulates the whole plan, so only where the relay phase is at least
-    // kRelayWavesMinShare of the refit (deepseek-v3 NVL72: ~5 of 121 ms; its
-    // tries took 8 CPU-s and were slower).
+    // Relay waves (comm_lanes.h), kept where simulated faster; each try emits and simulates the whole plan, so only
+    // where the relay phase is at least kRelayWavesMinShare of the refit (deepseek-v3 NVL72: ~5 of 121 ms; its tries
+    // took 8 CPU-s and were slower), and more waves only where fewer won (llama3-405b TP4xPP16 -> TP16xDP8 on
+    // GB200: 118.0 ms, 2 waves 131.3 and 4 waves 141.7, simulated in ~15 and ~25 CPU-s).
     const Schedule& kept_sc = *search->best()->schedule;
     if (options.relay_waves == 0 && kept_sc.all_in_one_round && kept_sc.relay_rounds > 0 &&
         RelayPhaseSeconds(kept_sc, s.cluster) >= kRelayWavesMinShare * predicted->time_s) {
@@ -656,11 +654,13 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       for (int32_t waves : kRelayWaves) {
         PlanPolicy p = base;
         p.comm_lanes = true, p.relay_waves = waves;
+        const double held_s = predicted->time_s;
         keep_if_faster(run(prob, won_order(*search), kNone, false, {p}));
+        if (predicted->time_s >= held_s) break;
       }
     }
-    // The first policy that fits is kept; where it releases memory, allocating
-    // destination layers late can be faster (llama3-405b at full offload: 19 %).
+    // The first policy that fits is kept; where it releases memory, allocating destination layers late can be faster
+    // (llama3-405b at full offload: 19 %).
     const PlanPolicy kept = search->best()->policy;
     if (!kept.destination_per_layer && !options.destination_per_layer &&
         (kept.offload_fraction > 0 || kept.source_to_host)) {

@@ -274,6 +274,30 @@ TEST(Placement, TiesKeepTheInitialPlacement) {
   for (int32_t r = 0; r < 16; ++r) EXPECT_EQ(s.cluster.NodeOf(dst_gpu[r]), r / 4) << "destination rank " << r << " gpu " << dst_gpu[r];
 }
 
+// Among equally good transports, moves within an NVLink domain. Nodes n0
+// (type X) and n1 (Y) in domain 0, n2 (Y) and n3 (X) in domain 1; blocks
+// b0 (sig A) home on n0, b1..b3 (sig B) on n1..n3. A finds 10 bytes in
+// place on a Y node, 0 on an X one; B finds 5 anywhere. The optimum moves A
+// to a Y node and the B there to n0: to n1 (b1 -> n0, both in domain 0) or
+// to n2 (b2 -> n0, both across). Two moves either way: the first is kept.
+// Classes per domain: a = (d0, A), (d0, B), (d1, B); b = (d0, X), (d0, Y),
+// (d1, Y), (d1, X).
+TEST(Placement, TransportMovesWithinTheDomainAmongEquals) {
+  const std::vector<int64_t> supply = {1, 1, 2}, demand = {1, 1, 1, 1};
+  const std::vector<std::vector<int64_t>> value = {{0, 10, 10, 0}, {5, 5, 5, 5}, {5, 5, 5, 5}};
+  const std::vector<std::vector<int64_t>> home = {{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 1}};
+  const std::vector<std::vector<bool>> near = {
+      {true, true, false, false}, {true, true, false, false}, {false, false, true, true}};
+  const std::vector<std::vector<int64_t>> y = Transport(supply, demand, value, home, near);
+  const std::vector<std::vector<int64_t>> want = {{0, 1, 0, 0}, {1, 0, 0, 0}, {0, 0, 1, 1}};
+  EXPECT_EQ(y, want);
+  // Without the domains every move is as good: only the value and the stays bind.
+  const std::vector<std::vector<bool>> none(3, std::vector<bool>(4, false));
+  const std::vector<std::vector<int64_t>> any = Transport(supply, demand, value, home, none);
+  EXPECT_EQ(any[0][1] + any[0][2], 1);
+  EXPECT_EQ(any[1][0] + any[1][1] + any[2][0] + any[2][2] + any[2][3], 3);
+}
+
 // ---- Whole plans --------------------------------------------------------------------
 
 void CheckPlan(const Scenario& s, const PlanResult& r, bool execute = true) {
