@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Prints the grid table (markdown): this folder's NAME.ties.json (42b34a4)
-and NAME.fallback.json (2b866ab) beside the previous session's 'both'
+"""Prints the grid table (markdown): this folder's NAME.ties.json (42b34a4),
+NAME.fallback.json (2b866ab) and NAME.domain.json (fd7f553) beside the previous session's 'both'
 (reshard at f68186a) and 'megatron' rows, read from
 ../2026-12-04-cpu-colocated-grid-link-classes (not copied)."""
 import glob, json, os
 here = os.path.dirname(os.path.abspath(__file__))
 prev = os.path.join(here, "..", "2026-12-04-cpu-colocated-grid-link-classes")
 cols = [("f68186a", prev, "both"), ("42b34a4", here, "ties"), ("2b866ab", here, "fallback"),
-        ("Megatron-style", prev, "megatron")]
-print("| scenario | " + " | ".join(c[0] for c in cols) + " | lower bound f68186a / 42b34a4 / 2b866ab | efficiency f68186a / 42b34a4 / 2b866ab |")
+        ("fd7f553", here, "domain"), ("Megatron-style", prev, "megatron")]
+print("| scenario | " + " | ".join(c[0] for c in cols) + " | lower bound f68186a / 42b34a4 / 2b866ab / fd7f553 | efficiency f68186a / 42b34a4 / 2b866ab / fd7f553 |")
 print("| --- " * (len(cols) + 3) + "|")
 for y in sorted(glob.glob(os.path.join(here, "*.yaml"))):
     n = os.path.basename(y)[:-5]
