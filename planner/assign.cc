@@ -143,7 +143,6 @@ std::vector<std::vector<int64_t>> Transport(const std::vector<int64_t>& supply, 
   return y;
 }
 
-
 std::vector<int32_t> PlaceDestinations(const Scenario& s, const Layout& source, const Layout& destination,
                                        const TransferSet& ts) {
   std::vector<int32_t> placed = s.destination_gpus;
