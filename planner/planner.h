@@ -70,7 +70,8 @@ struct PlannerOptions {
   std::vector<int64_t> segment_candidates;
   // Segments a GPU sends (receives) per round (planner/segments.h;
   // kPerRoundAll: a round per phase). 0: chosen among per_round_candidates
-  // (empty: 1, 2 and kPerRoundAll).
+  // (empty: 1, 2 and kPerRoundAll, and where rounds win, more: twice as
+  // many while kept for small plans, as many as fit for large ones).
   int32_t per_round = 0;
   std::vector<int32_t> per_round_candidates;
   // -1: the scenario's plan.direct_min_bytes; when that is -1 too, small

@@ -6,16 +6,17 @@
 // cheap memory savers (training weights to host, destination per layer), then more optimizer offload. Each (size,
 // threshold, per_round) is cut once (planner/segments.h) and emitted under policies in order until one fits.
 //  * Small plans (at most simulate_max_fragments fragment pairs): every size is simulated at one segment per round and
-//    the fastest kept; the other thresholds are then tried at that size only, then more segments per round, kept only
-//    if kPerRoundGain faster (they hold more staging); a round per phase is tried at the largest size under every
-//    threshold. Thresholds that give the same segments as one already tried are skipped.
+//    the fastest kept; the other thresholds are then tried at that size only, then more segments per round (2, then
+//    twice as many while kept), kept only if kPerRoundGain faster (they hold more staging); a round per phase is
+//    tried at the largest size under every threshold. Thresholds giving the segments of one already tried are skipped.
 //  * Large plans: a round-model estimate from the pair byte totals ranks the (size, per_round) pairs without cutting
 //    them (O(pairs) each); the best is planned (ties: fewer segments per round, then larger sizes); a round per phase
 //    goes first only if its estimate is kPerRoundGain better than the best of the others; sizes over max_segments
 //    compete only when none is under it; only if no policy fits are that size at one segment per round and then the
 //    smallest size tried. The first plan that fits is kept and simulated, then where the estimate errs a few more
-//    (a round per phase, rounds at the largest size, a memory-releasing policy's dest-per-layer twin): the fastest
-//    wins. Segment counts jump between neighbouring sizes: the finer grid finds the sizes that cut evenly.
+//    (a round per phase, rounds at the largest size, rounds of as many segments as fit, a memory-releasing policy's
+//    dest-per-layer twin): the fastest wins. Segment counts jump between neighbouring sizes: the finer grid finds the
+//    sizes that cut evenly.
 // Relays (Problem::AddRelays): where any box would reach several GPUs of one NVLink domain over the network, the whole
 // search runs with and without relays and relays are kept only if predicted faster (simulated or estimated as above;
 // the estimate adds the relay rounds as a second phase). Large plans search first the side whose first candidate
@@ -76,7 +77,7 @@ class Search {
   // `routes` holds the problem's routing that the search plans on.
   Search(const Problem& prob, ScheduleCache& cache, Routings& routes, std::vector<int64_t> sizes,
          std::vector<int64_t> directs, std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small,
-         double beat_s, bool wins_ties, bool try_waves)
+         double beat_s, bool wins_ties, bool try_waves, bool grow_per_round)
       : prob_(prob),
         cache_(cache),
         routes_(routes),
@@ -90,26 +91,23 @@ class Search {
         beat_s_(beat_s),
         wins_ties_(wins_ties),
         try_waves_(try_waves),
+        grow_per_round_(grow_per_round),
         tried_(sizes_.size()) {}
 
-  // Plans (size index, threshold, segments per round) under the policies in
-  // order. Once one policy did not fit, the others are first emitted for
-  // their memory only (kMemoryOnly) and fully only if they fit; a policy that
-  // only adds optimizer offload to one that did not fit is not emitted when
-  // PredictMissingBytes (exact) says it cannot fit either. Returns true when
-  // a large plan's schedule estimate already loses (nothing emitted).
+  // Plans (size index, threshold, segments per round) under the policies in order. Once one policy did not fit, the
+  // others are first emitted for their memory only (kMemoryOnly) and fully only if they fit; a policy that only adds
+  // optimizer offload to one that did not fit is not emitted when PredictMissingBytes (exact) says it cannot fit
+  // either. Returns true when a large plan's schedule estimate already loses (nothing emitted).
   bool Consider(size_t size_index, int64_t direct_min_bytes, int32_t per_round) {
-    // Large plans: a schedule of at most two segments per round whose port
-    // bound (at most its estimate, less the roundings of summing its rounds)
-    // already loses to the plan in hand is not even cut.
+    // Large plans: a schedule of at most two segments per round whose port bound (at most its estimate, less the
+    // roundings of summing its rounds) already loses to the plan in hand is not even cut.
     if (!small_ && per_round <= 2 && beat_s_ < std::numeric_limits<double>::infinity()) {
       if (!port_bound_s_) port_bound_s_ = PortBoundSeconds(prob_);  // planner/segments.h
       if (Loses(*port_bound_s_ * (1 - 1e-6))) return true;
     }
-    // Small plans: no simulation beats the port bound (a port's bytes at its
-    // peak rate), so where it does not beat the other routing's plan no
-    // candidate of this routing can win and none is simulated (llama3-8b
-    // NVL72: the plain routing's NICs bound it at ~80 ms against 7.6 relayed).
+    // Small plans: no simulation beats the port bound (a port's bytes at its peak rate), so where it does not beat the
+    // other routing's plan no candidate of this routing can win and none is simulated (llama3-8b NVL72: the plain
+    // routing's NICs bound it at ~80 ms against 7.6 relayed).
     if (small_ && prune_small_ && beat_s_ < std::numeric_limits<double>::infinity()) {
       if (!port_bound_s_) port_bound_s_ = PortBoundSeconds(prob_);
       if (Loses(*port_bound_s_)) return false;
@@ -168,9 +166,8 @@ class Search {
           fail(m);
           continue;
         }
-        // A large plan is timed by its estimate: kept on its answer alone, it
-        // is emitted only if asked for (Kept): a plan in hand that a later
-        // one beats never is (llama3-70b colocated on 8192 GPUs: 1.1 M ops).
+        // A large plan is timed by its estimate: kept on its answer alone, it is emitted only if asked for (Kept): a
+        // plan in hand that a later one beats never is (llama3-70b colocated on 8192 GPUs: 1.1 M ops).
         if (!small_ && !releases) {
           const double time_s = std::max(sched->estimate_s, m.pcie_estimate_s);
           Keep(Candidate{sched, policy, std::move(m), time_s, {}, true}, per_round);
@@ -182,10 +179,9 @@ class Search {
         fail(e);
         continue;
       }
-      // An emitter bug must not reach the user as a plan that cannot run. A
-      // small plan's simulation walks the issue order itself where it models
-      // the host (HostIssueTimes) and refuses such a plan the same way: the
-      // walk is not made twice (~7 % of llama3-70b disaggregated's planning).
+      // An emitter bug must not reach the user as a plan that cannot run. A small plan's simulation walks the issue
+      // order itself where it models the host (HostIssueTimes) and refuses such a plan the same way: the walk is not
+      // made twice (~7 % of llama3-70b disaggregated's planning).
       std::optional<Prediction> simulated;
       try {
         if (small_) {
@@ -207,9 +203,8 @@ class Search {
         cand.time_s = std::max(sched->estimate_s, cand.emitted.pcie_estimate_s);
       }
       Keep(std::move(cand), per_round);
-      // The simplest policy, when it fits, is the fastest (nothing waits on a
-      // release). Under memory pressure small plans simulate every policy
-      // that fits; large plans keep the first (cheapest savings first).
+      // The simplest policy, when it fits, is the fastest (nothing waits on a release). Under memory pressure small
+      // plans simulate every policy that fits; large plans keep the first (cheapest savings first).
       if (pi == 0 || !small_) break;
     }
     return false;
@@ -240,9 +235,8 @@ class Search {
     if (p.time_s < best_->time_s) best_ = Candidate{best_->schedule, one, std::move(o), p.time_s, std::move(p)};
   }
 
-  // Relay waves (comm_lanes.h) where the plan kept has a relay phase: 2
-  // and 4 (8 was slower on llama3-8b NVL72: each wave's groups wait for
-  // their slowest pair, and relay ops are cut where receives end).
+  // Relay waves (comm_lanes.h) where the plan kept has a relay phase: 2 and 4 (8 was slower on llama3-8b NVL72: each
+  // wave's groups wait for their slowest pair, and relay ops are cut where receives end).
   void RelayWaves(const SimOptions& so) {
     const Schedule& sc = *best_->schedule;
     if (!try_waves_ || !sc.all_in_one_round || sc.relay_rounds == 0) return;
@@ -281,10 +275,16 @@ class Search {
     const int64_t direct = best_->schedule->direct_min_bytes;
     for (size_t k = 1; k < per_rounds_.size(); ++k)
       if (per_rounds_[k] != kPerRoundAll) Consider(at, direct, per_rounds_[k]);
-    // A round per phase has no rounds to fill evenly: its segment size sets
-    // only the ops (fewest at the largest size), its threshold the staging
-    // (every staged segment is held at once). Tried at the largest size
-    // under every threshold.
+    // Where 2 won, twice as many while that is kept (MostPerRoundThatFits: more segments fill the rounds).
+    while (grow_per_round_) {
+      const std::shared_ptr<const Schedule> held = best_->schedule;
+      if (held->all_in_one_round || held->per_round < 2 || held->rounds <= 2) break;
+      Consider(at, direct, 2 * held->per_round);
+      if (best_->schedule == held) break;
+    }
+    // A round per phase has no rounds to fill evenly: its segment size sets only the ops (fewest at the largest size),
+    // its threshold the staging (every staged segment is held at once). Tried at the largest size under every
+    // threshold.
     if (std::find(per_rounds_.begin() + 1, per_rounds_.end(), kPerRoundAll) == per_rounds_.end()) return;
     const size_t largest = static_cast<size_t>(std::max_element(sizes_.begin(), sizes_.end()) - sizes_.begin());
     for (int64_t d : directs_) Consider(largest, d, kPerRoundAll);
@@ -351,6 +351,7 @@ class Search {
   const double beat_s_;
   const bool wins_ties_;
   const bool try_waves_;  // small plans: relay waves searched (PlannerOptions::relay_waves == 0)
+  const bool grow_per_round_;  // segments per round not given: more than 2 tried where rounds win
   // Small plans: PortBoundSeconds is a lower bound of every simulation (no
   // link of the cluster runs faster both ways than one way).
   const bool prune_small_ = PortBoundIsAFloor(prob_.scenario.cluster);
@@ -395,10 +396,9 @@ Prediction SimulateCandidate(const Plan& plan) {
   return Simulate(plan, so);
 }
 
-// The kept plan's prediction (time_s, peak_bytes and peak_parts; nothing
-// else is set) when `plan` equals it (SameButSummary); nullopt otherwise or
-// when `known` is null. Here, not in known_plan.h: only the search step may
-// use the simulator's types.
+// The kept plan's prediction (time_s, peak_bytes and peak_parts; nothing else is set) when `plan` equals it
+// (SameButSummary); nullopt otherwise or when `known` is null. Here, not in known_plan.h: only the search step may use
+// the simulator's types.
 std::optional<Prediction> KnownPrediction(const KnownPlan* known, const Plan& plan) {
   if (!known || !known->plan || !SameButSummary(plan, *known->plan)) return std::nullopt;
   Prediction p;
@@ -438,7 +438,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     if (policies.empty()) policies = Policies(s, options);
     auto search = std::make_unique<Search>(p, cache, routes, sizes, DirectThresholds(s, options, small),
                                            per_rounds, std::move(policies), small, beat_s, wins_ties,
-                                           options.relay_waves == 0);
+                                           options.relay_waves == 0, GrowsPerRound(options));
     search->Run(order);
     return search;
   };
@@ -458,10 +458,9 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     std::optional<Prediction> p = KnownPrediction(known, plan);
     return p ? std::move(*p) : SimulateCandidate(plan);
   };
-  // Without relays and (where some box goes to several GPUs of a domain over
-  // the network) with them: relays are kept only if predicted faster. Large
-  // plans search first the side whose first candidate estimates faster, so
-  // the other side's candidates that cannot beat it are not emitted.
+  // Without relays and (where some box goes to several GPUs of a domain over the network) with them: relays are kept
+  // only if predicted faster. Large plans search first the side whose first candidate estimates faster, so the other
+  // side's candidates that cannot beat it are not emitted.
   std::unique_ptr<Search> plain, relayed;
   SizeOrders plain_orders, relay_orders;  // the candidates of each routing
   const Order& plain_order = plain_orders.order;
@@ -523,21 +522,17 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   std::unique_ptr<Search> search = std::move(use_relays ? relayed : plain);
   if (!use_relays) relayed_bytes = 0;
   routes.Use(use_relays && relayed_bytes > 0 ? Routings::kRelayed : Routings::kPlain);
-  // Sender-side relays (Problem::AddSendRelays) on top of the routing
-  // chosen: kept only if predicted faster (or forced: options.send_relays).
-  // Large plans try them at the (size, segments per round) that won only
-  // (each cut and emission of a large plan costs about as much as planning:
-  // llama3-405b 1.6 -> 6.4 CPU-s over all candidates), and where the
-  // estimate prefers them both plans are simulated, so the simulator
-  // decides as for small plans.
+  // Sender-side relays (Problem::AddSendRelays) on top of the routing chosen: kept only if predicted faster (or forced:
+  // options.send_relays). Large plans try them at the (size, segments per round) that won only (each cut and emission
+  // of a large plan costs about as much as planning: llama3-405b 1.6 -> 6.4 CPU-s over all candidates), and where the
+  // estimate prefers them both plans are simulated, so the simulator decides as for small plans.
   SizeOrders send_orders;
   int64_t send_relayed_bytes = 0, recv_relayed_bytes = 0;  // of the routing kept (Routings::kSendRelayed)
   if (options.send_relays != std::optional<bool>{false} && (search->best() || options.send_relays)) {
     const int32_t base = routes.Now();
-    // The plan in hand's port bound (its routing's, in use now): a floor of
-    // its simulation, so where the sender-relayed plan simulates below it the
-    // plan in hand is not simulated (llama3-70b colocated on 8192 GPUs: one
-    // simulation of 1.1 M ops less).
+    // The plan in hand's port bound (its routing's, in use now): a floor of its simulation, so where the sender-relayed
+    // plan simulates below it the plan in hand is not simulated (llama3-70b colocated on 8192 GPUs: one simulation of
+    // 1.1 M ops less).
     const double base_floor_s = !small && options.simulate && !predicted && search->best() &&
                                         PortBoundIsAFloor(s.cluster)
                                     ? PortBoundSeconds(prob)
@@ -603,9 +598,8 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     if (!use_relays && before == Routings::kSendRelayed) remake_send = true;
     else if (!use_relays) routes.Use(before);
   }
-  // Large plans rank candidates by the round estimate, close for a round per
-  // phase but optimistic for rounds (ports idle while a round's flows ramp up,
-  // wait for peers or end early). So the plan in hand is simulated, and the
+  // Large plans rank candidates by the round estimate, close for a round per phase but optimistic for rounds (ports
+  // idle while a round's flows ramp up, wait for peers or end early). So the plan in hand is simulated, and the
   // candidates below where it may have erred too; the fastest is kept.
   if (!small && options.simulate && search->best()) {
     // A sweep's memory policy that changes nothing: the last plan's prediction (known_plan.h).
@@ -668,6 +662,11 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       twin.destination_per_layer = true;
       keep_if_faster(run(prob, won_order(*search), predicted->time_s, false, {twin}));
     }
+    // Rounds that won, under the policy kept: as many segments per round as fit (llama3-405b TP8xPP8 -> TP8xDP16 on
+    // 128 GB200 colocated: 214.1 ms in rounds of 2 at 54 MiB, 144.0 in rounds of 128; a round per phase does not fit).
+    if (const Search::Candidate& b = *search->best(); !b.schedule->all_in_one_round && GrowsPerRound(options))
+      if (const int32_t most = MostPerRoundThatFits(prob, cache, routes.Key(), *b.schedule, b.policy); most > 0)
+        keep_if_faster(run(prob, Order{{search->BestSize(), most}}, predicted->time_s, false, {b.policy}));
   }
   PlanResult res;
   res.stats.fragments = prob.Fragments();

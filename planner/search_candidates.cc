@@ -174,6 +174,30 @@ double RelayPhaseSeconds(const Schedule& sc, const Cluster& c) {
   return static_cast<double>(most) / c.nvlink.bytes_per_s;
 }
 
+int32_t MostPerRoundThatFits(const Problem& prob, ScheduleCache& cache, int32_t routing, const Schedule& won,
+                             const PlanPolicy& policy) {
+  const bool releases = policy.offload_fraction > 0 || policy.source_to_host;
+  auto fits = [&](int32_t e) {  // at won.per_round << e segments per round
+    const std::shared_ptr<const Schedule> sc =
+        cache.Get(prob, routing, won.segment_bytes, won.direct_min_bytes, won.per_round << e);
+    return EmitPlan(prob, *sc, policy, releases ? EmitMode::kMemoryOnly : EmitMode::kAnswerOnly).fits;
+  };
+  // Exponents 1 .. top, while a phase stays more than two rounds; staging grows with the segments per round, so
+  // what fits is a prefix: the top first, then a binary search for its end.
+  int32_t top = 0;
+  while (int64_t{won.per_round} << (top + 1) < int64_t{won.per_round} * won.rounds / 2 &&
+         (int64_t{won.per_round} << (top + 1)) < kPerRoundAll)
+    ++top;
+  if (top > 0 && fits(top)) return won.per_round << top;  // the most often fits (a phase in about two rounds)
+  int32_t lo = 0, hi = top - 1;  // fits(lo) (0: the plan in hand), the answer is in [lo, hi]
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) / 2;
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo > 0 ? won.per_round << lo : 0;
+}
+
 bool SameSegments(const std::vector<Segment>& a, const std::vector<Segment>& b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const Segment& x, const Segment& y) {
            return std::tie(x.src_gpu, x.dst_gpu, x.first_part, x.num_parts, x.bytes, x.send_direct, x.recv_direct) ==

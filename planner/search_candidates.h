@@ -83,6 +83,8 @@ std::vector<int64_t> SegmentSizes(const Scenario& s, const PlannerOptions& optio
 
 // Segments per round tried: given, or 1, 2 and all (a round per phase).
 std::vector<int32_t> PerRounds(const PlannerOptions& options);
+// Not given: where rounds win, more segments per round are tried too (MostPerRoundThatFits).
+inline bool GrowsPerRound(const PlannerOptions& o) { return o.per_round == 0 && o.per_round_candidates.empty(); }
 
 using Order = std::vector<std::pair<size_t, int32_t>>;
 
@@ -118,6 +120,13 @@ std::vector<int64_t> DirectThresholds(const Scenario& s, const PlannerOptions& o
 // port's peak rate; 0 without relays). Relay waves overlap the relay phase
 // with the network phase, so they cannot gain more than this. O(segments).
 double RelayPhaseSeconds(const Schedule& sc, const Cluster& c);
+
+// Rounds of more segments where memory allows: the most segments per round, 2, 4, 8, ... times `won`'s (while a
+// phase stays more than two rounds), at its size and threshold, whose schedule fits under `policy` by its memory
+// answer (no plan emitted); 0 where 2 times does not fit. Each round holds more flows, so a port idles less while
+// a round's flows ramp up and end. Binary search over the doublings: O(log log(rounds)) schedules and answers.
+int32_t MostPerRoundThatFits(const Problem& prob, ScheduleCache& cache, int32_t routing, const Schedule& won,
+                             const PlanPolicy& policy);
 
 // Whether two schedules cut the same segments (same pairs, parts, bytes and
 // in-place sides): thresholds that give them plan the same. O(segments).

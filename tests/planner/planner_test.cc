@@ -717,6 +717,54 @@ TEST(Planner, OneRoundPerPhaseNeedsItsStaging) {
   EXPECT_NEAR(r.plan.summary.predicted_time_s, 3.052512e-3, 1e-8);
 }
 
+// Rounds that win because a round per phase does not fit are filled with as
+// many segments as fit. tiny-llama TP2 x PP2 -> TP1 x DP4 on four GPUs of
+// the slow NVLink above (1 GB/s, 100 us per op), everything staged in 128 KiB
+// segments: each GPU sends its quarter to three peers, and a round of p
+// segments per GPU runs up to p channels at once, so more per round overlap
+// more op latencies (simulated: 7.40 ms at 2, 6.84 at 4, 6.53 at 8). With
+// memory for the staging of 4 per round but not 8 (each count's peak
+// measured with it forced), both searches (small plans: simulated, twice as
+// many while kept; large plans: ranked, then MostPerRoundThatFits) end at 4
+// per round, where they kept 2 before; given candidates are not exceeded.
+TEST(Planner, RoundsHoldAsManySegmentsAsFit) {
+  const char* four_gpus =
+      "{nodes: 1, gpus_per_node: 4, gpu_memory: 8GiB, host_memory: 64GiB, cuda_context: 0, nccl_per_peer: 0, "
+      "nvlink: {GBps: 1, latency_us: 100}, pcie: {GBps: 50, latency_us: 0}, "
+      "device_copy: {GBps: 1000000, latency_us: 0}}";
+  Scenario s = FromYaml(Yaml("tiny-llama", four_gpus, "{tp: 2, pp: 2}", "{tp: 1, dp: 4}", kNoOffload));
+  auto forced = [&](int32_t per_round) {
+    PlannerOptions o;
+    o.segment_bytes = 128 << 10;
+    o.direct_min_bytes = std::numeric_limits<int64_t>::max();
+    o.per_round = per_round;
+    const PlanResult r = MakePlan(s, o);
+    EXPECT_TRUE(r.ok()) << per_round;
+    return r;
+  };
+  auto peak = [](const PlanResult& r) {
+    return *std::max_element(r.stats.planned_peak_bytes.begin(), r.stats.planned_peak_bytes.end());
+  };
+  const PlanResult two = forced(2), four = forced(4), eight = forced(8);
+  ASSERT_LT(peak(two), peak(four));
+  ASSERT_LT(peak(four), peak(eight));
+  ASSERT_LT(four.plan.summary.predicted_time_s, two.plan.summary.predicted_time_s);
+  s.cluster.gpu_memory_bytes = peak(four);
+  for (int64_t simulate_max : {int64_t{50000}, int64_t{0}}) {
+    PlannerOptions o;
+    o.segment_bytes = 128 << 10;
+    o.direct_min_bytes = std::numeric_limits<int64_t>::max();
+    o.simulate_max_fragments = simulate_max;
+    PlanResult r = MakePlan(s, o);
+    CheckPlan(s, r);
+    EXPECT_FALSE(r.stats.round_per_phase) << simulate_max;
+    EXPECT_EQ(r.stats.per_round, 4) << simulate_max;
+    EXPECT_EQ(r.plan.summary.predicted_time_s, four.plan.summary.predicted_time_s) << simulate_max;
+    o.per_round_candidates = {1, 2, kPerRoundAll};  // given: no more than 2 per round
+    EXPECT_LE(MakePlan(s, o).stats.per_round, 2) << simulate_max;
+  }
+}
+
 // Every segment of a phase in one round: every byte still arrives once, in
 // one round, or two where boxes are relayed over NVLink (the relayed
 // segments, sent on from destination buffers, are the second).
