@@ -210,11 +210,9 @@ class Search {
     return false;
   }
 
-  // Every candidate, in order (see the file comment).
-  // Large plans: the first candidate that fits is kept; the ones after a
-  // candidate of the same round family (rounds, or a round per phase) are its
-  // memory fallbacks (SizeOrder), no better by the round estimate: where it
-  // lost on its estimate they are not cut at all.
+  // Every candidate, in order (see the file comment). Large plans: the first candidate that fits is kept; the ones
+  // after a candidate of the same round family (rounds, or a round per phase) are its memory fallbacks (SizeOrder), no
+  // better by the round estimate: where it lost on its estimate they are not cut at all.
   void Run(const std::vector<std::pair<size_t, int32_t>>& order) {
     RunCandidates(order);
     if (!small_ || !best_) return;
@@ -506,11 +504,9 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   // Where nothing fits the relayed search answers.
   bool use_relays = relayed && (relayed->best() ? time_of(relayed) < time_of(plain) : !(plain && plain->best()));
   std::optional<Prediction> predicted;  // of search's best, where already simulated
-  // Large plans: where the two routings' best estimates are within
-  // kRelayBand and one of them is rounds (whose estimate errs most), both are
-  // simulated and the faster kept (llama3-405b: plain 1106.6 against relayed
-  // 1128.0 ms estimated; plain simulates 1554.0, the relayed plan kept
-  // 1218.3).
+  // Large plans: where the two routings' best estimates are within kRelayBand and one of them is rounds (whose estimate
+  // errs most), both are simulated and the faster kept (llama3-405b: plain 1106.6 against relayed 1128.0 ms estimated;
+  // plain simulates 1554.0, the relayed plan kept 1218.3).
   if (!small && options.simulate && plain && relayed && plain->best() && relayed->best() &&
       !(plain->best()->schedule->all_in_one_round && relayed->best()->schedule->all_in_one_round) &&
       std::max(time_of(plain), time_of(relayed)) < std::min(time_of(plain), time_of(relayed)) * (1 + kRelayBand)) {
@@ -663,10 +659,15 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       keep_if_faster(run(prob, won_order(*search), predicted->time_s, false, {twin}));
     }
     // Rounds that won, under the policy kept: as many segments per round as fit (llama3-405b TP8xPP8 -> TP8xDP16 on
-    // 128 GB200 colocated: 214.1 ms in rounds of 2 at 54 MiB, 144.0 in rounds of 128; a round per phase does not fit).
-    if (const Search::Candidate& b = *search->best(); !b.schedule->all_in_one_round && GrowsPerRound(options))
+    // 128 GB200 colocated: 214.1 ms in rounds of 2 at 54 MiB, 144.0 in rounds of 128; a round per phase does not fit),
+    // where they idle: simulated kRoundsIdleBand over their estimate (which has no idle port).
+    if (const Search::Candidate& b = *search->best();
+        !b.schedule->all_in_one_round && GrowsPerRound(options) &&
+        predicted->time_s >= b.schedule->estimate_s * (1 + kRoundsIdleBand)) {
+      if (remake_send) routes.SendRelayedBytes(Routings::kPlain), remake_send = false;  // the kept plan's routing
       if (const int32_t most = MostPerRoundThatFits(prob, cache, routes.Key(), *b.schedule, b.policy); most > 0)
         keep_if_faster(run(prob, Order{{search->BestSize(), most}}, predicted->time_s, false, {b.policy}));
+    }
   }
   PlanResult res;
   res.stats.fragments = prob.Fragments();

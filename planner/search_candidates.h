@@ -41,6 +41,11 @@ inline constexpr double kRelayWavesMinShare = 0.1;
 // than this on the round estimate, sender-side relays are tried on top of
 // them too (PlanProblem), and the simulator decides.
 inline constexpr double kRelayBand = 0.05;
+// Large plans: rounds are filled with more segments (MostPerRoundThatFits) only where the plan kept simulates this
+// much over its schedule estimate, which has no idle port: llama3-405b TP8xPP8 -> TP8xDP16 9 % on 128 GB200 (214.1 ->
+// 144.0 ms in rounds of 128) and on H200 (2068 -> 1887), deepseek-v3 TP2xPP8xEP16 on H200 12 % (372.4 -> 322.4);
+// llama3-405b TP4xPP16 -> TP16xDP8 on 128 H100 4 %, where 32 per round fit and simulated slower (20 -> 41 CPU-s).
+inline constexpr double kRoundsIdleBand = 0.05;
 // The in-place threshold tried first (DirectThresholds).
 inline constexpr int64_t kDefaultDirectMinBytes = int64_t{64} << 20;
 // Large plans: a round per phase at the size it estimates best (usually
