@@ -299,9 +299,8 @@ class Search {
     bool answer_only = false;  // emitted is the memory answer (EmitMode::kAnswerOnly)
   };
   std::optional<Candidate>& best() { return best_; }
-  // The best candidate with its plan emitted: now, under the search's own
-  // routing, where it was kept on its answer. Its issue order is checked as
-  // Consider checks it; failing that is an emitter bug (InternalError).
+  // The best candidate with its plan emitted: now, under the search's own routing, where it was kept on its answer. Its
+  // issue order is checked as Consider checks it; failing that is an emitter bug (InternalError).
   Candidate& Kept() {
     Candidate& c = *best_;
     if (!c.answer_only) return c;
@@ -429,10 +428,11 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   const std::vector<int32_t> per_rounds = PerRounds(options);
   // `beat_s` / `wins_ties`: see Search.
   auto order_of = [&](const Problem& p) { return SizeOrder(p, sizes, per_rounds, options, small); };
-  bool remake_send = false;  // the kept plan's sender relays on the plain routing: made again by the next search
+  bool remake_send = false;  // the kept plan's sender relays on the plain routing: made again before the next use
+  auto remake = [&] { if (remake_send) routes.SendRelayedBytes(Routings::kPlain), remake_send = false; };
   auto run = [&](const Problem& p, const Order& order, double beat_s, bool wins_ties,
                  std::vector<PlanPolicy> policies = {}) {
-    if (remake_send) routes.SendRelayedBytes(Routings::kPlain), remake_send = false;
+    remake();
     if (policies.empty()) policies = Policies(s, options);
     auto search = std::make_unique<Search>(p, cache, routes, sizes, DirectThresholds(s, options, small),
                                            per_rounds, std::move(policies), small, beat_s, wins_ties,
@@ -664,7 +664,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     if (const Search::Candidate& b = *search->best();
         !b.schedule->all_in_one_round && GrowsPerRound(options) &&
         predicted->time_s >= b.schedule->estimate_s * (1 + kRoundsIdleBand)) {
-      if (remake_send) routes.SendRelayedBytes(Routings::kPlain), remake_send = false;  // the kept plan's routing
+      remake();  // the kept plan's routing, probed before any search makes it
       if (const int32_t most = MostPerRoundThatFits(prob, cache, routes.Key(), *b.schedule, b.policy); most > 0)
         keep_if_faster(run(prob, Order{{search->BestSize(), most}}, predicted->time_s, false, {b.policy}));
     }
