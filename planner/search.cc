@@ -237,7 +237,7 @@ class Search {
   // wave's groups wait for their slowest pair, and relay ops are cut where receives end).
   void RelayWaves(const SimOptions& so) {
     const Schedule& sc = *best_->schedule;
-    if (!try_waves_ || !sc.all_in_one_round || sc.relay_rounds == 0) return;
+    if (!try_waves_ || !sc.all_in_one_round || InPlaceRelayShare(sc) < kRelayWavesMinInPlace) return;
     const PlanPolicy base = best_->policy;
     for (int32_t waves : kRelayWaves) {
       PlanPolicy p = base;
@@ -634,12 +634,12 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       }
     }
     // Relay waves (comm_lanes.h), kept where simulated faster; each try emits and simulates the whole plan, so only
-    // where the relay phase is at least kRelayWavesMinShare of the refit (deepseek-v3 NVL72: ~5 of 121 ms; its tries
-    // took 8 CPU-s and were slower), and more waves only where fewer won (llama3-405b TP4xPP16 -> TP16xDP8 on
-    // GB200: 118.0 ms, 2 waves 131.3 and 4 waves 141.7, simulated in ~15 and ~25 CPU-s).
+    // where the relay phase is at least kRelayWavesMinShare of the refit (deepseek-v3 NVL72: ~5 of 121 ms) and mostly
+    // sent in place (kRelayWavesMinInPlace), and more waves only where fewer won.
     const Schedule& kept_sc = *search->best()->schedule;
     if (options.relay_waves == 0 && kept_sc.all_in_one_round && kept_sc.relay_rounds > 0 &&
-        RelayPhaseSeconds(kept_sc, s.cluster) >= kRelayWavesMinShare * predicted->time_s) {
+        RelayPhaseSeconds(kept_sc, s.cluster) >= kRelayWavesMinShare * predicted->time_s &&
+        InPlaceRelayShare(kept_sc) >= kRelayWavesMinInPlace) {
       const PlanPolicy base = search->best()->policy;
       for (int32_t waves : kRelayWaves) {
         PlanPolicy p = base;

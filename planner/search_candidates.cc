@@ -174,6 +174,16 @@ double RelayPhaseSeconds(const Schedule& sc, const Cluster& c) {
   return static_cast<double>(most) / c.nvlink.bytes_per_s;
 }
 
+double InPlaceRelayShare(const Schedule& sc) {
+  int64_t all = 0, in_place = 0;
+  for (const Segment& g : sc.segments) {
+    if (g.round < sc.rounds - sc.relay_rounds) continue;
+    all += g.bytes;
+    if (g.relay && g.send_direct && g.hop == 0) in_place += g.bytes;
+  }
+  return all == 0 ? 0.0 : static_cast<double>(in_place) / static_cast<double>(all);
+}
+
 int32_t MostPerRoundThatFits(const Problem& prob, ScheduleCache& cache, int32_t routing, const Schedule& won,
                              const PlanPolicy& policy) {
   const bool releases = policy.offload_fraction > 0 || policy.source_to_host;

@@ -37,6 +37,11 @@ inline constexpr int32_t kRelayWaves[] = {2, 4};
 // Large plans try relay waves only where the relay phase's busiest NVLink
 // port needs at least this share of the predicted time (search.cc).
 inline constexpr double kRelayWavesMinShare = 0.1;
+// Relay waves are tried only where at least this share of the relay phase is
+// sent in place (InPlaceRelayShare): llama3-8b NVL72 1.0 (8.74 -> 7.63 ms with
+// waves), qwen3-30b-a3b colocated 0.40 (12.3 -> 16.0), llama3-405b TP4xPP16 ->
+// TP16xDP8 on GB200 0.001 (118.0 -> 131.3, a ~30 CPU-s simulation for nothing).
+inline constexpr double kRelayWavesMinInPlace = 0.5;
 // Large plans: where receive-side relays lose to the plain routing by less
 // than this on the round estimate, sender-side relays are tried on top of
 // them too (PlanProblem), and the simulator decides.
@@ -125,6 +130,13 @@ std::vector<int64_t> DirectThresholds(const Scenario& s, const PlannerOptions& o
 // port's peak rate; 0 without relays). Relay waves overlap the relay phase
 // with the network phase, so they cannot gain more than this. O(segments).
 double RelayPhaseSeconds(const Schedule& sc, const Cluster& c);
+
+// The share of schedule `sc`'s relay-phase bytes that relayed segments send in
+// place (0 without relays). Relay waves cut only those by the receives that
+// wrote them; a packed relay, or a receiver-side relay's second hop, waits for
+// every write of the buffers it reads, which the last wave makes, so waves
+// cannot start its bytes early. O(segments).
+double InPlaceRelayShare(const Schedule& sc);
 
 // Rounds of more segments where memory allows: the most segments per round, 2, 4, 8, ... times `won`'s (while a
 // phase stays more than two rounds), at its size and threshold, whose schedule fits under `policy` by its memory

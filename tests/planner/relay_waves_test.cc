@@ -18,6 +18,7 @@
 #include "planner/comm_lanes.h"
 #include "planner/emitter.h"
 #include "planner/problem.h"
+#include "planner/search_candidates.h"
 #include "planner/segments.h"
 #include "sim/simulator.h"
 #include "tests/planner/planner_test_util.h"
@@ -183,6 +184,24 @@ TEST(RelayWaves, APlanWithoutRelaysIsTheSame) {
   PlanPolicy waved;
   waved.relay_waves = 4;
   EXPECT_EQ(EmitPlan(p, sc, waved).plan, EmitPlan(p, sc, PlanPolicy{}).plan);
+}
+
+// The search tries waves only where the relay phase is mostly sent in place
+// (search_candidates.h kRelayWavesMinInPlace): the same relays sent in place
+// (threshold 0) are all of the phase, packed (no part in place) none of it,
+// and a plan without relays has no relay phase.
+TEST(RelayWaves, TheSearchTriesThemWhereRelaysAreSentInPlace) {
+  const Scenario s = planner_testing::TwoNodeRelayScenario();
+  Problem plain(s);
+  EXPECT_EQ(search_candidates::InPlaceRelayShare(MakeSchedule(plain, int64_t{1} << 30, 0, kPerRoundAll)), 0.0);
+  Problem p(s);
+  ASSERT_GT(p.AddRelays(), 0);
+  const Schedule in_place = MakeSchedule(p, int64_t{1} << 30, 0, kPerRoundAll);
+  ASSERT_EQ(in_place.relay_rounds, 1);
+  EXPECT_EQ(search_candidates::InPlaceRelayShare(in_place), 1.0);
+  const Schedule packed = MakeSchedule(p, int64_t{1} << 30, std::numeric_limits<int64_t>::max(), kPerRoundAll);
+  ASSERT_EQ(packed.relay_rounds, 1);
+  EXPECT_EQ(search_candidates::InPlaceRelayShare(packed), 0.0);
 }
 
 }  // namespace
