@@ -237,7 +237,7 @@ class Search {
   // wave's groups wait for their slowest pair, and relay ops are cut where receives end).
   void RelayWaves(const SimOptions& so) {
     const Schedule& sc = *best_->schedule;
-    if (!try_waves_ || !sc.all_in_one_round || InPlaceRelayShare(sc) < kRelayWavesMinInPlace) return;
+    if (!try_waves_ || !sc.all_in_one_round || sc.relay_rounds == 0) return;
     const PlanPolicy base = best_->policy;
     for (int32_t waves : kRelayWaves) {
       PlanPolicy p = base;

@@ -37,10 +37,13 @@ inline constexpr int32_t kRelayWaves[] = {2, 4};
 // Large plans try relay waves only where the relay phase's busiest NVLink
 // port needs at least this share of the predicted time (search.cc).
 inline constexpr double kRelayWavesMinShare = 0.1;
-// Relay waves are tried only where at least this share of the relay phase is
-// sent in place (InPlaceRelayShare): llama3-8b NVL72 1.0 (8.74 -> 7.63 ms with
-// waves), qwen3-30b-a3b colocated 0.40 (12.3 -> 16.0), llama3-405b TP4xPP16 ->
-// TP16xDP8 on GB200 0.001 (118.0 -> 131.3, a ~30 CPU-s simulation for nothing).
+// Large plans try relay waves only where at least this share of the relay
+// phase is sent in place (InPlaceRelayShare): qwen3-30b-a3b colocated 0.40
+// (12.3 -> 16.0 ms with waves), llama3-405b TP4xPP16 -> TP16xDP8 on GB200
+// 0.001 (118.0 -> 131.3, a ~30 CPU-s simulation for nothing); llama3-8b NVL72
+// is 1.0 (8.74 -> 7.63). Small plans try them anyway (llama3-70b
+// disaggregated, 0.0: 368.28 -> 368.22 ms, a 0.02 % that the simulator's own
+// noise could give or take).
 inline constexpr double kRelayWavesMinInPlace = 0.5;
 // Large plans: where receive-side relays lose to the plain routing by less
 // than this on the round estimate, sender-side relays are tried on top of

@@ -186,7 +186,7 @@ TEST(RelayWaves, APlanWithoutRelaysIsTheSame) {
   EXPECT_EQ(EmitPlan(p, sc, waved).plan, EmitPlan(p, sc, PlanPolicy{}).plan);
 }
 
-// The search tries waves only where the relay phase is mostly sent in place
+// Large plans try waves only where the relay phase is mostly sent in place
 // (search_candidates.h kRelayWavesMinInPlace): the same relays sent in place
 // (threshold 0) are all of the phase, packed (no part in place) none of it,
 // and a plan without relays has no relay phase.
