@@ -39,10 +39,9 @@
 // Every GPU issues lane 0's waves, then lane 1's, in order; lane 0 never
 // waits for lane 1, so no group waits for a later one. The search tries
 // K = 2 and 4 where a round per phase with a relay phase was kept (large
-// plans: most of it sent in place, search_candidates.h
-// kRelayWavesMinInPlace), and keeps
-// the fastest (qwen3-30b-a3b colocated, 0.4 in place: 12.8 ms, 16.0 at 2:
-// its phase's staged segments and sender-relay hops go whole into wave 0).
+// plans: most of it sent in place, search_candidates.h kRelayWavesMinInPlace),
+// and keeps the fastest (qwen3-30b-a3b colocated, 0.4 in place: 12.8 ms, 16.0
+// at 2: its phase's staged segments and sender-relay hops go whole into wave 0).
 #pragma once
 
 #include <cstdint>
