@@ -77,7 +77,7 @@ class Search {
   // `routes` holds the problem's routing that the search plans on.
   Search(const Problem& prob, ScheduleCache& cache, Routings& routes, std::vector<int64_t> sizes,
          std::vector<int64_t> directs, std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small,
-         double beat_s, bool wins_ties, bool try_waves, bool grow_per_round)
+         double beat_s, bool wins_ties, bool try_waves, bool grow_per_round, bool relays_in_place)
       : prob_(prob),
         cache_(cache),
         routes_(routes),
@@ -92,6 +92,7 @@ class Search {
         wins_ties_(wins_ties),
         try_waves_(try_waves),
         grow_per_round_(grow_per_round),
+        relays_in_place_(relays_in_place),
         tried_(sizes_.size()) {}
 
   // Plans (size index, threshold, segments per round) under the policies in order. Once one policy did not fit, the
@@ -113,7 +114,7 @@ class Search {
       if (Loses(*port_bound_s_)) return false;
     }
     const std::shared_ptr<const Schedule> sched =
-        cache_.Get(prob_, routing_, sizes_[size_index], direct_min_bytes, per_round);
+        cache_.Get(prob_, routing_, sizes_[size_index], direct_min_bytes, per_round, relays_in_place_);
     // Thresholds that leave every piece in the same class give the same plan:
     // plan it once (most MoE and small-piece plans).
     auto& tried = tried_[size_index];
@@ -349,6 +350,7 @@ class Search {
   const bool wins_ties_;
   const bool try_waves_;  // small plans: relay waves searched (PlannerOptions::relay_waves == 0)
   const bool grow_per_round_;  // segments per round not given: more than 2 tried where rounds win
+  const bool relays_in_place_;  // Schedule::relays_in_place
   // Small plans: PortBoundSeconds is a lower bound of every simulation (no
   // link of the cluster runs faster both ways than one way).
   const bool prune_small_ = PortBoundIsAFloor(prob_.scenario.cluster);
@@ -416,13 +418,8 @@ void ApplyPrediction(Plan& plan, PlanStats& stats, const Prediction& pred) {
 
 void PredictWithSimulator(Plan& plan, PlanStats& stats) { ApplyPrediction(plan, stats, SimulateCandidate(plan)); }
 
-namespace {
-
-// MakePlan's search on a problem already set up; `routes` and `cache` may
-// hold earlier plans' work (PlanSession), and so may `known`: that changes
-// nothing but time.
 PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem& prob, Routings& routes,
-                       ScheduleCache& cache, KnownPlan* known = nullptr) {
+                       ScheduleCache& cache, KnownPlan* known) {
   const bool small = options.simulate && prob.Fragments() <= options.simulate_max_fragments;
   const std::vector<int64_t> sizes = SegmentSizes(s, options, small || prob.Fragments() <= kFineSizesMinFragments);
   const std::vector<int32_t> per_rounds = PerRounds(options);
@@ -431,12 +428,12 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   bool remake_send = false;  // the kept plan's sender relays on the plain routing: made again before the next use
   auto remake = [&] { if (remake_send) routes.SendRelayedBytes(Routings::kPlain), remake_send = false; };
   auto run = [&](const Problem& p, const Order& order, double beat_s, bool wins_ties,
-                 std::vector<PlanPolicy> policies = {}) {
+                 std::vector<PlanPolicy> policies = {}, bool relays_in_place = false) {
     remake();
     if (policies.empty()) policies = Policies(s, options);
     auto search = std::make_unique<Search>(p, cache, routes, sizes, DirectThresholds(s, options, small),
                                            per_rounds, std::move(policies), small, beat_s, wins_ties,
-                                           options.relay_waves == 0, GrowsPerRound(options));
+                                           options.relay_waves == 0, GrowsPerRound(options), relays_in_place);
     search->Run(order);
     return search;
   };
@@ -633,19 +630,30 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         if (p.time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
       }
     }
+    // Where the relay phase of a round per phase is a large share of the refit and its relays are packed: relays and
+    // their feeds in place (Schedule::relays_in_place), kept where simulated faster (llama3-405b TP4xPP16 -> TP16xDP8
+    // on 128 GB200: relay phase ~26 of 118 ms, 103.7 ms in place; rows whose relay phase is <= 13 % of the refit lose
+    // up to 10 % in place: bench/results/2026-12-05-cpu-relays-in-place).
+    if (const Schedule& k = *search->best()->schedule; k.all_in_one_round && k.relay_rounds > 0 &&
+        !k.relays_in_place && options.direct_min_bytes < 0 && s.plan.direct_min_bytes < 0 &&
+        RelayPhaseSeconds(k, s.cluster) >= kRelaysInPlaceMinShare * predicted->time_s &&
+        InPlaceRelayShare(k) < kRelayWavesMinInPlace)
+      keep_if_faster(run(prob, won_order(*search), predicted->time_s, false, {search->best()->policy}, true));
     // Relay waves (comm_lanes.h), kept where simulated faster; each try emits and simulates the whole plan, so only
     // where the relay phase is at least kRelayWavesMinShare of the refit (deepseek-v3 NVL72: ~5 of 121 ms) and mostly
-    // sent in place (kRelayWavesMinInPlace), and more waves only where fewer won.
+    // sent in place (kRelayWavesMinInPlace), of at most kRelayWavesMaxOps, and more waves only where fewer won.
     const Schedule& kept_sc = *search->best()->schedule;
+    const bool in_place = kept_sc.relays_in_place;
     if (options.relay_waves == 0 && kept_sc.all_in_one_round && kept_sc.relay_rounds > 0 &&
         RelayPhaseSeconds(kept_sc, s.cluster) >= kRelayWavesMinShare * predicted->time_s &&
-        InPlaceRelayShare(kept_sc) >= kRelayWavesMinInPlace) {
+        InPlaceRelayShare(kept_sc) >= kRelayWavesMinInPlace &&
+        search->Kept().emitted.plan.ops.size() <= kRelayWavesMaxOps) {
       const PlanPolicy base = search->best()->policy;
       for (int32_t waves : kRelayWaves) {
         PlanPolicy p = base;
         p.comm_lanes = true, p.relay_waves = waves;
         const double held_s = predicted->time_s;
-        keep_if_faster(run(prob, won_order(*search), kNone, false, {p}));
+        keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, in_place));
         if (predicted->time_s >= held_s) break;
       }
     }
@@ -656,7 +664,8 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         (kept.offload_fraction > 0 || kept.source_to_host)) {
       PlanPolicy twin = kept;
       twin.destination_per_layer = true;
-      keep_if_faster(run(prob, won_order(*search), predicted->time_s, false, {twin}));
+      keep_if_faster(run(prob, won_order(*search), predicted->time_s, false, {twin},
+                         search->best()->schedule->relays_in_place));
     }
     // Rounds that won, under the policy kept: as many segments per round as fit (llama3-405b TP8xPP8 -> TP8xDP16 on
     // 128 GB200 colocated: 214.1 ms in rounds of 2 at 54 MiB, 144.0 in rounds of 128; a round per phase does not fit),
@@ -732,69 +741,6 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   res.stats.ops = static_cast<int64_t>(plan.ops.size());
   res.plan = std::move(plan);
   return res;
-}
-
-}  // namespace
-
-PlanResult MakePlan(const Scenario& s, const PlannerOptions& options) {
-  if (s.quantization && s.destination_dtype != s.dtype) return MakeQuantizedPlan(s, options);  // planner/quantize.h
-  CheckPlannable(s);
-  // A GPU short of memory whatever the plan: say so at once instead of
-  // planning every candidate to find out.
-  if (!options.inputs)
-    if (const Feasibility floor = CheckRefitFits(s); !floor.fits) return InfeasibleResult(floor);
-  Problem prob(s, options.inputs.get());
-  Routings routes(prob);
-  search_candidates::ScheduleCache cache;
-  return PlanProblem(s, options, prob, routes, cache);
-}
-
-struct PlanSession::Impl {
-  Scenario scenario;
-  std::optional<Feasibility> floor;
-  std::unique_ptr<Problem> prob;
-  std::unique_ptr<Routings> routes;
-  search_candidates::ScheduleCache cache;
-  KnownPlan known;  // the last plan simulated (planner/known_plan.h)
-  bool Quantized() const { return scenario.quantization && scenario.destination_dtype != scenario.dtype; }
-  const Feasibility& Floor() {
-    if (!floor) floor = CheckRefitFits(scenario);
-    return *floor;
-  }
-  Problem& Prob() {
-    if (!prob) {
-      prob = std::make_unique<Problem>(scenario);
-      routes = std::make_unique<Routings>(*prob);
-    }
-    return *prob;
-  }
-};
-
-PlanSession::PlanSession(const Scenario& s) : impl_(std::make_unique<Impl>()) { impl_->scenario = s; }
-PlanSession::~PlanSession() = default;
-
-PlanResult PlanSession::Plan(const PlannerOptions& options) {
-  RESHARD_CHECK(!options.inputs, "a plan session plans its scenario's own layouts");
-  Impl& m = *impl_;
-  if (m.Quantized()) return MakeQuantizedPlan(m.scenario, options);
-  CheckPlannable(m.scenario);
-  if (const Feasibility& floor = m.Floor(); !floor.fits) return InfeasibleResult(floor);
-  Problem& prob = m.Prob();
-  return PlanProblem(m.scenario, options, prob, *m.routes, m.cache, &m.known);
-}
-
-int64_t PlanSession::LargestRemotePairBytes() {
-  Impl& m = *impl_;
-  if (m.Quantized() || m.scenario.destination_dtype != m.scenario.dtype || !m.Floor().fits) return -1;
-  Problem& prob = m.Prob();
-  int64_t largest = 0;
-  m.routes->RelayedBytes();
-  for (int32_t routing : {Routings::kPlain, Routings::kRelayed}) {
-    m.routes->Use(routing);
-    for (const PairBytes& pb : prob.pairs)
-      if (pb.src_gpu != pb.dst_gpu) largest = std::max(largest, pb.bytes);
-  }
-  return largest / prob.elem_bytes * prob.elem_bytes;
 }
 
 }  // namespace reshard

@@ -23,4 +23,17 @@ double RoutingBoundSeconds(const Plan& plan);
 // time and per-GPU peak into its summary; stats.predicted_by = "simulator".
 void PredictWithSimulator(Plan& plan, PlanStats& stats);
 
+struct Problem;
+class Routings;
+struct KnownPlan;
+namespace search_candidates {
+class ScheduleCache;
+}
+
+// MakePlan's search on a problem already set up; `routes` and `cache` may
+// hold earlier plans' work (PlanSession), and so may `known`: that changes
+// nothing but time. plan_session.cc calls it (MakePlan, PlanSession::Plan).
+PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem& prob, Routings& routes,
+                       search_candidates::ScheduleCache& cache, KnownPlan* known = nullptr);
+
 }  // namespace reshard

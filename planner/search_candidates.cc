@@ -15,13 +15,16 @@
 namespace reshard::search_candidates {
 
 std::shared_ptr<const Schedule> ScheduleCache::Get(const Problem& prob, int32_t routing, int64_t segment_bytes,
-                                                   int64_t direct_min_bytes, int32_t per_round) {
+                                                   int64_t direct_min_bytes, int32_t per_round,
+                                                   bool relays_in_place) {
   if (segment_bytes != size_) {
     entries_.clear();
     size_ = segment_bytes;
   }
-  auto& e = entries_[std::make_tuple(routing, direct_min_bytes, per_round)];
-  if (!e) e = std::make_shared<const Schedule>(MakeSchedule(prob, segment_bytes, direct_min_bytes, per_round));
+  auto& e = entries_[std::make_tuple(routing, direct_min_bytes, per_round, relays_in_place)];
+  if (!e)
+    e = std::make_shared<const Schedule>(
+        MakeSchedule(prob, segment_bytes, direct_min_bytes, per_round, relays_in_place));
   return e;
 }
 
@@ -189,7 +192,7 @@ int32_t MostPerRoundThatFits(const Problem& prob, ScheduleCache& cache, int32_t 
   const bool releases = policy.offload_fraction > 0 || policy.source_to_host;
   auto fits = [&](int32_t e) {  // at won.per_round << e segments per round
     const std::shared_ptr<const Schedule> sc =
-        cache.Get(prob, routing, won.segment_bytes, won.direct_min_bytes, won.per_round << e);
+        cache.Get(prob, routing, won.segment_bytes, won.direct_min_bytes, won.per_round << e, won.relays_in_place);
     return EmitPlan(prob, *sc, policy, releases ? EmitMode::kMemoryOnly : EmitMode::kAnswerOnly).fits;
   };
   // Exponents 1 .. top, while a phase stays more than two rounds; staging grows with the segments per round, so

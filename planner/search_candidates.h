@@ -5,6 +5,7 @@
 // and the answers given before any search. Internal to planner/.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -45,6 +46,19 @@ inline constexpr double kRelayWavesMinShare = 0.1;
 // disaggregated, 0.0: 368.28 -> 368.22 ms, a 0.02 % that the simulator's own
 // noise could give or take).
 inline constexpr double kRelayWavesMinInPlace = 0.5;
+// Large plans try relay waves only where the plan kept has at most this many
+// ops: each try simulates the plan with its relay parts cut K ways
+// (llama3-405b TP4xPP16 -> TP16xDP8 on GB200, relays in place: 745 K ops
+// 103.7 ms; 2 waves 1.04 M ops 94.6 ms; 4 waves 1.51 M ops 90.8 ms, ~190
+// CPU-s to plan against ~40 without the tries).
+inline constexpr size_t kRelayWavesMaxOps = 500000;
+// Large plans whose round per phase won with packed relays try relays in
+// place (Schedule::relays_in_place) only where the relay phase's busiest
+// NVLink port needs at least this share of the predicted time (RelayPhaseSeconds):
+// llama3-405b TP4xPP16 -> TP16xDP8 on GB200 0.22 (118.0 -> 103.7 ms in
+// place), qwen3-30b-a3b colocated 0.13 (12.3 -> 13.5), deepseek-v3 NVL72
+// 0.065 (121.4 -> 128.3), deepseek-v3 0.033 (151.9 -> 157.1).
+inline constexpr double kRelaysInPlaceMinShare = 0.2;
 // Large plans: where receive-side relays lose to the plain routing by less
 // than this on the round estimate, sender-side relays are tried on top of
 // them too (PlanProblem), and the simulator decides.
@@ -73,11 +87,11 @@ inline constexpr int64_t kAllFallbackSmallestBytes = int64_t{16} << 20;
 class ScheduleCache {
  public:
   std::shared_ptr<const Schedule> Get(const Problem& prob, int32_t routing, int64_t segment_bytes,
-                                      int64_t direct_min_bytes, int32_t per_round);
+                                      int64_t direct_min_bytes, int32_t per_round, bool relays_in_place = false);
 
  private:
   int64_t size_ = -1;
-  std::map<std::tuple<int32_t, int64_t, int32_t>, std::shared_ptr<const Schedule>> entries_;
+  std::map<std::tuple<int32_t, int64_t, int32_t, bool>, std::shared_ptr<const Schedule>> entries_;
 };
 
 // The answer where a GPU is short of memory whatever the plan (`floor`).

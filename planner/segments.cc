@@ -198,8 +198,10 @@ class RemotePairCutter {
     for (int s = 0; s < 2; ++s) MeasureRuns(side_[s], run_order_);
     for (int cl = 0; cl < kClasses; ++cl) class_ops_[cl] = 0;
     for (size_t k = 0; k < n; ++k) {
-      const bool sd = side_[0][k].rank >= 0 && side_[0][k].run_bytes >= sc_.direct_min_bytes;
-      const bool rd = side_[1][k].rank >= 0 && side_[1][k].run_bytes >= sc_.direct_min_bytes;
+      const SourcedFragment& sf = prob_.sourced[begin_ + k];
+      const int64_t least = sc_.relays_in_place && (sf.relay || sf.feeds) ? 0 : sc_.direct_min_bytes;
+      const bool sd = side_[0][k].rank >= 0 && side_[0][k].run_bytes >= least;
+      const bool rd = side_[1][k].rank >= 0 && side_[1][k].run_bytes >= least;
       uint8_t cl = static_cast<uint8_t>((sd ? kSendDirect : 0) | (rd ? kRecvDirect : 0));
       if (cl == 0 && Feeds(k)) cl = kFeeds;
       cls_[k] = cl;
@@ -525,11 +527,13 @@ int32_t MostInOneRound(const Schedule& sc, const std::vector<int32_t>& segments)
   return most;
 }
 
-Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes, int32_t per_round) {
+Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes, int32_t per_round,
+                      bool relays_in_place) {
   Schedule sc;
   sc.segment_bytes = segment_bytes;
   sc.per_round = std::max(1, per_round);
   sc.direct_min_bytes = direct_min_bytes;
+  sc.relays_in_place = relays_in_place && per_round == kPerRoundAll;
   const auto& sourced = prob.sourced;
   sc.parts.reserve(sourced.size() + sourced.size() / 8);
   RemotePairCutter remote(prob, sc);

@@ -3,7 +3,8 @@
 // rounds.
 //
 // Segments: per (sender GPU, receiver GPU) pair and transfer class (which
-// sides hold the piece contiguously, in a run of at least direct_min_bytes)
+// sides hold the piece contiguously, in a run of at least direct_min_bytes;
+// Schedule::relays_in_place: relays and their feeds in any run)
 // the fragments, in the sender's layer order, are cut into equal segments of
 // at most segment_bytes (the class's bytes over the fewest segments that
 // fit), splitting a fragment along its outermost dimension where a segment
@@ -114,6 +115,11 @@ struct LocalBatch {
 struct Schedule {
   int64_t segment_bytes = 0;
   int64_t direct_min_bytes = 0;     // pieces below this are packed, never in place
+  // In a round per phase: relayed entries and the network entries feeding
+  // them go in place wherever contiguous, whatever direct_min_bytes (a packed
+  // relay is unpacked at the relay GPU, packed again from there and unpacked
+  // at its receiver).
+  bool relays_in_place = false;
   ScratchVector<Part> parts;
   std::vector<Segment> segments;    // sorted by (round, src_gpu, dst_gpu)
   std::vector<LocalBatch> locals;   // sorted by (gpu, priority, src_slot)
@@ -130,7 +136,8 @@ struct Schedule {
 // colours merged), so that its NIC or NVLink port carries several flows at
 // once and stays busy while one of them ramps up or ends; kPerRoundAll: a
 // round per phase.
-Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes, int32_t per_round = 1);
+Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes, int32_t per_round = 1,
+                      bool relays_in_place = false);
 
 // The most of `segments` (indices into sc.segments, in round order) that
 // share one round. O(segments).

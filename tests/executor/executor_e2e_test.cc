@@ -2,6 +2,7 @@
 // the planner and run by the executor, every destination element verified.
 // The executor never links the planner; this test links both.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -10,7 +11,9 @@
 #include <gtest/gtest.h>
 
 #include "model/scenario.h"
+#include "planner/emitter.h"
 #include "planner/planner.h"
+#include "planner/problem.h"
 #include "planner/segments.h"
 #include "tests/executor/e2e_cases.h"
 
@@ -170,6 +173,36 @@ plan: {segment_bytes: 1MiB}
       }
       testing::ExpectHostRunVerifies(r.plan, fmt::format("relay waves {} threshold {}", waves, direct));
     }
+}
+
+// Schedule::relays_in_place (the search tries it on large plans whose relay
+// phase is long): relays and the network receives feeding them in place,
+// every other piece packed (threshold "never"), with and without relay
+// waves; every element verified on the host backend.
+TEST(EndToEndRelays, RelaysInPlaceVerifyEveryElement) {
+  for (const char* destination : {"{tp: 2, dp: 2, gpus: \"8-11\"}", "{tp: 4, gpus: \"8-11\"}"}) {
+    const Scenario s = ParseScenario(fmt::format(R"(
+name: e2e-relays-in-place
+model: tiny-llama
+cluster: {{preset: dgx-h200, nodes: 2}}
+source: {{tp: 2, gpus: "0-1"}}
+destination: {}
+)",
+                                                 destination),
+                                     "<e2e>");
+    Problem prob(s);
+    ASSERT_GT(prob.AddRelays(), 0) << destination;
+    const Schedule sc = MakeSchedule(prob, int64_t{1} << 20, std::numeric_limits<int64_t>::max(), kPerRoundAll, true);
+    ASSERT_TRUE(sc.relays_in_place);
+    for (int32_t waves : {1, 2}) {
+      PlanPolicy policy;
+      policy.relay_waves = waves;
+      EmittedPlan e = EmitPlan(prob, sc, policy);
+      ASSERT_TRUE(e.fits) << destination;
+      e.plan.summary.bytes_moved = CountBytesMoved(e.plan);  // the search's summary, which this test skips
+      testing::ExpectHostRunVerifies(e.plan, fmt::format("relays in place, {} waves, {}", waves, destination));
+    }
+  }
 }
 
 // Sender-side relays (Problem::AddSendRelays): one GPU of node 0 holds

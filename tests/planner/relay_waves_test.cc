@@ -204,5 +204,50 @@ TEST(RelayWaves, TheSearchTriesThemWhereRelaysAreSentInPlace) {
   EXPECT_EQ(search_candidates::InPlaceRelayShare(packed), 0.0);
 }
 
+// Schedule::relays_in_place: in a round per phase, relayed entries and the
+// network entries feeding them go in place whatever the threshold, and the
+// other entries keep it; in rounds the flag does nothing.
+TEST(RelayWaves, RelaysInPlaceSendsRelaysAndTheirFeedsInPlace) {
+  const int64_t never = std::numeric_limits<int64_t>::max();
+  for (const Scenario& s : {planner_testing::TwoNodeRelayScenario(), planner_testing::Tp2ToTp4RelayScenario()}) {
+    SCOPED_TRACE(s.name);
+    Problem p(s);
+    ASSERT_GT(p.AddRelays(), 0);
+    const int64_t size = 4096;  // many segments per pair: splitting a pair by class never restages it
+    const Schedule packed = MakeSchedule(p, size, never, kPerRoundAll);
+    const Schedule in_place = MakeSchedule(p, size, never, kPerRoundAll, true);
+    EXPECT_FALSE(packed.relays_in_place);
+    EXPECT_TRUE(in_place.relays_in_place);
+    EXPECT_EQ(search_candidates::InPlaceRelayShare(packed), 0.0);
+    EXPECT_EQ(search_candidates::InPlaceRelayShare(in_place), 1.0);
+    // Packed, the feeding entries are a staged class of their own; in place,
+    // none is staged and they are the bytes the non-relayed segments send in
+    // place. The rest is packed in both.
+    int64_t fed_packed = 0, staged_feeds = 0, sent_in_place = 0, relayed[2] = {0, 0}, total[2] = {0, 0};
+    for (const Segment& g : packed.segments) {
+      EXPECT_FALSE(g.send_direct);
+      if (g.feeds) fed_packed += g.bytes;
+      (g.relay ? relayed[0] : total[0]) += g.bytes;
+    }
+    for (const Segment& g : in_place.segments) {
+      if (g.feeds) staged_feeds += g.bytes;
+      if (!g.relay && g.send_direct) sent_in_place += g.bytes;
+      if (g.relay) {
+        EXPECT_TRUE(g.send_direct);
+      }
+      (g.relay ? relayed[1] : total[1]) += g.bytes;
+    }
+    EXPECT_GT(fed_packed, 0);
+    EXPECT_EQ(staged_feeds, 0);
+    EXPECT_EQ(sent_in_place, fed_packed);
+    EXPECT_EQ(relayed[0], relayed[1]);
+    EXPECT_EQ(total[0], total[1]);
+    // In rounds feeds are no class of their own and nothing changes.
+    const Schedule rounds = MakeSchedule(p, size, never, 1, true);
+    EXPECT_FALSE(rounds.relays_in_place);
+    EXPECT_TRUE(search_candidates::SameSegments(rounds.segments, MakeSchedule(p, size, never, 1).segments));
+  }
+}
+
 }  // namespace
 }  // namespace reshard
