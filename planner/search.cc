@@ -608,6 +608,21 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     if (!search->best()->schedule->all_in_one_round && !o.all.empty() &&
         o.all_estimate_s < predicted->time_s)
       keep_if_faster(run(prob, o.all, predicted->time_s, false));
+    // Where the relay phase is a large share of the refit and its relays are packed: relays and their feeds in place
+    // (Schedule::relays_in_place), kept where simulated faster; a round per phase that won at its size and policy,
+    // rounds that won as a round per phase, which stages less in place and may fit where packed it did not (llama3-405b
+    // on 128 GB200: TP4xPP16 -> TP16xDP8 relay phase ~26 of 118 ms, 103.7 in place; TP8xPP8 -> TP8xDP16 rounds of 128
+    // 144.0, a round per phase in place 133.3). Where the relay phase is <= 13 % of the refit in place loses up to 10 %
+    // (bench/results/2026-12-05-cpu-relays-in-place).
+    if (const Schedule& k = *search->best()->schedule; k.relay_rounds > 0 && !k.relays_in_place &&
+        options.direct_min_bytes < 0 && s.plan.direct_min_bytes < 0 &&
+        RelayPhaseSeconds(k, s.cluster) >= kRelaysInPlaceMinShare * predicted->time_s &&
+        InPlaceRelayShare(k) < kRelayWavesMinInPlace) {
+      if (k.all_in_one_round)
+        keep_if_faster(run(prob, won_order(*search), predicted->time_s, false, {search->best()->policy}, true));
+      else if (!o.all.empty())
+        keep_if_faster(run(prob, o.all, predicted->time_s, false, {}, true));
+    }
     // The estimate is the more optimistic the more rounds, so it favours small sizes:
     // rounds at the largest size too (kimi-k2 fp8: 53.8 MiB 234.7 ms, 1 GiB 213.7 ms).
     const std::shared_ptr<const Schedule> won = search->best()->schedule;
@@ -630,15 +645,6 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         if (p.time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
       }
     }
-    // Where the relay phase of a round per phase is a large share of the refit and its relays are packed: relays and
-    // their feeds in place (Schedule::relays_in_place), kept where simulated faster (llama3-405b TP4xPP16 -> TP16xDP8
-    // on 128 GB200: relay phase ~26 of 118 ms, 103.7 ms in place; rows whose relay phase is <= 13 % of the refit lose
-    // up to 10 % in place: bench/results/2026-12-05-cpu-relays-in-place).
-    if (const Schedule& k = *search->best()->schedule; k.all_in_one_round && k.relay_rounds > 0 &&
-        !k.relays_in_place && options.direct_min_bytes < 0 && s.plan.direct_min_bytes < 0 &&
-        RelayPhaseSeconds(k, s.cluster) >= kRelaysInPlaceMinShare * predicted->time_s &&
-        InPlaceRelayShare(k) < kRelayWavesMinInPlace)
-      keep_if_faster(run(prob, won_order(*search), predicted->time_s, false, {search->best()->policy}, true));
     // Relay waves (comm_lanes.h), kept where simulated faster; each try emits and simulates the whole plan, so only
     // where the relay phase is at least kRelayWavesMinShare of the refit (deepseek-v3 NVL72: ~5 of 121 ms) and mostly
     // sent in place (kRelayWavesMinInPlace), of at most kRelayWavesMaxOps, and more waves only where fewer won.

@@ -52,12 +52,14 @@ inline constexpr double kRelayWavesMinInPlace = 0.5;
 // 103.7 ms; 2 waves 1.04 M ops 94.6 ms; 4 waves 1.51 M ops 90.8 ms, ~190
 // CPU-s to plan against ~40 without the tries).
 inline constexpr size_t kRelayWavesMaxOps = 500000;
-// Large plans whose round per phase won with packed relays try relays in
-// place (Schedule::relays_in_place) only where the relay phase's busiest
-// NVLink port needs at least this share of the predicted time (RelayPhaseSeconds):
-// llama3-405b TP4xPP16 -> TP16xDP8 on GB200 0.22 (118.0 -> 103.7 ms in
-// place), qwen3-30b-a3b colocated 0.13 (12.3 -> 13.5), deepseek-v3 NVL72
-// 0.065 (121.4 -> 128.3), deepseek-v3 0.033 (151.9 -> 157.1).
+// Large plans whose relays are packed try relays in place
+// (Schedule::relays_in_place, in a round per phase) only where the relay
+// phase's busiest NVLink port needs at least this share of the predicted
+// time (RelayPhaseSeconds): llama3-405b TP4xPP16 -> TP16xDP8 on GB200 0.22
+// (118.0 -> 103.7 ms in place), TP8xPP8 -> TP8xDP16 0.29 (rounds 144.0, a
+// round per phase in place 133.3); qwen3-30b-a3b colocated 0.13 (12.3 ->
+// 13.5), deepseek-v3 NVL72 0.065 (121.4 -> 128.3), deepseek-v3 0.033 (151.9
+// -> 157.1).
 inline constexpr double kRelaysInPlaceMinShare = 0.2;
 // Large plans: where receive-side relays lose to the plain routing by less
 // than this on the round estimate, sender-side relays are tried on top of
