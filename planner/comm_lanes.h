@@ -44,6 +44,7 @@
 // at 2: its phase's staged segments and sender-relay hops go whole into wave 0).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -60,10 +61,16 @@ std::vector<uint8_t> CommLanes(const Schedule& sc, int32_t gpus);
 // the schedule is not a round per phase with a relay phase.
 std::vector<uint8_t> RelayWaveLanes(const Schedule& sc, int32_t gpus);
 
-// Where wave w of a segment of `bytes` starts (w = waves: its end): at a
-// w-th of it, 4 KiB aligned.
-inline int64_t WaveStartBytes(int64_t bytes, int32_t w, int32_t waves) {
+// Where wave w of a segment of `bytes` starts (w = waves: its end), 4 KiB
+// aligned: at a w-th of it, or with a first-wave share f in (0, 1), at f
+// and then evenly over the other waves.
+inline int64_t WaveStartBytes(int64_t bytes, int32_t w, int32_t waves, double first = 0) {
   if (w >= waves) return bytes;
+  if (w <= 0) return 0;
+  if (first > 0 && first < 1 && waves > 1) {
+    const double share = first + (1 - first) * (w - 1) / (waves - 1);
+    return std::min(bytes, static_cast<int64_t>(static_cast<double>(bytes) * share)) / 4096 * 4096;
+  }
   return (bytes / waves * w + bytes % waves * w / waves) / 4096 * 4096;  // floor(bytes * w / waves), no overflow
 }
 

@@ -166,10 +166,9 @@ class Emitter {
     }
   }
 
-  // Every destination buffer not allocated yet. Dest-all-at-once calls it
-  // right after the first round: the first transfers are issued after a few
-  // allocations instead of all of them (host issue ~4 us per allocation, 68 on
-  // 2x H200: 0.3 ms before the first transfer).
+  // Every destination buffer not allocated yet. Dest-all-at-once calls it right after the first round: the first
+  // transfers are issued after a few allocations instead of all of them (host issue ~4 us per allocation, 68 on 2x
+  // H200: 0.3 ms before the first transfer).
   void AllocAllDest() {
     for (int32_t r = 0; r < prob_.dst.Ranks(); ++r) {
       const int32_t n = static_cast<int32_t>(prob_.dst_buffers.slot_layer[prob_.dst.rank_shard[r]].size());
@@ -357,6 +356,9 @@ class Emitter {
   void RelayPieces(int64_t k, std::vector<WavePiece>& out) const {
     range_writes_.Pieces(homes_[k].src_region, buffers_[homes_[k].src_buffer].write_wave, out);
   }
+  bool InWave(const Segment& sg, int32_t w) const {
+    return emitter_internal::InWave(sg, w, waves_, policy_.relay_first_wave, homes_, buffers_, range_writes_);
+  }
 
   // Local batches [first, last) of one GPU as one copy op: its destinations
   // allocated first, its sources' reads done when it is.
@@ -445,10 +447,10 @@ class Emitter {
       send.region.buffer = -1;
     };
     send.region.buffer = -1;
-    // With a wave: its bytes only (in the relay phase the pieces its
-    // receives wrote in that wave, else the bytes [w0, w1) of the segment).
-    const int64_t w0 = wave < 0 || sg.relay ? 0 : WaveStartBytes(sg.bytes, wave, waves_);
-    const int64_t w1 = wave < 0 || sg.relay ? sg.bytes : WaveStartBytes(sg.bytes, wave + 1, waves_);
+    // With a wave: its bytes only (relay phase: the pieces its receives wrote in that wave, else bytes [w0, w1)).
+    auto start = [&](int32_t w) { return WaveStartBytes(sg.bytes, w, waves_, policy_.relay_first_wave); };
+    const int64_t w0 = wave < 0 || sg.relay ? 0 : start(wave);
+    const int64_t w1 = wave < 0 || sg.relay ? sg.bytes : start(wave + 1);
     std::vector<WavePiece> pieces;
     for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k) {
       const Home& h = homes_[k];
@@ -511,7 +513,7 @@ class Emitter {
     // with waves, after the segment's last wave (a reader is counted per segment).
     bool last = true;
     for (int32_t w = wave + 1; wave >= 0 && w < waves_; ++w)
-      last = last && !emitter_internal::InWave(sg, w, waves_, homes_, buffers_, range_writes_);
+      last = last && !InWave(sg, w);
     std::stable_sort(reads.begin(), reads.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     for (size_t a = 0; a < reads.size();) {
       size_t e = a;
@@ -671,9 +673,8 @@ class Emitter {
         components.Reset(sc_.segments[i].dst_gpu);
       }
       for (int32_t i = b0; i < b1; ++i) components.Unite(sc_.segments[i].src_gpu, sc_.segments[i].dst_gpu);
-      // Lane 0's ops first: every GPU issues lane 0's group before lane 1's
-      // (the same order on all GPUs, which concurrent communicators need).
-      // With relay waves, the relay phase and the one before it go wave by wave.
+      // Lane 0's ops first: every GPU issues lane 0's group before lane 1's (the same order on all GPUs, which
+      // concurrent communicators need). With relay waves, the relay phase and the one before it go wave by wave.
       std::map<int32_t, int32_t> group_of_root;
       const int32_t waves = waves_ > 1 && r >= R - sc_.relay_rounds - 1 ? waves_ : 1;
       for (int32_t lane = 0; lane < (lane_.empty() ? 1 : 2); ++lane)
@@ -681,7 +682,7 @@ class Emitter {
       for (int32_t i = b0; i < b1; ++i) {
         const Segment& sg = sc_.segments[i];
         if (!lane_.empty() && lane_[i] != lane) continue;
-        if (waves > 1 && !emitter_internal::InWave(sg, wave_, waves, homes_, buffers_, range_writes_)) continue;
+        if (waves > 1 && !InWave(sg, wave_)) continue;
         const bool split = waves > 1 && emitter_internal::Waved(sg);
         auto [it, fresh] = group_of_root.try_emplace((2 * components.Find(sg.src_gpu) + lane) * waves + wave_, next_group_);
         if (fresh) ++next_group_;

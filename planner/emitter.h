@@ -61,6 +61,11 @@ struct PlanPolicy {
   // > 1: a round per phase's relay phase pipelined with the phase it follows
   // in this many waves (comm_lanes.h); needs comm_lanes. The search tries it.
   int32_t relay_waves = 1;
+  // With relay waves: the share of each waved segment's bytes in the first
+  // wave, the rest split evenly over the others; 0: 1 / relay_waves each
+  // (WaveStartBytes). The search sets it so that the first wave's relays end
+  // as the network phase does (search_candidates.h FirstWaveShare).
+  double relay_first_wave = 0;
   std::string Name() const;
 };
 

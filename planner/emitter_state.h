@@ -94,9 +94,10 @@ struct BufferUse {
 // the pieces each wave wrote (RangeWrites::Pieces; where receives do not
 // cover a part, at its buffer's write_wave); any other whole, in wave 0
 // before the relay phase and in it at the latest write_wave of the buffers
-// it reads. Whether segment `sg` has bytes in wave `w` of `waves`: O(its parts).
+// it reads. Whether segment `sg` has bytes in wave `w` of `waves` (first:
+// PlanPolicy::relay_first_wave): O(its parts).
 bool Waved(const Segment& sg);
-bool InWave(const Segment& sg, int32_t w, int32_t waves, const ScratchVector<Home>& homes,
+bool InWave(const Segment& sg, int32_t w, int32_t waves, double first, const ScratchVector<Home>& homes,
             const std::vector<BufferUse>& buffers, const RangeWrites& writes);
 
 // Per segment: the ops emitted for it.

@@ -67,9 +67,10 @@ void PartCopies(const Problem& prob, const Part& pt, const Home& h, int32_t stag
 
 bool Waved(const Segment& sg) { return sg.hop == 0 && (sg.relay ? sg.send_direct : sg.recv_direct); }
 
-bool InWave(const Segment& sg, int32_t w, int32_t waves, const ScratchVector<Home>& homes,
+bool InWave(const Segment& sg, int32_t w, int32_t waves, double first, const ScratchVector<Home>& homes,
             const std::vector<BufferUse>& buffers, const RangeWrites& writes) {
-  if (Waved(sg) && !sg.relay) return WaveStartBytes(sg.bytes, w + 1, waves) > WaveStartBytes(sg.bytes, w, waves);
+  if (Waved(sg) && !sg.relay)
+    return WaveStartBytes(sg.bytes, w + 1, waves, first) > WaveStartBytes(sg.bytes, w, waves, first);
   int32_t latest = 0;
   std::vector<WavePiece> pieces;
   for (int64_t k = sg.first_part; sg.relay && k < sg.first_part + sg.num_parts; ++k) {

@@ -243,6 +243,7 @@ class Search {
     for (int32_t waves : kRelayWaves) {
       PlanPolicy p = base;
       p.comm_lanes = true, p.relay_waves = waves;
+      if (waves == 2) p.relay_first_wave = FirstWaveShare(sc, prob_.scenario.cluster);
       EmittedPlan w = EmitPlan(prob_, sc, p);
       if (!w.fits) continue;
       Prediction pred = Simulate(w.plan, so);
@@ -658,6 +659,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       for (int32_t waves : kRelayWaves) {
         PlanPolicy p = base;
         p.comm_lanes = true, p.relay_waves = waves;
+        if (waves == 2) p.relay_first_wave = FirstWaveShare(kept_sc, s.cluster);
         const double held_s = predicted->time_s;
         keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, in_place));
         if (predicted->time_s >= held_s) break;

@@ -177,6 +177,26 @@ double RelayPhaseSeconds(const Schedule& sc, const Cluster& c) {
   return static_cast<double>(most) / c.nvlink.bytes_per_s;
 }
 
+double FirstWaveShare(const Schedule& sc, const Cluster& c) {
+  const int32_t relays_at = sc.rounds - sc.relay_rounds;
+  if (sc.relay_rounds == 0 || relays_at == 0) return 0.5;
+  constexpr int kClasses = 4;  // LinkClass values
+  std::vector<int64_t> out(static_cast<size_t>(c.Gpus()) * kClasses, 0), in(out.size(), 0);
+  double before_s = 0;
+  for (const Segment& g : sc.segments) {
+    if (g.round != relays_at - 1) continue;
+    const LinkClass lc = c.Between(g.src_gpu, g.dst_gpu);
+    const double rate = c.Link(lc).bytes_per_s;
+    if (rate <= 0) continue;
+    const size_t k = static_cast<size_t>(lc);
+    const int64_t most = std::max(out[g.src_gpu * kClasses + k] += g.bytes, in[g.dst_gpu * kClasses + k] += g.bytes);
+    before_s = std::max(before_s, static_cast<double>(most) / rate);
+  }
+  const double relay_s = RelayPhaseSeconds(sc, c);
+  if (before_s + relay_s <= 0) return 0.5;
+  return std::clamp(before_s / (before_s + relay_s), 0.125, 0.5);
+}
+
 double InPlaceRelayShare(const Schedule& sc) {
   int64_t all = 0, in_place = 0;
   for (const Segment& g : sc.segments) {

@@ -150,6 +150,18 @@ std::vector<int64_t> DirectThresholds(const Scenario& s, const PlannerOptions& o
 // with the network phase, so they cannot gain more than this. O(segments).
 double RelayPhaseSeconds(const Schedule& sc, const Cluster& c);
 
+// The first wave's share (PlanPolicy::relay_first_wave) for relay waves of
+// schedule `sc` (a round per phase with a relay phase): wave k's relays run
+// over NVLink while wave k + 1 crosses the network, and the last wave's
+// relays wait for the network phase's end. With two waves, the first wave's
+// relays (f of the relay phase, R) should end as the second's network
+// transfers ((1 - f) of the phase before, N) do: f R = (1 - f) N, so f = N /
+// (N + R), each phase its busiest port at its link class's peak rate;
+// clamped to [1/8, 1/2]. llama3-8b NVL72 (N 2.3, R 5.1 ms): f = 0.31, 7.60 ms
+// at f = 1/2, 7.18 at 1/3, 7.27 at 1/4. More waves, from the same share on,
+// cut the relays into more ops (three at 1/7, 2/7, 4/7: 7.62 ms). O(segments).
+double FirstWaveShare(const Schedule& sc, const Cluster& c);
+
 // The share of schedule `sc`'s relay-phase bytes that relayed segments send in
 // place (0 without relays). Relay waves cut only those by the receives that
 // wrote them; a packed relay, or a receiver-side relay's second hop, waits for

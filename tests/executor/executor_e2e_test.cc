@@ -177,8 +177,9 @@ plan: {segment_bytes: 1MiB}
 
 // Schedule::relays_in_place (the search tries it on large plans whose relay
 // phase is long): relays and the network receives feeding them in place,
-// every other piece packed (threshold "never"), with and without relay
-// waves; every element verified on the host backend.
+// every other piece packed (threshold "never"), without relay waves, with
+// two even ones and with two whose first carries a third of each segment
+// (PlanPolicy::relay_first_wave); every element verified on the host backend.
 TEST(EndToEndRelays, RelaysInPlaceVerifyEveryElement) {
   for (const char* destination : {"{tp: 2, dp: 2, gpus: \"8-11\"}", "{tp: 4, gpus: \"8-11\"}"}) {
     const Scenario s = ParseScenario(fmt::format(R"(
@@ -194,13 +195,15 @@ destination: {}
     ASSERT_GT(prob.AddRelays(), 0) << destination;
     const Schedule sc = MakeSchedule(prob, int64_t{1} << 20, std::numeric_limits<int64_t>::max(), kPerRoundAll, true);
     ASSERT_TRUE(sc.relays_in_place);
-    for (int32_t waves : {1, 2}) {
+    for (const auto& [waves, first] : {std::pair{1, 0.0}, std::pair{2, 0.0}, std::pair{2, 1.0 / 3}}) {
       PlanPolicy policy;
       policy.relay_waves = waves;
+      policy.relay_first_wave = first;
       EmittedPlan e = EmitPlan(prob, sc, policy);
       ASSERT_TRUE(e.fits) << destination;
       e.plan.summary.bytes_moved = CountBytesMoved(e.plan);  // the search's summary, which this test skips
-      testing::ExpectHostRunVerifies(e.plan, fmt::format("relays in place, {} waves, {}", waves, destination));
+      testing::ExpectHostRunVerifies(e.plan,
+                                     fmt::format("relays in place, {} waves, first {}, {}", waves, first, destination));
     }
   }
 }

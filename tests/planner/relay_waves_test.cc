@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -49,7 +50,7 @@ bool Overlaps(const Region& a, const Region& b) {
 // tiny-llama TP2 on node 0 -> TP2 x DP2 on node 1 (planner_test_util.h):
 // each box crosses the network once, into one replica, and is relayed over
 // NVLink to the other. Everything in place (threshold 0), one segment per
-// pair (1 GiB), waves 2 and 3.
+// pair (1 GiB), waves 2 and 3, even or with a first wave of a quarter.
 TEST(RelayWaves, EachWaveCarriesItsShareAndRelaysWaitOnlyForWhatTheyForward) {
   const Scenario s = planner_testing::TwoNodeRelayScenario();
   Problem p(s);
@@ -57,10 +58,11 @@ TEST(RelayWaves, EachWaveCarriesItsShareAndRelaysWaitOnlyForWhatTheyForward) {
   const Schedule sc = MakeSchedule(p, int64_t{1} << 30, 0, kPerRoundAll);
   ASSERT_EQ(sc.relay_rounds, 1);
   const int32_t network_round = sc.rounds - 2;
-  for (int32_t waves : {2, 3}) {
-    SCOPED_TRACE(waves);
+  for (const auto& [waves, first] : std::vector<std::pair<int32_t, double>>{{2, 0}, {3, 0}, {2, 0.25}, {3, 0.25}}) {
+    SCOPED_TRACE(testing::Message() << waves << " waves, first " << first);
     PlanPolicy policy;
     policy.relay_waves = waves;
+    policy.relay_first_wave = first;
     const EmittedPlan e = EmitPlan(p, sc, policy);
     ASSERT_TRUE(e.fits && e.comm_lanes);
     const VerifyResult v = Verify(e.plan);
@@ -91,7 +93,7 @@ TEST(RelayWaves, EachWaveCarriesItsShareAndRelaysWaitOnlyForWhatTheyForward) {
       ASSERT_TRUE(sg.Direct());
       ++network_segments;
       for (int32_t w = 0; w < waves; ++w) {
-        const int64_t want = WaveStartBytes(sg.bytes, w + 1, waves) - WaveStartBytes(sg.bytes, w, waves);
+        const int64_t want = WaveStartBytes(sg.bytes, w + 1, waves, first) - WaveStartBytes(sg.bytes, w, waves, first);
         const auto it = seg_wave_bytes.find({static_cast<int32_t>(i), w});
         EXPECT_EQ(it == seg_wave_bytes.end() ? 0 : it->second, want) << "segment " << i << " wave " << w;
       }
@@ -128,6 +130,60 @@ TEST(RelayWaves, EachWaveCarriesItsShareAndRelaysWaitOnlyForWhatTheyForward) {
     }
     EXPECT_LT(first_relay, last_network);
   }
+}
+
+// Wave boundaries: 4 KiB aligned, from 0 to the segment's end; even, or the
+// first share and then the rest evenly.
+TEST(RelayWaves, WaveStartsSplitBytesEvenlyOrAfterAFirstShare) {
+  const int64_t mib = int64_t{1} << 20;
+  EXPECT_EQ(WaveStartBytes(64 * mib, 0, 2), 0);
+  EXPECT_EQ(WaveStartBytes(64 * mib, 1, 2), 32 * mib);
+  EXPECT_EQ(WaveStartBytes(64 * mib, 2, 2), 64 * mib);
+  // A quarter first: 16 MiB, then 48 MiB.
+  EXPECT_EQ(WaveStartBytes(64 * mib, 1, 2, 0.25), 16 * mib);
+  EXPECT_EQ(WaveStartBytes(64 * mib, 2, 2, 0.25), 64 * mib);
+  // Three waves, a quarter first, then 3/8 each: 16, 40, 64 MiB.
+  EXPECT_EQ(WaveStartBytes(64 * mib, 1, 3, 0.25), 16 * mib);
+  EXPECT_EQ(WaveStartBytes(64 * mib, 2, 3, 0.25), 40 * mib);
+  EXPECT_EQ(WaveStartBytes(64 * mib, 3, 3, 0.25), 64 * mib);
+  // Unaligned sizes: starts round down to 4 KiB, the end is the size.
+  const int64_t odd = 10 * 4096 + 123;  // a quarter is 10,270.75 bytes: 2 pages
+  EXPECT_EQ(WaveStartBytes(odd, 1, 2, 0.25), 2 * 4096);
+  EXPECT_EQ(WaveStartBytes(odd, 2, 2, 0.25), odd);
+  for (int32_t w = 0; w < 4; ++w)
+    EXPECT_LE(WaveStartBytes(odd, w, 4, 0.1), WaveStartBytes(odd, w + 1, 4, 0.1)) << w;
+}
+
+// The first wave's share: N / (N + R), N the busiest port of the phase
+// before the relay phase (here the network, node 0 -> node 1) and R the
+// relay phase's (NVLink, one replica to the other), each its bytes at its
+// class's peak rate, found here from the segments by hand.
+TEST(RelayWaves, TheFirstWaveEndsItsRelaysAsTheNetworkPhaseEnds) {
+  const Scenario s = planner_testing::TwoNodeRelayScenario();
+  Problem p(s);
+  ASSERT_GT(p.AddRelays(), 0);
+  const Schedule sc = MakeSchedule(p, int64_t{1} << 30, 0, kPerRoundAll);
+  ASSERT_EQ(sc.relay_rounds, 1);
+  // The busiest port of each phase, by hand from the segments.
+  std::map<std::pair<int32_t, bool>, int64_t> before, relay;  // (GPU, sends?) -> bytes
+  for (const Segment& g : sc.segments) {
+    auto& m = g.relay ? relay : before;
+    if (!g.relay && g.round != sc.rounds - 2) continue;
+    m[{g.src_gpu, true}] += g.bytes;
+    m[{g.dst_gpu, false}] += g.bytes;
+  }
+  int64_t most_before = 0, most_relay = 0;
+  for (const auto& [k, b] : before) most_before = std::max(most_before, b);
+  for (const auto& [k, b] : relay) most_relay = std::max(most_relay, b);
+  const Cluster& c = s.cluster;
+  ASSERT_EQ(c.Between(sc.segments.front().src_gpu, sc.segments.front().dst_gpu), LinkClass::kNetwork);
+  const double n = most_before / c.network.bytes_per_s, r = most_relay / c.nvlink.bytes_per_s;
+  const double want = std::clamp(n / (n + r), 0.125, 0.5);
+  EXPECT_NEAR(search_candidates::FirstWaveShare(sc, c), want, 1e-12);
+  EXPECT_GT(want, 0.125);  // the NIC is the slower port: not at the clamp
+  // Without a relay phase there is nothing to balance: half.
+  Problem plain(s);
+  EXPECT_EQ(search_candidates::FirstWaveShare(MakeSchedule(plain, int64_t{1} << 30, 0, kPerRoundAll), c), 0.5);
 }
 
 // Training weights moved to host as they are read (PlanPolicy::source_to_host):
