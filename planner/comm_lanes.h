@@ -36,6 +36,10 @@
 // groups end with their slowest pair, and relays are cut into more ops).
 // Cutting by part instead of by bytes left single-part segments in wave 0
 // and the relays of a buffer waiting for its last receive: 9.6-10.6 ms.
+// With two waves the last wave's relays wait for the network phase's end,
+// so the first wave carries f = N / (N + R) of each segment (PlanPolicy::
+// relay_first_wave, search_candidates.h FirstWaveShare): its relays end as
+// the network phase does (llama3-8b NVL72: 7.60 -> 7.13 ms at f = 0.31).
 // Every GPU issues lane 0's waves, then lane 1's, in order; lane 0 never
 // waits for lane 1, so no group waits for a later one. The search tries
 // K = 2 and 4 where a round per phase with a relay phase was kept (large

@@ -157,7 +157,7 @@ double RelayPhaseSeconds(const Schedule& sc, const Cluster& c);
 // relays (f of the relay phase, R) should end as the second's network
 // transfers ((1 - f) of the phase before, N) do: f R = (1 - f) N, so f = N /
 // (N + R), each phase its busiest port at its link class's peak rate;
-// clamped to [1/8, 1/2]. llama3-8b NVL72 (N 2.3, R 5.1 ms): f = 0.31, 7.60 ms
+// clamped to [1/8, 1/2]. llama3-8b NVL72 (N 2.3, R 5.1 ms): f = 0.31, 7.13 ms; 7.60
 // at f = 1/2, 7.18 at 1/3, 7.27 at 1/4. More waves, from the same share on,
 // cut the relays into more ops (three at 1/7, 2/7, 4/7: 7.62 ms). O(segments).
 double FirstWaveShare(const Schedule& sc, const Cluster& c);
