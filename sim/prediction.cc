@@ -69,7 +69,7 @@ Prediction Simulator::State::Collect() const {
   }
   pr.events = events;
   pr.rate_updates = net.rate_updates;
-  const PortBound rb = LowerBoundOfLoads(ports, PortBytes(ports, plan));
+  const PortBound& rb = routing_bound;
   pr.routing_bound_s = rb.time_s;
   pr.routing_bound_port = rb.port_name;
   if (opt.lower_bound) {

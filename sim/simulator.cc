@@ -154,7 +154,8 @@ Prediction Simulator::State::Run() {
   nops = static_cast<int32_t>(plan.ops.size());
   CheckOps();
   launches = sim_internal::BuildLaunches(plan, info, gpus);
-  net.Init(ports, obs, nops, opt.share_grid_ns);
+  routing_bound = LowerBoundOfLoads(ports, PortBytes(ports, plan));
+  net.Init(ports, obs, nops, ShareGridNs(opt, routing_bound.time_s));
   memory.Init(plan, obs);
   op_start_ns.assign(nops, -1);
   op_end_ns.assign(nops, -1);
@@ -223,6 +224,13 @@ std::string_view IssueModelName(IssueModel m) {
     case IssueModel::kPython: return "python";
   }
   return "?";
+}
+
+int64_t ShareGridNs(const SimOptions& o, double routing_bound_s) {
+  if (o.share_grid_ns <= 0) return 0;
+  const double share_ns = routing_bound_s * 1e9 * o.share_grid_share;
+  const int64_t grid = share_ns >= 1e15 ? o.share_grid_max_ns : static_cast<int64_t>(share_ns) / 1000 * 1000;
+  return std::max(o.share_grid_ns, std::min(grid, o.share_grid_max_ns));
 }
 
 Prediction Simulate(const Plan& plan, const SimOptions& options) {

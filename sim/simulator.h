@@ -100,10 +100,20 @@ struct SimOptions {
   // grid point a flow that starts there runs on what its ports have free
   // (what an ended flow left), or waits where a port is saturated; bandwidth
   // a flow frees is handed out at most this much later. 0: re-share at every
-  // change. 16 us: deepseek-v3's plan 0.008 % from the exact rule at 0.4 of
-  // its CPU time (docs/cost-model.md).
+  // change. The grid is the longer of this and share_grid_share of the plan's
+  // routing bound (its busiest port at peak), at most share_grid_max_ns: a
+  // wait costs at most one grid, so its error stays a like share of a long
+  // refit (docs/cost-model.md: deepseek-v3 at 64 us +0.02 % from the exact
+  // rule at 0.45 of the CPU time of 16 us).
   int64_t share_grid_ns = 16000;
+  double share_grid_share = 1.0 / 2048;
+  int64_t share_grid_max_ns = 64000;
 };
+
+// The share grid of a plan whose routing bound is `routing_bound_s`: 0 when
+// share_grid_ns is 0 (exact), else share_grid_share of the bound rounded
+// down to whole microseconds, within [share_grid_ns, share_grid_max_ns].
+int64_t ShareGridNs(const SimOptions& o, double routing_bound_s);
 
 struct PortUse {
   int32_t port = -1;

@@ -411,6 +411,7 @@ struct Simulator::State {
   PortModel ports;
   SimObserver* obs;
   int32_t gpus = 0, nops = 0;
+  PortBound routing_bound;  // the plan's busiest port at peak (before the run: it sets the share grid)
 
   std::vector<OpInfo> info;
   std::vector<int64_t> nic_free_ns;     // per NIC: when its proxy can post the next network op

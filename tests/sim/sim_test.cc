@@ -22,6 +22,24 @@ namespace {
 
 using namespace sim_test;  // NOLINT: TestCluster, PlanBuilder, SimVerified
 
+// The share grid (SimOptions::share_grid_share = 1/2048 of the routing bound,
+// whole microseconds, within [16, 64] us):
+//   10 ms: 10^7 / 2048 = 4,882.8 ns -> 4,000 -> at least 16,000;
+//   100 ms: 10^8 / 2048 = 48,828.1 ns -> 48,000;
+//   1 s: 488,281.25 ns -> at most 64,000;
+//   share_grid_ns = 0 (exact) stays 0; a floor of 20,000 ns lifts 10 ms to it.
+TEST(Simulator, ShareGridIsAShareOfTheRoutingBound) {
+  SimOptions o;
+  EXPECT_EQ(ShareGridNs(o, 0.010), 16'000);
+  EXPECT_EQ(ShareGridNs(o, 0.100), 48'000);
+  EXPECT_EQ(ShareGridNs(o, 1.0), 64'000);
+  EXPECT_EQ(ShareGridNs(o, 0.0), 16'000);
+  o.share_grid_ns = 20'000;
+  EXPECT_EQ(ShareGridNs(o, 0.010), 20'000);
+  o.share_grid_ns = 0;
+  EXPECT_EQ(ShareGridNs(o, 1.0), 0);
+}
+
 // Two transfers issued as one group (group 0, comm stream) on cluster `c`.
 struct Xfer {
   int32_t src, dst;
