@@ -155,7 +155,7 @@ Prediction Simulator::State::Run() {
   CheckOps();
   launches = sim_internal::BuildLaunches(plan, info, gpus);
   routing_bound = LowerBoundOfLoads(ports, PortBytes(ports, plan));
-  net.Init(ports, obs, nops, ShareGridNs(opt, routing_bound.time_s));
+  net.Init(ports, obs, nops, ShareGridNs(opt, routing_bound.time_s), opt.share_grid_flows, opt.share_grid_lives);
   memory.Init(plan, obs);
   op_start_ns.assign(nops, -1);
   op_end_ns.assign(nops, -1);

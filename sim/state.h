@@ -4,7 +4,8 @@
 //   * Launches, which ops are issued together and what each launch waits for
 //     (built in launches.cc);
 //   * EventQueue, issues and flow starts by (time, sequence);
-//   * FlowNetwork, flows on ports with max-min fair rates (flow_network.cc);
+//   * FlowNetwork, flows on ports with max-min fair rates (flow_network.cc,
+//     big_component.cc, local_share.cc);
 //   * MemoryTimeline, device and host bytes in use and their peaks (memory.cc);
 //   * Channel, the one-at-a-time queue of transfers of an ordered GPU pair;
 //   * Activity, the counters behind Prediction::by_kind / by_class.
@@ -12,6 +13,7 @@
 // start and end (launches.cc) and what it reports (prediction.cc).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <queue>
@@ -202,7 +204,11 @@ class FlowNetwork {
  public:
   // share_grid_ns: 0, or the grid on which a big component whose change
   // reaches most of its flows is re-shared (SimOptions::share_grid_ns).
-  void Init(const PortModel& ports, SimObserver* obs, int32_t max_flows, int64_t share_grid_ns = 0);
+  // grid_flows / grid_lives: a component of at least grid_flows flows whose
+  // flows have on average at least grid_lives grids left is re-shared on the
+  // grid too (SimOptions::share_grid_flows, share_grid_lives); 0: never.
+  void Init(const PortModel& ports, SimObserver* obs, int32_t max_flows, int64_t share_grid_ns = 0,
+            int32_t grid_flows = 0, double grid_lives = 0);
 
   int32_t Add(const Flow& f);             // a new flow (not yet on its ports); returns its id
   void Start(int32_t id, int64_t t);      // puts a flow with bytes on its ports
@@ -211,7 +217,10 @@ class FlowNetwork {
   bool Dirty() const { return !dirty_.empty(); }
   // When a deferred re-share of the big component is due (-1: none); the
   // event loop calls Recompute then.
-  int64_t DueNs() const { return due_ns_; }
+  int64_t DueNs() const {
+    if (waiting_due_ns_ < 0) return due_ns_;
+    return due_ns_ < 0 ? waiting_due_ns_ : std::min(due_ns_, waiting_due_ns_);
+  }
   // Re-shares bandwidth in every component that holds a port touched since
   // the last call; settles bytes moved and moves the flows' ends.
   void Recompute(int64_t t);
@@ -232,7 +241,7 @@ class FlowNetwork {
   // comp_slots_; with an observer, in BFS discovery order (the order of its
   // calls).
   void Discover(int32_t start);
-  // The big component kept between calls (flow_network.cc says when).
+  // The big component kept between calls (big_component.cc says when).
   static constexpr int32_t kBigFlows = 512;  // flows a component needs to be kept
   bool Alone(int32_t port) const;             // no flows on it nor on its coupled reverse
   void JoinBig(const Route& r);               // before a flow on `r` starts
@@ -252,7 +261,8 @@ class FlowNetwork {
   bool Region();                          // the part into comp_ports_ / comp_slots_; false: too big
   int32_t CheckOutside();                 // an outside port the new rates would load near capacity, or -1
   void SetRate(int32_t s, int64_t t);     // settles slot s at its old rate, takes new_rate_, moves its end
-  void RunOnFreeBandwidth(int64_t t);     // flows touched in the big component while its re-share waits
+  void RunOnFreeBandwidth(int64_t t);     // flows touched in a component while its re-share waits
+  bool WaitsForGrid(int64_t t) const;     // the component found is re-shared at the next grid point
   double CapacityOf(int32_t q) const {
     const PortState& p = ports[q];
     return p.coupled && !ports[p.reverse].flows.empty() ? p.duplex : p.peak;
@@ -328,6 +338,13 @@ class FlowNetwork {
   bool local_ = false;   // WaterFill on a part: outside ports must not bind
   int64_t share_grid_ns_ = 0;
   int64_t due_ns_ = -1;  // the big component's deferred re-share
+  // Other components waiting for the grid (WaitsForGrid): their ports, found
+  // and re-shared again at waiting_due_ns_.
+  int32_t grid_flows_ = 0;
+  double grid_lives_ = 0;
+  std::vector<int32_t> waiting_ports_;
+  std::vector<uint8_t> waiting_;  // per port
+  int64_t waiting_due_ns_ = -1;
   int32_t binding_outside_ = -1;
 };
 

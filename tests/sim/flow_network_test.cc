@@ -279,8 +279,9 @@ struct TwoNodes {
   Cluster cluster;
   PortModel model;
   FlowNetwork net;
-  explicit TwoNodes(int64_t share_grid_ns) : cluster(Network60()), model(cluster) {
-    net.Init(model, nullptr, 1024, share_grid_ns);
+  explicit TwoNodes(int64_t share_grid_ns, int32_t grid_flows = 0, double grid_lives = 0)
+      : cluster(Network60()), model(cluster) {
+    net.Init(model, nullptr, 1024, share_grid_ns, grid_flows, grid_lives);
   }
   static Cluster Network60() {
     Cluster c = ClusterPreset("dgx-h100");
@@ -289,10 +290,10 @@ struct TwoNodes {
     c.network.duplex_bytes_per_s = 0;
     return c;
   }
-  int32_t Start(int32_t a, int32_t b, double cap, int64_t t) {
+  int32_t Start(int32_t a, int32_t b, double cap, int64_t t, int64_t bytes = 1'000'000) {
     Flow f;
     f.route = model.Transfer(a, b);
-    f.bytes = 1'000'000;
+    f.bytes = bytes;
     f.cap = cap;
     const int32_t id = net.Add(f);
     net.Start(id, t);
@@ -368,6 +369,63 @@ TEST(FlowNetwork, AFlowStartingWhileTheReshareWaitsRunsOnWhatAnEndedFlowLeft) {
   // 601 flows now: 60/601 each.
   EXPECT_DOUBLE_EQ(net.Rate(next), 60.0 / 601);
   EXPECT_DOUBLE_EQ(net.Rate(waits), 60.0 / 601);
+}
+
+// Another component than the big one waits for the grid where it has at
+// least grid_flows (256) flows with on average at least grid_lives (64) grids
+// left (SimOptions::share_grid_flows, share_grid_lives). Grid 1,000 ns; n
+// flows NIC 0 -> NIC 8 at t = 0 (on the grid: shared at once, 60/n bytes/ns
+// each), then two more at 1,500 ns:
+//  * 300 flows of 10^6 bytes (0.2 bytes/ns, ending at 5,000,000 ns: 4,998,500
+//    ns = 4,998.5 grids left): the component of 302 flows waits for 2,000 ns;
+//    the new flows find both NIC ports saturated and wait at rate 0. At 2,000
+//    ns every flow runs at 60/302: an old one has 10^6 - 0.2 x 2,000 = 999,600
+//    bytes left, x 302/60 = 5,031,320 ns, ending at 5,033,320; a new one ends
+//    at 2,000 + ceil(10^6 x 302/60 = 5,033,333.3) = 5,035,334.
+//  * 300 flows of 10^4 bytes (ending at 50,000 ns: 48.5 grids left, short):
+//    re-shared at 1,500 ns, 60/302 each; an old flow has 10^4 - 0.2 x 1,500 =
+//    9,700 bytes left, x 302/60 = 48,823.3 ns, ending at 1,500 + 48,824 = 50,324.
+//  * 200 flows of 10^6 bytes (0.3 bytes/ns): 202 < 256 flows, re-shared at
+//    1,500 ns, 60/202 each.
+TEST(FlowNetwork, ComponentOfManyLongFlowsWaitsForTheGrid) {
+  struct Case {
+    int n;
+    int64_t bytes;
+    bool waits;
+  };
+  for (const Case c : {Case{300, 1'000'000, true}, Case{300, 10'000, false}, Case{200, 1'000'000, false}}) {
+    SCOPED_TRACE(c.n);
+    SCOPED_TRACE(c.bytes);
+    TwoNodes two(/*share_grid_ns=*/1000, /*grid_flows=*/256, /*grid_lives=*/64);
+    FlowNetwork& net = two.net;
+    auto start = [&](int64_t t) { return two.Start(0, 8, 1e300, t, c.bytes); };
+    for (int i = 0; i < c.n; ++i) start(0);
+    net.Recompute(0);
+    EXPECT_EQ(net.DueNs(), -1);
+    EXPECT_DOUBLE_EQ(net.Rate(0), 60.0 / c.n);
+    const int32_t late = start(1500);
+    start(1500);
+    net.Recompute(1500);
+    const double shared = 60.0 / (c.n + 2);
+    if (!c.waits) {
+      EXPECT_EQ(net.DueNs(), -1);
+      EXPECT_DOUBLE_EQ(net.Rate(0), shared);
+      EXPECT_DOUBLE_EQ(net.Rate(late), shared);
+      if (c.bytes == 10'000) {
+        EXPECT_EQ(net.FinishNs(0), 50'324);
+      }
+      continue;
+    }
+    EXPECT_EQ(net.DueNs(), 2000);
+    EXPECT_EQ(net.Rate(late), 0.0);
+    EXPECT_DOUBLE_EQ(net.Rate(0), 0.2);
+    net.Recompute(2000);
+    EXPECT_EQ(net.DueNs(), -1);
+    EXPECT_DOUBLE_EQ(net.Rate(0), shared);
+    EXPECT_DOUBLE_EQ(net.Rate(late), shared);
+    EXPECT_EQ(net.FinishNs(0), 5'033'320);
+    EXPECT_EQ(net.FinishNs(late), 5'035'334);
+  }
 }
 
 // Local re-sharing, by hand. Network 60 B/ns (one way), one NIC per GPU:
