@@ -33,6 +33,10 @@
 // cannot be issued (its groups would wait on each other: plan/issue_order.h) is never chosen; when only such plans fit,
 // MakePlan throws InternalError.
 //
+// A simulation whose only use is to beat a time (a small plan's candidate against the plan in hand, a large plan's
+// runner-up against the prediction in hand) gives up once its clock passes that time (SimulateWithin): the same
+// choices, the losers not run to their end.
+//
 // Complexity: O(F) to set up the problem (planner/problem.h), O(pairs) per candidate size for the estimate, and per
 // plan built O(F log F) to cut and emit it plus, for small plans, one simulation.
 #include "planner/search.h"
@@ -183,17 +187,26 @@ class Search {
       // An emitter bug must not reach the user as a plan that cannot run. A small plan's simulation walks the issue
       // order itself where it models the host (HostIssueTimes) and refuses such a plan the same way: the walk is not
       // made twice (~7 % of llama3-70b disaggregated's planning).
+      // A small plan's simulation gives up once the candidate cannot be kept (KeepLimit; not beat_s: a best slower
+      // than that still leads this search's later candidates); its host issue, which walks the issue order, runs
+      // before the clock starts.
       std::optional<Prediction> simulated;
+      bool gave_up = false;
       try {
         if (small_) {
           SimOptions so{nullptr, false};
           so.lower_bound = false;
-          simulated = Simulate(e.plan, so);
+          simulated = SimulateWithin(e.plan, KeepLimit(per_round), so);
+          gave_up = !simulated;
         }
-        if (!simulated || simulated->issue_model == "none")
+        if ((!simulated && !gave_up) || (simulated && simulated->issue_model == "none"))
           ForEachIssueStep(e.plan, [](const IssueStep&) {});  // the check alone: no list of steps kept
       } catch (const PlanRefused& refused) {
         if (unissuable_.empty()) unissuable_ = fmt::format("{} under {}", refused.problem(), policy.Name());
+        continue;
+      }
+      if (gave_up) {  // fits and loses: as after Keep below
+        if (pi == 0) break;
         continue;
       }
       Candidate cand{sched, policy, std::move(e), 0, {}, false};
@@ -230,8 +243,8 @@ class Search {
     one.comm_lanes = false;
     EmittedPlan o = EmitPlan(prob_, *best_->schedule, one);
     if (!o.fits) return;
-    Prediction p = Simulate(o.plan, so);
-    if (p.time_s < best_->time_s) best_ = Candidate{best_->schedule, one, std::move(o), p.time_s, std::move(p)};
+    std::optional<Prediction> p = SimulateWithin(o.plan, VariantLimit(), so);
+    if (p && p->time_s < best_->time_s) best_ = Candidate{best_->schedule, one, std::move(o), p->time_s, std::move(p)};
   }
 
   // Relay waves (comm_lanes.h) where the plan kept has a relay phase: 2 and 4 (8 was slower on llama3-8b NVL72: each
@@ -246,8 +259,9 @@ class Search {
       if (waves == 2) p.relay_first_wave = FirstWaveShare(sc, prob_.scenario.cluster);
       EmittedPlan w = EmitPlan(prob_, sc, p);
       if (!w.fits) continue;
-      Prediction pred = Simulate(w.plan, so);
-      if (pred.time_s < best_->time_s) best_ = Candidate{best_->schedule, p, std::move(w), pred.time_s, std::move(pred)};
+      std::optional<Prediction> pred = SimulateWithin(w.plan, VariantLimit(), so);
+      if (pred && pred->time_s < best_->time_s)
+        best_ = Candidate{best_->schedule, p, std::move(w), pred->time_s, std::move(pred)};
     }
   }
 
@@ -370,9 +384,19 @@ class Search {
 
   // More segments per round hold more staging: only for a clear gain.
   void Keep(Candidate&& cand, int32_t per_round) {
-    const double margin = best_ && per_round > best_->schedule->per_round ? kPerRoundGain : 1e-9;
-    if (!best_ || cand.time_s < best_->time_s * (1 - margin)) best_ = std::move(cand);
+    if (!best_ || cand.time_s < KeepLimit(per_round)) best_ = std::move(cand);
   }
+  // The time a candidate of `per_round` segments per round must beat to be kept: the plan in hand's, less a margin
+  // (more segments per round must gain kPerRoundGain).
+  double KeepLimit(int32_t per_round) const {
+    if (!best_) return std::numeric_limits<double>::infinity();
+    const double margin = per_round > best_->schedule->per_round ? kPerRoundGain : 1e-9;
+    return best_->time_s * (1 - margin);
+  }
+  // Where the simulation of a variant of the plan kept gives up (OneLane, RelayWaves: they come after the
+  // candidates, so a best they do not replace changes no later choice): past the plan kept, or past beat_s, where
+  // the search loses to the other one's plan (a tie, which wins_ties may let pass, is not past it).
+  double VariantLimit() const { return std::min(best_->time_s, beat_s_); }
   void NoteInfeasible(const std::shared_ptr<const Schedule>& sched, const PlanPolicy& policy, int64_t missing_bytes,
                       int32_t worst_gpu, std::vector<int64_t> planned_peak) {
     if (sched->all_in_one_round) return;  // tried under one policy only: not the most frugal answer
@@ -394,6 +418,12 @@ Prediction SimulateCandidate(const Plan& plan) {
   SimOptions so{nullptr, false};
   so.lower_bound = false;  // the summary has it
   return Simulate(plan, so);
+}
+// The same, or nullopt where the plan takes longer than `limit_s` (SimulateWithin).
+std::optional<Prediction> SimulateCandidateWithin(const Plan& plan, double limit_s) {
+  SimOptions so{nullptr, false};
+  so.lower_bound = false;
+  return SimulateWithin(plan, limit_s, so);
 }
 
 // The kept plan's prediction (time_s, peak_bytes and peak_parts; nothing else is set) when `plan` equals it
@@ -454,6 +484,11 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     std::optional<Prediction> p = KnownPrediction(known, plan);
     return p ? std::move(*p) : SimulateCandidate(plan);
   };
+  // The same where only a plan faster than `limit_s` matters: nullopt once the simulation passes it.
+  auto predict_within = [&](const Plan& plan, double limit_s) {
+    std::optional<Prediction> p = KnownPrediction(known, plan);
+    return p ? std::move(p) : SimulateCandidateWithin(plan, limit_s);
+  };
   // Without relays and (where some box goes to several GPUs of a domain over the network) with them: relays are kept
   // only if predicted faster. Large plans search first the side whose first candidate estimates faster, so the other
   // side's candidates that cannot beat it are not emitted.
@@ -509,9 +544,9 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       !(plain->best()->schedule->all_in_one_round && relayed->best()->schedule->all_in_one_round) &&
       std::max(time_of(plain), time_of(relayed)) < std::min(time_of(plain), time_of(relayed)) * (1 + kRelayBand)) {
     Prediction p = predict(plain->Kept().emitted.plan);
-    Prediction r = predict(relayed->Kept().emitted.plan);
-    use_relays = r.time_s < p.time_s;
-    predicted = std::move(use_relays ? r : p);
+    std::optional<Prediction> r = predict_within(relayed->Kept().emitted.plan, p.time_s);
+    use_relays = r && r->time_s < p.time_s;
+    predicted = std::move(use_relays ? *r : p);
   }
   std::unique_ptr<Search> search = std::move(use_relays ? relayed : plain);
   if (!use_relays) relayed_bytes = 0;
@@ -544,9 +579,10 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         if (!predicted && after.time_s < base_floor_s) {
           predicted = std::move(after);
         } else {
-          Prediction before = predicted ? std::move(*predicted) : predict(search->Kept().emitted.plan);
-          keep = after.time_s < before.time_s;
-          predicted = keep ? std::move(after) : std::move(before);
+          std::optional<Prediction> before =
+              predicted ? std::move(predicted) : predict_within(search->Kept().emitted.plan, after.time_s);
+          keep = !before || after.time_s < before->time_s;
+          predicted = keep ? std::move(after) : std::move(*before);
         }
       }
       if (keep) {
@@ -600,8 +636,8 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     if (!predicted) predicted = predict(search->Kept().emitted.plan);
     auto keep_if_faster = [&](std::unique_ptr<Search> other) {  // where predicted faster
       if (!other->best()) return;
-      Prediction p = predict(other->Kept().emitted.plan);
-      if (p.time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
+      std::optional<Prediction> p = predict_within(other->Kept().emitted.plan, predicted->time_s);
+      if (p && p->time_s < predicted->time_s) search = std::move(other), predicted = std::move(*p);
     };
     const SizeOrders& o = send_relayed_bytes + recv_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
     // Where rounds won and a round per phase estimates below the plan in hand: at its best size, then (no fit) at
@@ -641,9 +677,9 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
           continue;
         std::unique_ptr<Search> other = run(prob, Order{{i, kPerRoundAll}}, kNone, false);
         if (!other->best()) break;
-        Prediction p = predict(other->Kept().emitted.plan);
-        if (p.time_s > predicted->time_s) break;
-        if (p.time_s < predicted->time_s) search = std::move(other), predicted = std::move(p);
+        std::optional<Prediction> p = predict_within(other->Kept().emitted.plan, predicted->time_s);
+        if (!p || p->time_s > predicted->time_s) break;
+        if (p->time_s < predicted->time_s) search = std::move(other), predicted = std::move(*p);
       }
     }
     // Relay waves (comm_lanes.h), kept where simulated faster; each try emits and simulates the whole plan, so only

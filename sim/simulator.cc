@@ -9,6 +9,7 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <unordered_map>
 
@@ -194,6 +195,11 @@ Prediction Simulator::State::Run() {
   while (!queue.Empty() || !net.ends.Empty() || net.DueNs() >= 0) {
     const int64_t t = std::min({queue.Empty() ? kNever : queue.Top().t, net.ends.Empty() ? kNever : net.ends.TopKey(),
                                 net.DueNs() >= 0 ? net.DueNs() : kNever});
+    // Every event at t leaves an op that ends at t or later, so the plan ends after give_up_ns.
+    if (t > give_up_ns) {
+      gave_up = true;
+      return Prediction{};
+    }
     while (true) {
       if (!net.ends.Empty() && net.ends.TopKey() == t) {
         ++events;
@@ -217,6 +223,15 @@ Prediction Simulator::Run() const {
   return state.Run();
 }
 
+std::optional<Prediction> Simulator::RunWithin(double limit_s) const {
+  State state(plan_, options_);
+  // Past ceil(limit) ns the plan's time (whole ns) is above limit_s.
+  if (limit_s < 1e9) state.give_up_ns = static_cast<int64_t>(std::ceil(std::max(0.0, limit_s) * 1e9));
+  Prediction p = state.Run();
+  if (state.gave_up) return std::nullopt;
+  return p;
+}
+
 std::string_view IssueModelName(IssueModel m) {
   switch (m) {
     case IssueModel::kNone: return "none";
@@ -229,12 +244,17 @@ std::string_view IssueModelName(IssueModel m) {
 int64_t ShareGridNs(const SimOptions& o, double routing_bound_s) {
   if (o.share_grid_ns <= 0) return 0;
   const double share_ns = routing_bound_s * 1e9 * o.share_grid_share;
-  const int64_t grid = share_ns >= 1e15 ? o.share_grid_max_ns : static_cast<int64_t>(share_ns) / 1000 * 1000;
+  // An infinite or NaN bound (no port carries bytes at a finite rate) takes the largest grid.
+  const int64_t grid = !(share_ns < 1e15) ? o.share_grid_max_ns : static_cast<int64_t>(share_ns) / 1000 * 1000;
   return std::max(o.share_grid_ns, std::min(grid, o.share_grid_max_ns));
 }
 
 Prediction Simulate(const Plan& plan, const SimOptions& options) {
   return Simulator(plan, options).Run();
+}
+
+std::optional<Prediction> SimulateWithin(const Plan& plan, double limit_s, const SimOptions& options) {
+  return Simulator(plan, options).RunWithin(limit_s);
 }
 
 }  // namespace reshard

@@ -67,6 +67,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -210,6 +211,11 @@ class Simulator {
   // InputError when the plan is malformed (bad ids, unmatched sends,
   // zero-bandwidth links in use) or deadlocks (names an op that never starts).
   Prediction Run() const;
+  // As Run, but nullopt as soon as the clock passes `limit_s` (the plan takes
+  // longer: a candidate that cannot beat the plan in hand is not run to its
+  // end); a prediction it returns ends at most 1 ns after limit_s (the whole
+  // ns above it). Whatever Run would throw after that point is not found.
+  std::optional<Prediction> RunWithin(double limit_s) const;
 
  private:
   struct State;  // the event queue, flows, ports and memory of one run
@@ -218,6 +224,8 @@ class Simulator {
 };
 
 Prediction Simulate(const Plan& plan, const SimOptions& options = {});
+// Simulator(plan, options).RunWithin(limit_s).
+std::optional<Prediction> SimulateWithin(const Plan& plan, double limit_s, const SimOptions& options = {});
 
 // DESIGN's result fields plus ports and phases. Plan-level fields
 // (segment_bytes, offload_fraction) are the caller's to add.

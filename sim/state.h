@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <queue>
 #include <string>
 #include <unordered_map>
@@ -397,8 +398,11 @@ struct Simulator::State {
 
   State(const Plan& p, SimOptions o) : plan(p), opt(o), ports(p.cluster), obs(o.observer) {}
 
-  // The event loop (simulator.cc).
+  // The event loop (simulator.cc). Stops once the clock passes give_up_ns,
+  // setting gave_up (its result is then empty).
   Prediction Run();
+  int64_t give_up_ns = std::numeric_limits<int64_t>::max();
+  bool gave_up = false;
   void CheckOps();
   void Process(const sim_internal::Event& e);
   [[noreturn]] void Deadlock() const;

@@ -3,7 +3,9 @@
 // comment.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -27,9 +29,12 @@ using namespace sim_test;  // NOLINT: TestCluster, PlanBuilder, SimVerified
 //   10 ms: 10^7 / 2048 = 4,882.8 ns -> 4,000 -> at least 16,000;
 //   100 ms: 10^8 / 2048 = 48,828.1 ns -> 48,000;
 //   1 s: 488,281.25 ns -> at most 64,000;
+//   an infinite or NaN bound: at most 64,000 (no cast of a non-number);
 //   share_grid_ns = 0 (exact) stays 0; a floor of 20,000 ns lifts 10 ms to it.
 TEST(Simulator, ShareGridIsAShareOfTheRoutingBound) {
   SimOptions o;
+  EXPECT_EQ(ShareGridNs(o, std::numeric_limits<double>::infinity()), 64'000);
+  EXPECT_EQ(ShareGridNs(o, std::numeric_limits<double>::quiet_NaN()), 64'000);
   EXPECT_EQ(ShareGridNs(o, 0.010), 16'000);
   EXPECT_EQ(ShareGridNs(o, 0.100), 48'000);
   EXPECT_EQ(ShareGridNs(o, 1.0), 64'000);
@@ -292,6 +297,29 @@ TEST(Simulate, DependencyChainAcrossStreamsAndGpus) {
   // send (NVLink) and the offload (PCIe) count.
   EXPECT_EQ(p.bytes_moved, (BytesMoved{0, 1000, 0, 1000}));
   EXPECT_EQ(p.bytes_moved, CountBytesMoved(b.Build()));
+}
+
+// SimulateWithin on that chain (3,000 ns; events at 0, 500, 1,000, 1,500,
+// 2,000 and 3,000 ns): at a limit of 3 us or more (or none) the prediction
+// is Simulate's; below, the clock passes the limit at the next event (3,000
+// ns past 2.5 us, 500 ns past 0) and it gives up.
+TEST(Simulate, WithinALimitGivesUpOnceTheClockPassesIt) {
+  PlanBuilder b(TestCluster());
+  const int32_t c0 = b.Copy(0, 1000);
+  auto [s, r] = b.Transfer(0, 1, 1000, {kStreamComm, -1, {c0}}, {kStreamComm});
+  const int32_t c1 = b.Copy(1, 1000, {kStreamCompute, -1, {r}});
+  b.OffloadBytes(1, 1000, {kStreamHost, -1, {c1}});
+  const Plan plan = b.Build();
+  const Prediction full = Simulate(plan);
+  ASSERT_EQ(full.time_ns, 3000);
+  for (const double limit_s : {3e-6, 4e-6, std::numeric_limits<double>::infinity()}) {
+    const std::optional<Prediction> p = SimulateWithin(plan, limit_s);
+    ASSERT_TRUE(p.has_value()) << limit_s;
+    EXPECT_EQ(p->time_ns, 3000);
+    EXPECT_EQ(p->op_end_ns, full.op_end_ns);
+  }
+  EXPECT_FALSE(SimulateWithin(plan, 2.5e-6).has_value());
+  EXPECT_FALSE(SimulateWithin(plan, 0).has_value());
 }
 
 TEST(Simulate, GroupIssuesTogetherAndEndsTogether) {
