@@ -87,7 +87,10 @@ enum class IssueModel : uint8_t { kNone, kExecutor, kPython };
 std::string_view IssueModelName(IssueModel m);  // "none", "executor", "python"
 
 struct SimOptions {
-  SimObserver* observer = nullptr;  // not owned; called synchronously; must not change results
+  // Not owned; called synchronously; must not change results. With one, every
+  // component is re-shared at every change (it sees every rate): the share
+  // grid below is not used, so a trace has the exact rule's times.
+  SimObserver* observer = nullptr;
   bool record_op_times = true;      // fill Prediction::op_start_ns / op_end_ns
   IssueModel issue = IssueModel::kExecutor;
   bool one_process = false;         // one host thread issues every GPU's ops; false: a process per GPU
