@@ -62,6 +62,7 @@
 #include "planner/round_estimate.h"
 #include "planner/routings.h"
 #include "planner/search_candidates.h"
+#include "planner/search_predict.h"
 #include "planner/segments.h"
 #include "sim/ports.h"
 #include "sim/topology_bound.h"
@@ -72,6 +73,7 @@ namespace reshard {
 namespace {
 
 using namespace search_candidates;  // NOLINT: the candidates are this file's vocabulary
+using namespace search_predict;     // NOLINT: and their predictions
 
 // The candidates planned so far: the fastest that fits, and the infeasible one closest to fitting.
 class Search {
@@ -407,47 +409,6 @@ class Search {
 };
 
 }  // namespace
-
-double LowerBoundSeconds(const Plan& plan) { return TopologyLowerBound(plan).time_s; }
-double RoutingBoundSeconds(const Plan& plan) { return LowerBound(plan).time_s; }
-
-namespace {
-
-// A candidate's prediction, as PredictWithSimulator makes it.
-Prediction SimulateCandidate(const Plan& plan) {
-  SimOptions so{nullptr, false};
-  so.lower_bound = false;  // the summary has it
-  return Simulate(plan, so);
-}
-// The same, or nullopt where the plan takes longer than `limit_s` (SimulateWithin).
-std::optional<Prediction> SimulateCandidateWithin(const Plan& plan, double limit_s) {
-  SimOptions so{nullptr, false};
-  so.lower_bound = false;
-  return SimulateWithin(plan, limit_s, so);
-}
-
-// The kept plan's prediction (time_s, peak_bytes and peak_parts; nothing else is set) when `plan` equals it
-// (SameButSummary); nullopt otherwise or when `known` is null. Here, not in known_plan.h: only the search step may use
-// the simulator's types.
-std::optional<Prediction> KnownPrediction(const KnownPlan* known, const Plan& plan) {
-  if (!known || !known->plan || !SameButSummary(plan, *known->plan)) return std::nullopt;
-  Prediction p;
-  p.time_s = known->predicted_time_s;
-  p.peak_bytes = known->predicted_peak_bytes;
-  p.peak_parts = known->peak_parts;
-  return p;
-}
-
-void ApplyPrediction(Plan& plan, PlanStats& stats, const Prediction& pred) {
-  plan.summary.predicted_time_s = pred.time_s;
-  plan.summary.predicted_peak_bytes = pred.peak_bytes;
-  stats.peak_parts = pred.peak_parts;
-  stats.predicted_by = "simulator";
-}
-
-}  // namespace
-
-void PredictWithSimulator(Plan& plan, PlanStats& stats) { ApplyPrediction(plan, stats, SimulateCandidate(plan)); }
 
 PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem& prob, Routings& routes,
                        ScheduleCache& cache, KnownPlan* known) {

@@ -3,8 +3,9 @@
 // plans. Also the predictions every planner's result carries (reshard's and
 // the baselines'): the lower bound and the simulator's time and peak.
 //
-// This file's implementation is the only planner code that calls the
-// simulator (sim/): the rest of planner/ builds plans without predicting them.
+// This file's implementation (search.cc, search_predict.cc) is the only
+// planner code that calls the simulator (sim/): the rest of planner/ builds
+// plans without predicting them.
 #pragma once
 
 #include "plan/plan.h"

@@ -25,7 +25,7 @@ ALLOWED = {
     "python": {"model", "plan", "sim", "planner", "executor", "cli"},  # the Python module, over the CLI's results
 }
 # planner/ files that may include sim/: the search step, which simulates candidates.
-PLANNER_SIM_FILES = {"planner/search.cc"}
+PLANNER_SIM_FILES = {"planner/search.cc", "planner/search_predict.cc", "planner/search_predict.h"}
 GPU_FOLDERS = ("executor/nccl/", "calib/", "bench/gpu/")
 GPU_HEADERS = re.compile(r'#include\s*[<"](cuda[^">]*|nccl\.h|cuda_runtime[^">]*)[">]')
 INCLUDE = re.compile(r'^\s*#include\s*"([a-z_]+)/([^"]+)"', re.M)
