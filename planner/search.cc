@@ -196,9 +196,7 @@ class Search {
       bool gave_up = false;
       try {
         if (small_) {
-          SimOptions so{nullptr, false};
-          so.lower_bound = false;
-          simulated = SimulateWithin(e.plan, KeepLimit(per_round), so);
+          simulated = SimulateCandidateWithin(e.plan, KeepLimit(per_round));
           gave_up = !simulated;
         }
         if ((!simulated && !gave_up) || (simulated && simulated->issue_model == "none"))
@@ -232,26 +230,24 @@ class Search {
   void Run(const std::vector<std::pair<size_t, int32_t>>& order) {
     RunCandidates(order);
     if (!small_ || !best_) return;
-    SimOptions so{nullptr, false};
-    so.lower_bound = false;
-    if (best_->emitted.comm_lanes) OneLane(so);
-    RelayWaves(so);
+    if (best_->emitted.comm_lanes) OneLane();
+    RelayWaves();
   }
 
   // Small phases may not repay a second lane's group (comm_lanes.h): the
   // plan kept is simulated with one lane too (once, not per candidate).
-  void OneLane(const SimOptions& so) {
+  void OneLane() {
     PlanPolicy one = best_->policy;
     one.comm_lanes = false;
     EmittedPlan o = EmitPlan(prob_, *best_->schedule, one);
     if (!o.fits) return;
-    std::optional<Prediction> p = SimulateWithin(o.plan, VariantLimit(), so);
+    std::optional<Prediction> p = SimulateCandidateWithin(o.plan, VariantLimit());
     if (p && p->time_s < best_->time_s) best_ = Candidate{best_->schedule, one, std::move(o), p->time_s, std::move(p)};
   }
 
   // Relay waves (comm_lanes.h) where the plan kept has a relay phase: 2 and 4 (8 was slower on llama3-8b NVL72: each
   // wave's groups wait for their slowest pair, and relay ops are cut where receives end).
-  void RelayWaves(const SimOptions& so) {
+  void RelayWaves() {
     const Schedule& sc = *best_->schedule;
     if (!try_waves_ || !sc.all_in_one_round || sc.relay_rounds == 0) return;
     const PlanPolicy base = best_->policy;
@@ -261,7 +257,7 @@ class Search {
       if (waves == 2) p.relay_first_wave = FirstWaveShare(sc, prob_.scenario.cluster);
       EmittedPlan w = EmitPlan(prob_, sc, p);
       if (!w.fits) continue;
-      std::optional<Prediction> pred = SimulateWithin(w.plan, VariantLimit(), so);
+      std::optional<Prediction> pred = SimulateCandidateWithin(w.plan, VariantLimit());
       if (pred && pred->time_s < best_->time_s)
         best_ = Candidate{best_->schedule, p, std::move(w), pred->time_s, std::move(pred)};
     }
@@ -441,15 +437,12 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     return Order{{x.BestSize(), won.all_in_one_round ? kPerRoundAll : won.per_round}};
   };
   // A candidate's prediction: a sweep's known plan (known_plan.h), else simulated.
-  auto predict = [&](const Plan& plan) {
-    std::optional<Prediction> p = KnownPrediction(known, plan);
-    return p ? std::move(*p) : SimulateCandidate(plan);
-  };
-  // The same where only a plan faster than `limit_s` matters: nullopt once the simulation passes it.
+  // Where only a plan faster than `limit_s` matters: nullopt once the simulation passes it.
   auto predict_within = [&](const Plan& plan, double limit_s) {
     std::optional<Prediction> p = KnownPrediction(known, plan);
     return p ? std::move(p) : SimulateCandidateWithin(plan, limit_s);
   };
+  auto predict = [&](const Plan& plan) { return *predict_within(plan, kNone); };
   // Without relays and (where some box goes to several GPUs of a domain over the network) with them: relays are kept
   // only if predicted faster. Large plans search first the side whose first candidate estimates faster, so the other
   // side's candidates that cannot beat it are not emitted.

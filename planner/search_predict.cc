@@ -2,6 +2,8 @@
 // prediction functions of planner/search.h. O(simulation) each.
 #include "planner/search_predict.h"
 
+#include <limits>
+
 #include "planner/search.h"
 #include "sim/ports.h"
 #include "sim/topology_bound.h"
@@ -10,16 +12,14 @@ namespace reshard {
 
 namespace search_predict {
 
-Prediction SimulateCandidate(const Plan& plan) {
-  SimOptions so{nullptr, false};
-  so.lower_bound = false;  // the summary has it
-  return Simulate(plan, so);
-}
-
 std::optional<Prediction> SimulateCandidateWithin(const Plan& plan, double limit_s) {
   SimOptions so{nullptr, false};
-  so.lower_bound = false;
+  so.lower_bound = false;  // the summary has it
   return SimulateWithin(plan, limit_s, so);
+}
+
+Prediction SimulateCandidate(const Plan& plan) {
+  return *SimulateCandidateWithin(plan, std::numeric_limits<double>::infinity());
 }
 
 std::optional<Prediction> KnownPrediction(const KnownPlan* known, const Plan& plan) {

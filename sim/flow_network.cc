@@ -322,7 +322,7 @@ void FlowNetwork::Recompute(int64_t t) {
       big_done = true;
       if (obs_ == nullptr && ShareLocal(t)) continue;
       if (obs_ == nullptr && share_grid_ns_ > 0 && t % share_grid_ns_ != 0) {
-        due_ns_ = (t / share_grid_ns_ + 1) * share_grid_ns_;
+        due_ns_ = NextGridNs(t);
         continue;
       }
       UseBig();
@@ -332,7 +332,7 @@ void FlowNetwork::Recompute(int64_t t) {
       if (WaitsForGrid(t)) {
         for (int32_t q : comp_ports_)
           if (!waiting_[q]) waiting_[q] = 1, waiting_ports_.push_back(q);
-        if (waiting_due_ns_ < 0) waiting_due_ns_ = (t / share_grid_ns_ + 1) * share_grid_ns_;
+        if (waiting_due_ns_ < 0) waiting_due_ns_ = NextGridNs(t);
         continue;
       }
       if (obs_ == nullptr && static_cast<int32_t>(comp_slots_.size()) >= kBigFlows) KeepBig();

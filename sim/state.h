@@ -216,8 +216,8 @@ class FlowNetwork {
   void Stop(int32_t id, int64_t t);       // takes it off (if on) and marks it done
   void SetCap(int32_t id, double cap);    // a new ceiling, re-shared at the next Recompute
   bool Dirty() const { return !dirty_.empty(); }
-  // When a deferred re-share of the big component is due (-1: none); the
-  // event loop calls Recompute then.
+  // When a deferred re-share (of the big component, or of components waiting
+  // for the grid) is due (-1: none); the event loop calls Recompute then.
   int64_t DueNs() const {
     if (waiting_due_ns_ < 0) return due_ns_;
     return due_ns_ < 0 ? waiting_due_ns_ : std::min(due_ns_, waiting_due_ns_);
@@ -264,6 +264,7 @@ class FlowNetwork {
   void SetRate(int32_t s, int64_t t);     // settles slot s at its old rate, takes new_rate_, moves its end
   void RunOnFreeBandwidth(int64_t t);     // flows touched in a component while its re-share waits
   bool WaitsForGrid(int64_t t) const;     // the component found is re-shared at the next grid point
+  int64_t NextGridNs(int64_t t) const { return (t / share_grid_ns_ + 1) * share_grid_ns_; }
   double CapacityOf(int32_t q) const {
     const PortState& p = ports[q];
     return p.coupled && !ports[p.reverse].flows.empty() ? p.duplex : p.peak;
