@@ -61,8 +61,10 @@ nlohmann::json Row(const Scenario& s, const std::string& size, const std::string
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::json j = {{"segment", size}, {"per_round", per_round}, {"fits", r.ok()}, {"wall_s", wall_s}};
   if (!r.ok()) return j;
-  if (!f.write_prefix.empty())
+  if (!f.write_prefix.empty()) {
+    r.plan.scenario_fingerprint = ScenarioFingerprint(s);  // as `reshard plan` writes it: simulate --scenario takes it
     std::ofstream(fmt::format("{}.{}.{}.json", f.write_prefix, size, per_round)) << PlanToJson(r.plan).dump() << "\n";
+  }
   int64_t staging = 0, peak = 0;
   for (const MemoryParts& m : r.stats.peak_parts) staging = std::max(staging, m.staging_bytes);
   for (int64_t p : r.plan.summary.predicted_peak_bytes) peak = std::max(peak, p);

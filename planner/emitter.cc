@@ -107,16 +107,16 @@ class Emitter {
     return std::move(out_);
   }
 
-  // EmitMode::kAnswerOnly: a policy that releases nothing before the
-  // Epilogue (no optimizer offload, training weights kept; Prologue then
-  // moves nothing) allocates every staging slot it uses and every
+  // EmitMode::kAnswerOnly: a plan that releases nothing before the
+  // Epilogue (no optimizer offload, training weights kept, no relay hops;
+  // Prologue then moves nothing) allocates every staging slot it uses and every
   // destination buffer before its first free, so each GPU's live bytes only
   // grow until then and its peak, shortfall and start answer do not depend
   // on the order of the allocations: allocated here in any order, they are
   // the emission's. O(GPUs x slots + destination buffers).
   void AllocateEverything() {
-    RESHARD_CHECK(policy_.offload_fraction <= 0 && !policy_.source_to_host,
-                  "the answer without emission is for policies that release nothing");
+    RESHARD_CHECK(MemoryAnswerMode(sc_, policy_) == EmitMode::kAnswerOnly,
+                  "the answer without emission is for plans that release nothing before the end");
     Prologue();
     for (int32_t g = 0; g < c_.Gpus(); ++g)
       for (bool send : {true, false}) {
@@ -280,10 +280,9 @@ class Emitter {
     return d.slot_buffer[k];
   }
 
-  // The relay peer's buffer a sender-relay first hop `seg` fills (its parts
+  // The relay peer's buffer a relay's first hop `seg` fills (its parts
   // packed, in part order) and its second hop sends on: made and allocated
-  // (on the comm stream, before the first hop's group) at first use, freed
-  // at the end (Epilogue), so the peak does not depend on the rounds' order.
+  // (on the comm stream, before the first hop's group) at first use.
   int32_t ForwardBuffer(int32_t seg) {
     SegmentOps& so = segment_ops_[seg];
     if (so.forward < 0) {
@@ -294,6 +293,15 @@ class Emitter {
       buffers_[so.forward].alloc = memory_->Alloc(so.forward, kStreamComm);
     }
     return so.forward;
+  }
+
+  // Frees the relay buffer second hop `seg` sent from, after its round, on its sends' stream (on the compute
+  // stream it held back the unpacks behind it): later allocations may count on it.
+  void FreeForward(int32_t seg) {
+    const int32_t buf = segment_ops_[sc_.segments[seg].feed].forward;
+    const std::vector<int32_t>& sends = segment_ops_[seg].sends;
+    const int32_t free = AppendMemoryOp(out_.plan, OpKind::kFree, buf, out_.plan.ops[sends.front()].stream, sends);
+    memory_->RecordFree(sc_.segments[seg].src_gpu, free, out_.plan.buffers[buf].bytes);
   }
 
   // The staging slot a staged receive of segment `seg` uses; appends to
@@ -698,6 +706,9 @@ class Emitter {
       }
       wave_ = 0;
       ReleaseGroupReads();
+      // Relay buffers sent on in this round: freed after their sends, on the relay peer.
+      for (int32_t i = b0; i < b1; ++i)
+        if (sc_.segments[i].hop == 2) FreeForward(i);
       // A round per phase, before its relay round: unpacks feeding relays, the relays' packs, then the
       // other unpacks, so the relay group does not wait behind them all (deepseek-v3 NVL72: -5 ms).
       const bool relays_next = sc_.all_in_one_round && sc_.relay_rounds > 0 && r + 1 == R - sc_.relay_rounds;
@@ -720,15 +731,13 @@ class Emitter {
     // Free staging after its last use; destination buffers never written are
     // still allocated (they may hold nothing, e.g. padding-free layouts).
     AllocAllDest();
-    const int32_t gpus = c_.Gpus();
-    for (int32_t g = 0; g < gpus; ++g) {
+    for (int32_t g = 0; g < c_.Gpus(); ++g) {
       for (bool send : {true, false}) {
         const Direction& d = DirectionOf(g, send);
         for (int32_t k = 0; k < static_cast<int32_t>(d.slot_buffer.size()); ++k) {
           const int32_t slot = d.slot_buffer[k];
           if (slot < 0) continue;
-          std::vector<int32_t> deps;
-          // Last staged use of this slot.
+          std::vector<int32_t> deps;  // the last staged use of this slot
           for (int32_t idx = static_cast<int32_t>(d.segments.size()) - 1; idx >= 0; --idx) {
             const SegmentOps& so = segment_ops_[d.segments[idx]];
             const int32_t use = send ? so.send_use : so.recv_use;
@@ -741,15 +750,6 @@ class Emitter {
           memory_->RecordFree(g, free, out_.plan.buffers[slot].bytes);
         }
       }
-    }
-    // Sender-relay buffers: after their second hop's sends, on the relay peer.
-    for (size_t i = 0; i < sc_.segments.size(); ++i) {
-      const Segment& sg = sc_.segments[i];
-      if (sg.hop != 2) continue;
-      const int32_t buf = segment_ops_[sg.feed].forward;
-      const auto& sends = segment_ops_[i].sends;
-      const int32_t free = AppendMemoryOp(out_.plan, OpKind::kFree, buf, kStreamCompute, sends);
-      memory_->RecordFree(sg.src_gpu, free, out_.plan.buffers[buf].bytes);
     }
     // Releases no allocation needed: freed on their own stream.
     memory_->EmitPendingReleases();

@@ -88,8 +88,8 @@ struct EmittedPlan {
 // kMemoryOnly: the same allocations and releases in the same order, so the
 // same fits / missing / planned_peak, but ops carry no copies and no labels
 // and copies are not merged into transfers: the plan is for the answer only
-// (about a third of the full emission's time). kAnswerOnly, for a policy
-// that releases nothing (no optimizer offload, training weights kept): the
+// (about a third of the full emission's time). kAnswerOnly, for a plan
+// that releases nothing before the end (MemoryAnswerMode): the
 // same fits / missing / planned_peak / start_missing / shortfall without
 // emitting any transfer (every allocation then precedes every free, so the
 // answer does not depend on their order); the plan holds the refit buffers
@@ -99,6 +99,17 @@ enum class EmitMode { kFull, kMemoryOnly, kAnswerOnly };
 
 EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& policy,
                      EmitMode mode = EmitMode::kFull);
+
+// The cheapest mode whose memory answer is the full emission's: kAnswerOnly
+// where nothing is freed before the end (no optimizer offload, training
+// weights kept, no relay's second hop, whose buffer is freed once sent on),
+// else kMemoryOnly. O(segments).
+inline EmitMode MemoryAnswerMode(const Schedule& sc, const PlanPolicy& policy) {
+  if (policy.offload_fraction > 0 || policy.source_to_host) return EmitMode::kMemoryOnly;
+  for (const Segment& g : sc.segments)
+    if (g.hop == 2) return EmitMode::kMemoryOnly;
+  return EmitMode::kAnswerOnly;
+}
 
 // How many of one GPU's optimizer slots (bytes in layer order) move to host
 // at the start under offload `fraction`: whole slots until it is reached.

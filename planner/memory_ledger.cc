@@ -51,28 +51,27 @@ int32_t MemoryLedger::EmitRelease(Release& r, int32_t stream) {
 // 400 ms for the whole optimizer offload queued on the host stream).
 void MemoryLedger::Account(int32_t gpu, int64_t bytes, std::vector<int32_t>& deps, int32_t stream) {
   GpuLedger& st = gpus_[gpu];
-  int32_t last_other = -1, last_opt = -1;
+  const size_t frees_before = st.frees_used, opt_before = st.opt_used;
   while (st.live + bytes > st.budget && st.frees_used < st.frees.size()) {
     st.live -= st.frees[st.frees_used].bytes;
-    last_other = EmitRelease(st.frees[st.frees_used++], stream);
+    EmitRelease(st.frees[st.frees_used++], stream);
   }
   while (st.live + bytes > st.budget && st.opt_used < st.opt_frees.size()) {
     st.live -= st.opt_frees[st.opt_used].bytes;
-    last_opt = EmitRelease(st.opt_frees[st.opt_used++], stream);
+    EmitRelease(st.opt_frees[st.opt_used++], stream);
   }
-  // Releases on one stream finish in order: depending on the last is enough.
-  // Other-stream frees may be on two streams (release / compute).
-  if (last_other >= 0) {
-    deps.push_back(last_other);
-    // Also the latest earlier release on each other stream.
-    const int32_t other_stream = plan_.ops[last_other].stream;
-    for (size_t k = st.frees_used; k-- > 0;)
-      if (plan_.ops[st.frees[k].op].stream != other_stream) {
-        deps.push_back(st.frees[k].op);
-        break;
-      }
-  }
-  if (last_opt >= 0) deps.push_back(last_opt);
+  // Releases on one stream finish in order (ops of a stream run in id
+  // order): depending on the latest taken on each stream is enough, for this
+  // allocation's takes and earlier ones'.
+  auto taken = [&](int32_t op) {
+    const auto s = static_cast<size_t>(plan_.ops[op].stream);
+    if (st.taken_last.size() <= s) st.taken_last.resize(s + 1, -1);
+    st.taken_last[s] = std::max(st.taken_last[s], op);
+  };
+  for (size_t k = frees_before; k < st.frees_used; ++k) taken(st.frees[k].op);
+  for (size_t k = opt_before; k < st.opt_used; ++k) taken(st.opt_frees[k].op);
+  for (int32_t op : st.taken_last)
+    if (op >= 0) deps.push_back(op);
   st.live += bytes;
   if (st.live > st.budget) st.shortfall = std::max(st.shortfall, st.live - st.budget);
   st.peak = std::max(st.peak, st.live);

@@ -10,7 +10,13 @@
 // allocation runs only after the frees that make its room, the live bytes at
 // any moment are at most the accounted ones. Releases nobody needed are freed
 // at the end, on their own stream. Optimizer releases (the offload queued at
-// the start) are taken only after the others. What no release can cover is
+// the start) are taken only after the others. An allocation that takes no
+// release still counts on the room of those earlier allocations took (one
+// may take more than it needs): it runs after the latest free taken on each
+// stream (frees of one stream finish in order). Without that, a
+// destination layer allocated on the compute stream ran before the free a
+// relay buffer's allocation on the comm stream had taken, 0.6 GiB above the
+// budget (llama3-405b on 128 H100 with sender relays). What no release can cover is
 // recorded as missing bytes: the plan does not fit.
 //
 // Complexity: O(1) amortised per allocation and per release (each release is
@@ -76,6 +82,9 @@ class MemoryLedger {
     int64_t live = 0, peak = 0, budget = 0, overhead = 0, start_missing = 0, shortfall = 0;
     std::vector<Release> opt_frees, frees;  // optimizer releases (prologue), others in emission order
     size_t opt_used = 0, frees_used = 0;    // releases already taken by allocations
+    // Per stream (index), the latest free taken by any allocation so far (-1:
+    // none): every later allocation runs after it, since it counts on its room.
+    std::vector<int32_t> taken_last;
     double host_s = 0;
   };
 

@@ -156,7 +156,10 @@ double PhaseEstimate(const Problem& prob, const EstimatePairs& all, int64_t segm
   const double copy_s =
       dc.bytes_per_s > 0 && largest > 0 ? dc.latency_ns * 1e-9 + largest / (dc.bytes_per_s * dc.Efficiency(largest)) : 0;
   if (both && per_round == 1) round_s += 2 * copy_s;
-  return static_cast<double>((delta + per_round - 1) / per_round) * round_s + 2 * copy_s;
+  // Sender-relay first hops have one round of their own; the others ride a
+  // round before their second hops, over NVLink beside the network (segments.h).
+  const int64_t rounds = phase == 0 ? 1 : (delta + per_round - 1) / per_round;
+  return static_cast<double>(rounds) * round_s + 2 * copy_s;
 }
 
 

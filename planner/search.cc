@@ -165,10 +165,10 @@ class Search {
         failed[key] = Failed{policy.offload_fraction, std::move(e.start_missing), std::move(e.shortfall)};
       };
       // A round per phase often does not fit: its memory answer first; so for a policy that releases
-      // nothing, whose answer costs no emission (EmitMode::kAnswerOnly).
+      // nothing, whose answer costs no emission (EmitMode::kAnswerOnly) unless relay buffers are freed.
       const bool releases = policy.offload_fraction > 0 || policy.source_to_host;
       if ((!failed.empty() || sched->all_in_one_round || !releases) && !predicted_fit) {
-        EmittedPlan m = EmitPlan(prob_, *sched, policy, releases ? EmitMode::kMemoryOnly : EmitMode::kAnswerOnly);
+        EmittedPlan m = EmitPlan(prob_, *sched, policy, MemoryAnswerMode(*sched, policy));
         if (!m.fits) {
           fail(m);
           continue;

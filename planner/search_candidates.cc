@@ -209,11 +209,10 @@ double InPlaceRelayShare(const Schedule& sc) {
 
 int32_t MostPerRoundThatFits(const Problem& prob, ScheduleCache& cache, int32_t routing, const Schedule& won,
                              const PlanPolicy& policy) {
-  const bool releases = policy.offload_fraction > 0 || policy.source_to_host;
   auto fits = [&](int32_t e) {  // at won.per_round << e segments per round
     const std::shared_ptr<const Schedule> sc =
         cache.Get(prob, routing, won.segment_bytes, won.direct_min_bytes, won.per_round << e, won.relays_in_place);
-    return EmitPlan(prob, *sc, policy, releases ? EmitMode::kMemoryOnly : EmitMode::kAnswerOnly).fits;
+    return EmitPlan(prob, *sc, policy, MemoryAnswerMode(*sc, policy)).fits;
   };
   // Exponents 1 .. top, while a phase stays more than two rounds; staging grows with the segments per round, so
   // what fits is a prefix: the top first, then a binary search for its end.

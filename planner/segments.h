@@ -31,9 +31,10 @@
 // segments (Problem::AddRelays) are coloured apart, in rounds after all
 // others: their sender must have received the bytes first. A sender-relayed
 // pair (Problem::AddSendRelays) is cut like any other and each segment
-// becomes two: its first hop (holder -> relay peer) is coloured apart, in
-// rounds before all others; its second (relay peer -> receiver) with the
-// direct segments.
+// becomes two: its second hop (relay peer -> receiver) is coloured with the
+// direct segments and its first (holder -> relay peer) rides the round
+// before (a round of first hops alone precedes the first); in a round per
+// phase the first hops are a phase before all others.
 // per_round = kPerRoundAll: each phase (the relayed segments are the
 // second) is one round holding all of a port's segments: no round barriers,
 // max-min sharing to the end; staging holds every staged segment of a GPU at
@@ -127,7 +128,7 @@ struct Schedule {
   bool all_in_one_round = false;    // asked kPerRoundAll: each phase is one round
   int32_t rounds = 0;
   int32_t relay_rounds = 0;         // of which the last ones: relayed segments and receiver-side relays' second hops
-  int32_t pre_rounds = 0;           // of which the first ones, sender-relay first hops only
+  int32_t pre_rounds = 0;           // of which the first ones, sender-relay first hops only (at most 1 with rounds)
   std::vector<int32_t> peers;       // per GPU: distinct send/recv peers
   double estimate_s = 0;            // per-port estimate of the transfer phase
 };

@@ -203,9 +203,10 @@ TEST(SendRelays, BalancedEgressMovesNothing) {
 //    every receive of its first hop (same GPU), and reads only the staging
 //    buffer those receives wrote;
 //  * the relay peer's staging buffers are allocated before their receives
-//    and freed after the sends, on that GPU, and counted in its planned peak;
-//    the memory answers without a full emission (EmitMode::kMemoryOnly, and
-//    kAnswerOnly for the policy that releases nothing) are the full one's.
+//    and freed once, after the sends, on that GPU, and counted in its planned
+//    peak; with rounds a first hop is in the round before its second;
+//    the memory answer without a full emission (EmitMode::kMemoryOnly) is
+//    the full one's.
 TEST(SendRelays, EveryByteOnceAndRelayedBytesArriveBeforeTheyAreSentOn) {
   const std::vector<Scenario> scenarios = {
       TwoNodes("tiny-llama", "{tp: 1, gpus: \"0\"}", "{tp: 8, gpus: \"8-15\"}", "one-holder-tiny"),
@@ -247,8 +248,13 @@ TEST(SendRelays, EveryByteOnceAndRelayedBytesArriveBeforeTheyAreSentOn) {
                 EXPECT_EQ(s.cluster.Between(first.src_gpu, first.dst_gpu), LinkClass::kNvlink) << what;
                 EXPECT_EQ(s.cluster.Between(second.src_gpu, second.dst_gpu), LinkClass::kNetwork) << what;
                 EXPECT_LT(first.round, second.round) << what;
+                // With rounds, a first hop rides the round before its second (segments.h).
+                if (!sc.all_in_one_round) {
+                  EXPECT_EQ(first.round + 1, second.round) << what;
+                }
               }
               EXPECT_GT(hops, 0) << what;
+              EXPECT_LE(sc.pre_rounds, 1) << what;
               // Ops: a send reading a relay buffer waits on every receive into it.
               std::map<int32_t, std::vector<int32_t>> recvs_into;  // relay buffer -> receives
               for (const Op& op : p.ops)
@@ -265,6 +271,20 @@ TEST(SendRelays, EveryByteOnceAndRelayedBytesArriveBeforeTheyAreSentOn) {
                       << what << ": send " << op.id << " does not wait on receive " << r;
               }
               EXPECT_GT(relay_sends, 0) << what;
+              // Each relay buffer freed once, after every send from it.
+              for (const auto& [buf, rs] : recvs_into) {
+                std::vector<int32_t> sends, frees;
+                for (const Op& op : p.ops) {
+                  if (op.kind == OpKind::kSend && op.region.buffer == buf) sends.push_back(op.id);
+                  if (op.kind == OpKind::kFree && op.buffer == buf) frees.push_back(op.id);
+                }
+                ASSERT_EQ(frees.size(), 1u) << what << " buffer " << buf;
+                for (int32_t snd : sends)
+                  EXPECT_TRUE(std::find(p.ops[frees[0]].deps.begin(), p.ops[frees[0]].deps.end(), snd) !=
+                                  p.ops[frees[0]].deps.end() ||
+                                  (p.ops[frees[0]].stream == p.ops[snd].stream && snd < frees[0]))
+                      << what << ": free of buffer " << buf << " before send " << snd;
+              }
               // Staging on the relay peer: counted in its planned peak.
               std::vector<int64_t> relay_bytes(s.cluster.Gpus(), 0);
               for (const auto& [buf, rs] : recvs_into) relay_bytes[p.buffers[buf].gpu] += p.buffers[buf].bytes;
@@ -273,7 +293,8 @@ TEST(SendRelays, EveryByteOnceAndRelayedBytesArriveBeforeTheyAreSentOn) {
                   EXPECT_GE(e.planned_peak[g], relay_bytes[g]) << what << " GPU " << g;
                 }
               std::vector<EmitMode> modes = {EmitMode::kMemoryOnly};
-              if (!policy.source_to_host) modes.push_back(EmitMode::kAnswerOnly);
+              // No answer without emission: relay buffers are freed once sent on, before the end.
+              EXPECT_EQ(MemoryAnswerMode(sc, policy), EmitMode::kMemoryOnly) << what;
               for (EmitMode mode : modes) {
                 const EmittedPlan answer = EmitPlan(prob, sc, policy, mode);
                 EXPECT_EQ(answer.planned_peak, e.planned_peak) << what << " mode " << static_cast<int>(mode);
