@@ -117,5 +117,28 @@ TEST(Relays, ACheapRoundPerPhaseIsSimulatedAtSmallerSizesToo) {
   EXPECT_LT(chosen.plan.summary.predicted_time_s, large.plan.summary.predicted_time_s);
 }
 
+// A small plan's search doubles the segments per round at its best size
+// while that is kept, then tries half that size at twice the segments per
+// round (rounds of the same bytes, more flows sharing each port), doubling
+// again while kept. qwen3-235b TP2xPP8xEP4 -> TP4xDP8 EP32 on 32 H200
+// colocated: 64 MiB x 2 per round was the answer (318.1 ms; x 4 324.7);
+// 32 MiB rounds of more segments are faster (x 4 304.2, x 8 297.6), so the
+// answer is at 32 MiB and beats 64 MiB x 2 by more than the 1 % a change of
+// segments per round must gain.
+TEST(AutoSize, SmallPlanTriesHalfTheSizeWithMoreSegmentsPerRound) {
+  const Scenario s = LoadScenario(std::string(RESHARD_SOURCE_DIR) +
+                                  "/bench/results/2026-12-05-cpu-direct-threshold/"
+                                  "qwen3-235b-a22b-dgx-h200-tp2pp8ep4-to-tp4dp8ep32.yaml");
+  PlannerOptions held;
+  held.segment_bytes = int64_t{64} << 20;
+  held.per_round = 2;
+  const PlanResult chosen = MakePlan(s, {}), at_64 = MakePlan(s, held);
+  ASSERT_TRUE(chosen.ok() && at_64.ok());
+  EXPECT_EQ(chosen.plan.summary.segment_bytes, int64_t{32} << 20);
+  EXPECT_GE(chosen.stats.per_round, 4);
+  EXPECT_LT(chosen.plan.summary.predicted_time_s, at_64.plan.summary.predicted_time_s * 0.99);
+  EXPECT_TRUE(Verify(chosen.plan).ok());
+}
+
 }  // namespace
 }  // namespace reshard
