@@ -20,8 +20,7 @@
 // recorded as missing bytes: the plan does not fit.
 //
 // Complexity: O(1) amortised per allocation and per release (each release is
-// taken once), plus a backward scan to the latest release on another stream
-// when an allocation takes releases.
+// taken once), plus a dependency per stream per allocation.
 #pragma once
 
 #include <algorithm>
