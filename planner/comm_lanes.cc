@@ -1,6 +1,7 @@
 #include "planner/comm_lanes.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace reshard {
 
@@ -47,6 +48,41 @@ std::vector<uint8_t> RelayWaveLanes(const Schedule& sc, int32_t gpus) {
     if (sg.round >= relays_at - 1) lanes[i] = sg.round >= relays_at ? 1 : 0;
   }
   return lanes;
+}
+
+std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t waves, double first) {
+  std::vector<int8_t> wave(sc.segments.size(), -1);
+  if (!sc.all_in_one_round || sc.relay_rounds == 0 || waves < 2) return wave;
+  const int32_t before = sc.rounds - sc.relay_rounds - 1;
+  std::vector<int32_t> order;
+  for (size_t i = 0; i < sc.segments.size(); ++i) {
+    const Segment& sg = sc.segments[i];
+    if (sg.round == before && !sg.relay && sg.hop == 0 && sg.recv_direct) order.push_back(static_cast<int32_t>(i));
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t x, int32_t y) { return sc.segments[x].bytes > sc.segments[y].bytes; });
+  std::vector<double> share(waves, 1.0 / waves);
+  if (first > 0 && first < 1) {
+    share[0] = first;
+    for (int32_t w = 1; w < waves; ++w) share[w] = (1 - first) / (waves - 1);
+  }
+  // Per (GPU, link class, wave): bytes so far.
+  std::vector<int64_t> sent(static_cast<size_t>(c.Gpus()) * 2 * waves, 0), received(sent.size(), 0);
+  for (int32_t i : order) {
+    const Segment& sg = sc.segments[i];
+    const size_t net = c.DomainOf(sg.src_gpu) != c.DomainOf(sg.dst_gpu);
+    int64_t* s = &sent[(static_cast<size_t>(sg.src_gpu) * 2 + net) * waves];
+    int64_t* r = &received[(static_cast<size_t>(sg.dst_gpu) * 2 + net) * waves];
+    int32_t best = 0;
+    double best_load = std::numeric_limits<double>::infinity();
+    for (int32_t w = 0; w < waves; ++w) {
+      const double load = static_cast<double>(std::max(s[w], r[w]) + sg.bytes) / share[w];
+      if (load < best_load) best = w, best_load = load;
+    }
+    s[best] += sg.bytes, r[best] += sg.bytes;
+    wave[i] = static_cast<int8_t>(best);
+  }
+  return wave;
 }
 
 std::vector<int32_t> LanePeers(const Schedule& sc, const std::vector<uint8_t>& lanes, int32_t gpus) {

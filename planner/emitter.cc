@@ -40,6 +40,8 @@ class Emitter {
     if (lanes && policy.relay_waves > 1) lane_ = RelayWaveLanes(sc, c_.Gpus());
     if (!lane_.empty()) waves_ = policy.relay_waves;
     else if (lanes) lane_ = CommLanes(sc, c_.Gpus());
+    if (waves_ > 1 && policy.relay_waves_by_segment)
+      whole_ = SegmentWaves(sc, c_, waves_, policy.relay_first_wave);
   }
 
   EmittedPlan Run() {
@@ -58,17 +60,14 @@ class Emitter {
       AllocateEverything();
       return Result();
     }
-    // Ops: per segment a send and a recv, staged ones a pack, an unpack and
-    // an alloc and a free of each staging buffer; plus local copies and about
-    // two memory ops per buffer. Reserving too much costs address space only
-    // (pages are touched as ops land); too little copies every op once more
-    // (deepseek-v3 has 8.2 ops per segment).
+    // Ops: per segment a send and a recv, staged ones a pack, an unpack and an alloc and a free of each staging
+    // buffer; plus local copies and about two memory ops per buffer. Reserving too much costs address space only
+    // (pages are touched as ops land); too little copies every op once more (deepseek-v3: 8.2 ops per segment).
     p.ops.reserve(8 * sc_.segments.size() + sc_.locals.size() + 3 * p.buffers.size() + 16);
     homes_.reserve(sc_.parts.size());
-    // In blocks: the parts' fragments and destination pieces are scattered
-    // (parts are in sender order); tight loops that load the fragments and
-    // prefetch the pieces keep many of these cache misses in flight, and
-    // HomeOf then finds them cached (deepseek-v3: -35 % for this pass).
+    // In blocks: the parts' fragments and destination pieces are scattered (parts are in sender order); tight loops
+    // that load the fragments and prefetch the pieces keep many of these cache misses in flight, and HomeOf then
+    // finds them cached (deepseek-v3: -35 % for this pass).
     constexpr size_t kBlock = 64;
     const Fragment* frag[kBlock];
     for (size_t k0 = 0; k0 < sc_.parts.size(); k0 += kBlock) {
@@ -365,6 +364,7 @@ class Emitter {
     range_writes_.Pieces(homes_[k].src_region, buffers_[homes_[k].src_buffer].write_wave, out);
   }
   bool InWave(const Segment& sg, int32_t w) const {
+    if (!whole_.empty() && whole_[&sg - sc_.segments.data()] >= 0) return whole_[&sg - sc_.segments.data()] == w;
     return emitter_internal::InWave(sg, w, waves_, policy_.relay_first_wave, homes_, buffers_, range_writes_);
   }
 
@@ -645,8 +645,7 @@ class Emitter {
     std::vector<int32_t> round_begin(R + 1, 0);
     for (const Segment& sg : sc_.segments) ++round_begin[sg.round + 1];
     for (int32_t r = 0; r < R; ++r) round_begin[r + 1] += round_begin[r];
-    // With lanes, lane 0's in-place receives must not wait for the
-    // destination allocs behind lane 1's packs.
+    // With lanes, lane 0's in-place receives must not wait for the destination allocs behind lane 1's packs.
     if (!lane_.empty() && !policy_.destination_per_layer) AllocAllDest();
     for (int32_t g = 0; g < gpus; ++g) PackUpTo(g, 0, 0);
     UnionFind components(gpus);  // reset per round for the GPUs the round touches
@@ -691,7 +690,7 @@ class Emitter {
         const Segment& sg = sc_.segments[i];
         if (!lane_.empty() && lane_[i] != lane) continue;
         if (waves > 1 && !InWave(sg, wave_)) continue;
-        const bool split = waves > 1 && emitter_internal::Waved(sg);
+        const bool split = waves > 1 && emitter_internal::Waved(sg) && (whole_.empty() || sg.relay);
         auto [it, fresh] = group_of_root.try_emplace((2 * components.Find(sg.src_gpu) + lane) * waves + wave_, next_group_);
         if (fresh) ++next_group_;
         const int32_t group = it->second, stream = lane ? kStreamCommLane2 : kStreamComm;
@@ -774,6 +773,7 @@ class Emitter {
   bool relay_rounds_started_ = false;
   std::vector<uint8_t> lane_;           // per segment its communicator lane (comm_lanes.h); empty: one lane
   int32_t waves_ = 1, wave_ = 0;        // relay waves (comm_lanes.h), the one being emitted
+  std::vector<int8_t> whole_;           // by segment (SegmentWaves): per segment its wave; empty: by bytes
   RangeWrites range_writes_;            // with relay waves: who wrote what before the relay phase
 };
 

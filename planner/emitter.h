@@ -66,6 +66,10 @@ struct PlanPolicy {
   // (WaveStartBytes). The search sets it so that the first wave's relays end
   // as the network phase does (search_candidates.h FirstWaveShare).
   double relay_first_wave = 0;
+  // With relay waves: each segment received in place goes whole in one wave
+  // (comm_lanes.h SegmentWaves) instead of a part of its bytes in each, so
+  // waves add no ops.
+  bool relay_waves_by_segment = false;
   std::string Name() const;
 };
 

@@ -93,6 +93,9 @@ struct PlannerOptions {
   // this many waves (planner/comm_lanes.h): 0, planned with 2 and 4 where a
   // plan has one and kept if simulated faster; 1, never; more, always.
   int32_t relay_waves = 0;
+  // Relay waves by segment (PlanPolicy::relay_waves_by_segment): unset, the
+  // search chooses; set, forced.
+  std::optional<bool> relay_waves_by_segment;
   // Predict with the simulator (false: the planner's own per-port estimate).
   bool simulate = true;
   // Plans with at most this many (destination rank, fragment) pairs choose

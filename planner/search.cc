@@ -649,17 +649,21 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     }
     // Relay waves (comm_lanes.h), kept where simulated faster; each try emits and simulates the whole plan, so only
     // where the relay phase is at least kRelayWavesMinShare of the refit (deepseek-v3 NVL72: ~5 of 121 ms) and mostly
-    // sent in place (kRelayWavesMinInPlace), of at most kRelayWavesMaxOps, and more waves only where fewer won.
+    // sent in place (kRelayWavesMinInPlace). Plans of at most kRelayWavesMaxOps cut them by bytes, more waves only
+    // where fewer won; larger ones by segment (no ops added), kRelayWavesBySegment of them, one try.
     const Schedule& kept_sc = *search->best()->schedule;
     const bool in_place = kept_sc.relays_in_place;
     if (options.relay_waves == 0 && kept_sc.all_in_one_round && kept_sc.relay_rounds > 0 &&
         RelayPhaseSeconds(kept_sc, s.cluster) >= kRelayWavesMinShare * predicted->time_s &&
-        InPlaceRelayShare(kept_sc) >= kRelayWavesMinInPlace &&
-        search->Kept().emitted.plan.ops.size() <= kRelayWavesMaxOps) {
+        InPlaceRelayShare(kept_sc) >= kRelayWavesMinInPlace) {
       const PlanPolicy base = search->best()->policy;
-      for (int32_t waves : kRelayWaves) {
+      const bool by_segment =
+          options.relay_waves_by_segment.value_or(search->Kept().emitted.plan.ops.size() > kRelayWavesMaxOps);
+      const std::vector<int32_t> tries = by_segment ? std::vector<int32_t>{kRelayWavesBySegment}
+                                                    : std::vector<int32_t>(std::begin(kRelayWaves), std::end(kRelayWaves));
+      for (int32_t waves : tries) {
         PlanPolicy p = base;
-        p.comm_lanes = true, p.relay_waves = waves;
+        p.comm_lanes = true, p.relay_waves = waves, p.relay_waves_by_segment = by_segment;
         if (waves == 2) p.relay_first_wave = FirstWaveShare(kept_sc, s.cluster);
         const double held_s = predicted->time_s;
         keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, in_place));

@@ -46,12 +46,19 @@ inline constexpr double kRelayWavesMinShare = 0.1;
 // disaggregated, 0.0: 368.28 -> 368.22 ms, a 0.02 % that the simulator's own
 // noise could give or take).
 inline constexpr double kRelayWavesMinInPlace = 0.5;
-// Large plans try relay waves only where the plan kept has at most this many
-// ops: each try simulates the plan with its relay parts cut K ways
-// (llama3-405b TP4xPP16 -> TP16xDP8 on GB200, relays in place: 745 K ops
-// 103.7 ms; 2 waves 1.04 M ops 94.6 ms; 4 waves 1.51 M ops 90.8 ms, ~190
-// CPU-s to plan against ~40 without the tries).
+// Large plans cut relay waves by bytes (2, then 4) only where the plan kept
+// has at most this many ops: each try simulates the plan with its waved
+// segments and relay parts cut K ways (llama3-405b TP4xPP16 -> TP16xDP8 on
+// GB200, relays in place: 745 K ops 103.9 ms; 2 waves 1.04 M ops 94.6 ms; 4
+// waves 1.51 M ops 90.8 ms, ~190 CPU-s to plan against ~40 without the
+// tries). Larger plans cut them by segment (PlanPolicy::
+// relay_waves_by_segment: each segment whole in one wave, relay parts cut
+// only where their receives' waves change) into kRelayWavesBySegment waves,
+// one try: that row 805 K ops at 4 waves 85.1 ms, 811 K at 8 81.7, 814 K at
+// 16 84.5 (2: 93.1), ~47 CPU-s for the try (25 -> 72 CPU-s to plan;
+// bench/results/2026-12-05-cpu-relay-waves-by-segment).
 inline constexpr size_t kRelayWavesMaxOps = 500000;
+inline constexpr int32_t kRelayWavesBySegment = 8;
 // Large plans whose relays are packed try relays in place
 // (Schedule::relays_in_place, in a round per phase) only where the relay
 // phase's busiest NVLink port needs at least this share of the predicted

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -178,8 +179,10 @@ plan: {segment_bytes: 1MiB}
 // Schedule::relays_in_place (the search tries it on large plans whose relay
 // phase is long): relays and the network receives feeding them in place,
 // every other piece packed (threshold "never"), without relay waves, with
-// two even ones and with two whose first carries a third of each segment
-// (PlanPolicy::relay_first_wave); every element verified on the host backend.
+// two even ones, with two whose first carries a third of each segment
+// (PlanPolicy::relay_first_wave), and with two and three whose segments go
+// whole into one (PlanPolicy::relay_waves_by_segment); every element
+// verified on the host backend.
 TEST(EndToEndRelays, RelaysInPlaceVerifyEveryElement) {
   for (const char* destination : {"{tp: 2, dp: 2, gpus: \"8-11\"}", "{tp: 4, gpus: \"8-11\"}"}) {
     const Scenario s = ParseScenario(fmt::format(R"(
@@ -195,15 +198,18 @@ destination: {}
     ASSERT_GT(prob.AddRelays(), 0) << destination;
     const Schedule sc = MakeSchedule(prob, int64_t{1} << 20, std::numeric_limits<int64_t>::max(), kPerRoundAll, true);
     ASSERT_TRUE(sc.relays_in_place);
-    for (const auto& [waves, first] : {std::pair{1, 0.0}, std::pair{2, 0.0}, std::pair{2, 1.0 / 3}}) {
+    for (const auto& [waves, first, by_segment] : {std::tuple{1, 0.0, false}, std::tuple{2, 0.0, false},
+                                                   std::tuple{2, 1.0 / 3, false}, std::tuple{2, 0.0, true},
+                                                   std::tuple{3, 0.0, true}}) {
       PlanPolicy policy;
       policy.relay_waves = waves;
       policy.relay_first_wave = first;
+      policy.relay_waves_by_segment = by_segment;
       EmittedPlan e = EmitPlan(prob, sc, policy);
       ASSERT_TRUE(e.fits) << destination;
       e.plan.summary.bytes_moved = CountBytesMoved(e.plan);  // the search's summary, which this test skips
-      testing::ExpectHostRunVerifies(e.plan,
-                                     fmt::format("relays in place, {} waves, first {}, {}", waves, first, destination));
+      testing::ExpectHostRunVerifies(e.plan, fmt::format("relays in place, {} waves, first {}, by segment {}, {}",
+                                                         waves, first, by_segment, destination));
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <set>
 #include <utility>
 #include <vector>
@@ -40,6 +41,19 @@ std::map<int32_t, int32_t> WaveOfOps(const Plan& plan, std::map<std::pair<int32_
   }
   for (const auto& [key, v] : seen) (*groups)[key] = static_cast<int32_t>(v.size());
   return wave;
+}
+
+// Simulated: the first relayed receive starts before the last other one ends.
+bool RelaysStartBeforeTheNetworkEnds(const Plan& plan, const Schedule& sc) {
+  const Prediction pr = Simulate(plan, SimOptions{});
+  int64_t first_relay = std::numeric_limits<int64_t>::max(), last_network = 0;
+  for (size_t k = 0; k < plan.ops.size(); ++k) {
+    const Op& op = plan.ops[k];
+    if (op.kind != OpKind::kRecv || op.segment < 0) continue;
+    if (sc.segments[op.segment].relay) first_relay = std::min(first_relay, pr.op_start_ns[k]);
+    else last_network = std::max(last_network, pr.op_end_ns[k]);
+  }
+  return first_relay < last_network;
 }
 
 bool Overlaps(const Region& a, const Region& b) {
@@ -120,15 +134,7 @@ TEST(RelayWaves, EachWaveCarriesItsShareAndRelaysWaitOnlyForWhatTheyForward) {
     }
     EXPECT_GT(relayed_sends, 0);
     // Simulated: the first relayed transfer starts before the network phase's last one ends.
-    const Prediction pr = Simulate(e.plan, SimOptions{});
-    int64_t first_relay = std::numeric_limits<int64_t>::max(), last_network = 0;
-    for (size_t k = 0; k < e.plan.ops.size(); ++k) {
-      const Op& op = e.plan.ops[k];
-      if (op.kind != OpKind::kRecv || op.segment < 0) continue;
-      if (sc.segments[op.segment].relay) first_relay = std::min(first_relay, pr.op_start_ns[k]);
-      else last_network = std::max(last_network, pr.op_end_ns[k]);
-    }
-    EXPECT_LT(first_relay, last_network);
+    EXPECT_TRUE(RelaysStartBeforeTheNetworkEnds(e.plan, sc));
   }
 }
 
@@ -302,6 +308,87 @@ TEST(RelayWaves, RelaysInPlaceSendsRelaysAndTheirFeedsInPlace) {
     const Schedule rounds = MakeSchedule(p, size, never, 1, true);
     EXPECT_FALSE(rounds.relays_in_place);
     EXPECT_TRUE(search_candidates::SameSegments(rounds.segments, MakeSchedule(p, size, never, 1).segments));
+  }
+}
+
+// Relay waves by segment (PlanPolicy::relay_waves_by_segment, comm_lanes.h
+// SegmentWaves): the network phase's segments received in place, and only
+// they, get a wave; each goes whole into it (one group for all its sends),
+// so that phase has as many sends as without waves; each GPU's network bytes
+// spread over the waves; a relayed send waits only for receives that wrote
+// bytes it forwards, all of one wave; every byte is written once (Verify);
+// relays start before the network phase ends.
+TEST(RelayWaves, BySegmentEachSegmentGoesWholeInOneWave) {
+  const Scenario s = planner_testing::TwoNodeRelayScenario();
+  Problem p(s);
+  ASSERT_GT(p.AddRelays(), 0);
+  const Schedule sc = MakeSchedule(p, int64_t{64} << 10, 0, kPerRoundAll);  // many segments per pair
+  ASSERT_EQ(sc.relay_rounds, 1);
+  const int32_t network_round = sc.rounds - 2;
+  auto network_sends = [&](const Plan& plan, std::map<int32_t, std::set<int32_t>>* groups) {
+    int32_t n = 0;
+    for (const Op& op : plan.ops) {
+      if (op.kind != OpKind::kSend || op.segment < 0) continue;
+      const Segment& g = sc.segments[op.segment];
+      if (g.relay || g.round != network_round) continue;
+      ++n;
+      if (groups) (*groups)[op.segment].insert(op.group);
+    }
+    return n;
+  };
+  const int32_t unwaved_sends = network_sends(EmitPlan(p, sc, PlanPolicy{}).plan, nullptr);
+  for (const int32_t waves : {2, 4}) {
+    SCOPED_TRACE(testing::Message() << waves << " waves");
+    const std::vector<int8_t> wave = SegmentWaves(sc, s.cluster, waves, 0);
+    ASSERT_EQ(wave.size(), sc.segments.size());
+    // Per (GPU, sends?): its network bytes in each wave.
+    std::map<std::pair<int32_t, bool>, std::vector<int64_t>> load;
+    std::map<std::pair<int32_t, bool>, int32_t> count;
+    for (size_t i = 0; i < sc.segments.size(); ++i) {
+      const Segment& g = sc.segments[i];
+      const bool waved = !g.relay && g.round == network_round && g.hop == 0 && g.recv_direct;
+      ASSERT_EQ(wave[i] >= 0, waved) << "segment " << i;
+      if (!waved) continue;
+      ASSERT_LT(wave[i], waves);
+      for (const bool sends : {true, false}) {
+        const std::pair<int32_t, bool> key{sends ? g.src_gpu : g.dst_gpu, sends};
+        load[key].resize(waves, 0);
+        load[key][wave[i]] += g.bytes;
+        ++count[key];
+      }
+    }
+    ASSERT_FALSE(load.empty());
+    for (const auto& [key, v] : load) {
+      const int64_t total = std::accumulate(v.begin(), v.end(), int64_t{0});
+      if (count[key] < 4 * waves) continue;
+      for (int32_t w = 0; w < waves; ++w)
+        EXPECT_GE(2 * waves * v[w], total) << "GPU " << key.first << (key.second ? " sends" : " receives") << " wave " << w;
+    }
+    PlanPolicy policy;
+    policy.relay_waves = waves;
+    policy.relay_waves_by_segment = true;
+    const EmittedPlan e = EmitPlan(p, sc, policy);
+    ASSERT_TRUE(e.fits && e.comm_lanes);
+    const VerifyResult v = Verify(e.plan);
+    ASSERT_TRUE(v.ok()) << v.problems.front();
+    std::map<int32_t, std::set<int32_t>> groups;
+    EXPECT_EQ(network_sends(e.plan, &groups), unwaved_sends);
+    for (const auto& [segment, in] : groups) EXPECT_EQ(in.size(), 1u) << "segment " << segment;
+    int32_t relayed_sends = 0;
+    for (const Op& op : e.plan.ops) {
+      if (op.kind != OpKind::kSend || op.segment < 0 || !sc.segments[op.segment].relay) continue;
+      ++relayed_sends;
+      std::set<int32_t> writer_waves;
+      for (int32_t d : op.deps) {
+        const Op& w = e.plan.ops[d];
+        if (w.kind != OpKind::kRecv) continue;
+        EXPECT_TRUE(Overlaps(w.region, op.region)) << "op " << op.id << " waits for recv " << d;
+        writer_waves.insert(wave[w.segment]);
+      }
+      EXPECT_EQ(writer_waves.size(), 1u) << "op " << op.id;
+    }
+    EXPECT_GT(relayed_sends, 0);
+    EXPECT_TRUE(RelaysStartBeforeTheNetworkEnds(e.plan, sc));
   }
 }
 
