@@ -52,17 +52,18 @@ bool PlanningVerb(int argc, char** argv) {
 // On transparent huge pages the simulator's scattered reads of gigabytes of
 // per-op and per-flow arrays miss the TLB less: a third less user time for
 // long simulations (bench/results/2026-12-02-cpu-sim-sweep-speed). glibc puts
-// its heap on them only when its hugetlb tunable is set at start, so
-// `simulate` and `sweep` start once more with it set, unless GLIBC_TUNABLES
-// is already given (the user's choice wins, and the second start does not
-// loop). Not `plan`: it writes most of its memory once, and faulting in a
-// huge page (zeroed, compacted first when memory is fragmented) cost more
-// than the TLB saves: deepseek-v3's `reshard plan` 6.2 -> 5.3-5.6 CPU-s,
-// llama3-8b on 4096 GPUs 19.2 -> 13.2 without (bench/results/
-// 2026-12-02-cpu-plan-speed). Results do not change.
+// its heap on them only when its hugetlb tunable is set at start, so the
+// planning verbs start once more with it set, unless GLIBC_TUNABLES is
+// already given (the user's choice wins, and the second start does not
+// loop). `plan` too since the freed heap is kept (KeepFreedMemory): on the
+// development VM, where a 4 KiB page fault is costly, deepseek-v3's `reshard
+// plan` 7.0-8.5 -> 5.6-6.9 s wall, llama3-8b on 8192 GPUs 106-122 -> 63-64
+// (bench/results/2026-12-05-cpu-plan-huge-pages); before the heap was kept
+// it lost (bench/results/2026-12-02-cpu-plan-speed). On the GPU host it
+// changes nothing (bench/results/2026-12-04-devicecpu-auto-vs-sweep).
+// Results do not change.
 void StartOnHugePages(int argc, char** argv) {
-  if (!PlanningVerb(argc, argv) || std::strcmp(argv[1], "plan") == 0 || std::getenv("GLIBC_TUNABLES") != nullptr)
-    return;
+  if (!PlanningVerb(argc, argv) || std::getenv("GLIBC_TUNABLES") != nullptr) return;
   if (setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1) != 0) return;
   execv("/proc/self/exe", argv);  // returns only on failure: go on as we are
   unsetenv("GLIBC_TUNABLES");
