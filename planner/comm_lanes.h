@@ -54,7 +54,10 @@
 // With hundreds of segments per GPU the waves balance as well as by bytes,
 // and more of them pay (llama3-405b TP4xPP16 -> TP16xDP8 on 128 GB200,
 // 519 segments per GPU: 103.9 ms without waves, 93.1 / 85.1 / 81.7 / 84.5 at
-// K = 2 / 4 / 8 / 16 by segment, 94.6 / 90.8 at 2 / 4 by bytes).
+// K = 2 / 4 / 8 / 16 by segment, 94.6 / 90.8 at 2 / 4 by bytes). By
+// segment, each sender packs wave by wave (emitter.cc), so wave 0's group
+// waits for its own packs only, not for the packs of every wave before it
+// (8 waves: 81.7 -> 77.4 ms).
 #pragma once
 
 #include <algorithm>

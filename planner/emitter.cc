@@ -60,14 +60,13 @@ class Emitter {
       AllocateEverything();
       return Result();
     }
-    // Ops: per segment a send and a recv, staged ones a pack, an unpack and an alloc and a free of each staging
-    // buffer; plus local copies and about two memory ops per buffer. Reserving too much costs address space only
-    // (pages are touched as ops land); too little copies every op once more (deepseek-v3: 8.2 ops per segment).
+    // Ops: per segment a send and a recv, staged ones a pack, an unpack, an alloc and a free of each staging buffer;
+    // plus local copies and ~2 memory ops per buffer. Too many reserved costs address space only (pages are touched
+    // as ops land); too few copies every op once more (deepseek-v3: 8.2 ops per segment).
     p.ops.reserve(8 * sc_.segments.size() + sc_.locals.size() + 3 * p.buffers.size() + 16);
     homes_.reserve(sc_.parts.size());
-    // In blocks: the parts' fragments and destination pieces are scattered (parts are in sender order); tight loops
-    // that load the fragments and prefetch the pieces keep many of these cache misses in flight, and HomeOf then
-    // finds them cached (deepseek-v3: -35 % for this pass).
+    // In blocks: parts' fragments and destination pieces are scattered (parts in sender order); loops that load the
+    // fragments and prefetch the pieces keep many misses in flight, and HomeOf finds them cached (deepseek-v3: -35 %).
     constexpr size_t kBlock = 64;
     const Fragment* frag[kBlock];
     for (size_t k0 = 0; k0 < sc_.parts.size(); k0 += kBlock) {
@@ -214,10 +213,11 @@ class Emitter {
       gpus_[sg.src_gpu].send.segments.push_back(static_cast<int32_t>(i));
       gpus_[sg.dst_gpu].recv.segments.push_back(static_cast<int32_t>(i));
     }
-    if (!lane_.empty())  // lane 0's packs first in each round (comm_lanes.h)
+    if (!lane_.empty())  // lane 0's packs first in each round, by wave where waves are by segment (comm_lanes.h)
       for (GpuEmission& ge : gpus_)
         std::stable_sort(ge.send.segments.begin(), ge.send.segments.end(), [&](int32_t x, int32_t y) {
-          return std::tie(sc_.segments[x].round, lane_[x]) < std::tie(sc_.segments[y].round, lane_[y]);
+          const int wx = whole_.empty() ? 0 : whole_[x], wy = whole_.empty() ? 0 : whole_[y];
+          return std::tie(sc_.segments[x].round, lane_[x], wx) < std::tie(sc_.segments[y].round, lane_[y], wy);
         });
     for (size_t i = 0; i < sc_.segments.size(); ++i) {
       const Segment& sg = sc_.segments[i];

@@ -55,7 +55,7 @@ inline constexpr double kRelayWavesMinInPlace = 0.5;
 // relay_waves_by_segment: each segment whole in one wave, relay parts cut
 // only where their receives' waves change) into kRelayWavesBySegment waves,
 // one try: that row 805 K ops at 4 waves 85.1 ms, 811 K at 8 81.7, 814 K at
-// 16 84.5 (2: 93.1), ~47 CPU-s for the try (25 -> 72 CPU-s to plan;
+// 16 84.5 (2: 93.1; 8 with packs in wave order, emitter.cc: 77.4), ~47 CPU-s for the try (25 -> 72 CPU-s to plan;
 // bench/results/2026-12-05-cpu-relay-waves-by-segment).
 inline constexpr size_t kRelayWavesMaxOps = 500000;
 inline constexpr int32_t kRelayWavesBySegment = 8;
