@@ -392,5 +392,40 @@ TEST(RelayWaves, BySegmentEachSegmentGoesWholeInOneWave) {
   }
 }
 
+// With waves by segment each sender packs its network-phase segments wave by
+// wave (emitter.cc), so a wave's group waits for its own packs only: on
+// tiny-llama TP2 -> TP4 at threshold 0 some segments are packed at the
+// sender and received in place, so they have waves; per sender their packs
+// come in the order of those waves.
+TEST(RelayWaves, BySegmentSendersPackWaveByWave) {
+  const Scenario s = planner_testing::Tp2ToTp4RelayScenario();
+  Problem p(s);
+  ASSERT_GT(p.AddRelays(), 0);
+  const Schedule sc = MakeSchedule(p, int64_t{64} << 10, 0, kPerRoundAll);
+  ASSERT_EQ(sc.relay_rounds, 1);
+  const int32_t waves = 4;
+  const std::vector<int8_t> wave = SegmentWaves(sc, s.cluster, waves, 0);
+  PlanPolicy policy;
+  policy.relay_waves = waves;
+  policy.relay_waves_by_segment = true;
+  const EmittedPlan e = EmitPlan(p, sc, policy);
+  ASSERT_TRUE(e.fits && e.comm_lanes);
+  const VerifyResult v = Verify(e.plan);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  std::map<int32_t, std::vector<int32_t>> packs;  // per sender: the waves of its network-phase packs, in plan order
+  for (const Op& op : e.plan.ops) {
+    if (op.kind != OpKind::kCopy || op.segment < 0) continue;
+    const Segment& g = sc.segments[op.segment];
+    if (g.relay || g.round != sc.rounds - 2 || !g.Packs() || op.gpu != g.src_gpu) continue;
+    packs[op.gpu].push_back(wave[op.segment]);
+  }
+  int32_t mixed = 0;
+  for (const auto& [gpu, w] : packs) {
+    EXPECT_TRUE(std::is_sorted(w.begin(), w.end())) << "GPU " << gpu;
+    mixed += std::set<int32_t>(w.begin(), w.end()).size() > 1;
+  }
+  EXPECT_GT(mixed, 0) << "no sender packs segments of two waves";
+}
+
 }  // namespace
 }  // namespace reshard
