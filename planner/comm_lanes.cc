@@ -50,6 +50,41 @@ std::vector<uint8_t> RelayWaveLanes(const Schedule& sc, int32_t gpus) {
   return lanes;
 }
 
+namespace {
+
+// Each segment of `order` (largest first) whole into the part k where its
+// sender's and its receiver's bytes of its link class, with it, over share[k]
+// stay lowest; `sent` / `received` hold (GPU, class, part) loads already there.
+void BalanceWhole(const Schedule& sc, const Cluster& c, const std::vector<int32_t>& order,
+                  const std::vector<double>& share, std::vector<int64_t>& sent, std::vector<int64_t>& received,
+                  std::vector<int8_t>& part) {
+  const size_t parts = share.size();
+  for (int32_t i : order) {
+    const Segment& sg = sc.segments[i];
+    const size_t net = c.DomainOf(sg.src_gpu) != c.DomainOf(sg.dst_gpu);
+    int64_t* s = &sent[(static_cast<size_t>(sg.src_gpu) * 2 + net) * parts];
+    int64_t* r = &received[(static_cast<size_t>(sg.dst_gpu) * 2 + net) * parts];
+    size_t best = 0;
+    double best_load = std::numeric_limits<double>::infinity();
+    for (size_t w = 0; w < parts; ++w) {
+      const double load = static_cast<double>(std::max(s[w], r[w]) + sg.bytes) / share[w];
+      if (load < best_load) best = w, best_load = load;
+    }
+    s[best] += sg.bytes, r[best] += sg.bytes;
+    part[i] = static_cast<int8_t>(best);
+  }
+}
+
+void LargestFirst(const Schedule& sc, std::vector<int32_t>& order) {
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t x, int32_t y) { return sc.segments[x].bytes > sc.segments[y].bytes; });
+}
+
+// Segments the relay phase waits for: relay feeds and receiver-side relays' first hops.
+bool FeedsRelays(const Segment& sg) { return sg.feeds || (sg.via_recv && sg.hop == 1); }
+
+}  // namespace
+
 std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t waves, double first) {
   std::vector<int8_t> wave(sc.segments.size(), -1);
   if (!sc.all_in_one_round || sc.relay_rounds == 0 || waves < 2) return wave;
@@ -59,8 +94,7 @@ std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t w
     const Segment& sg = sc.segments[i];
     if (sg.round == before && !sg.relay && sg.hop == 0 && sg.recv_direct) order.push_back(static_cast<int32_t>(i));
   }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t x, int32_t y) { return sc.segments[x].bytes > sc.segments[y].bytes; });
+  LargestFirst(sc, order);
   std::vector<double> share(waves, 1.0 / waves);
   if (first > 0 && first < 1) {
     share[0] = first;
@@ -68,21 +102,39 @@ std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t w
   }
   // Per (GPU, link class, wave): bytes so far.
   std::vector<int64_t> sent(static_cast<size_t>(c.Gpus()) * 2 * waves, 0), received(sent.size(), 0);
-  for (int32_t i : order) {
+  BalanceWhole(sc, c, order, share, sent, received, wave);
+  return wave;
+}
+
+std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t chunks, std::vector<uint8_t>& lanes) {
+  std::vector<int8_t> chunk(sc.segments.size(), -1);
+  if (!sc.all_in_one_round || lanes.size() != sc.segments.size() || chunks < 2 || chunks > 64) return chunk;
+  const int32_t phase = sc.rounds - sc.relay_rounds - 1;
+  std::vector<int64_t> sent(static_cast<size_t>(c.Gpus()) * 2 * chunks, 0), received(sent.size(), 0);
+  std::vector<int32_t> feeds, order;
+  int64_t feed_bytes = 0, phase_bytes = 0;
+  for (size_t i = 0; i < sc.segments.size(); ++i) {
+    const Segment& sg = sc.segments[i];
+    if (sg.round != phase || sg.relay) continue;
+    const bool feed = sc.relay_rounds > 0 && FeedsRelays(sg);
+    (feed ? feeds : order).push_back(static_cast<int32_t>(i));
+    feed_bytes += feed ? sg.bytes : 0, phase_bytes += sg.bytes;
+  }
+  // The feeds all in chunk 0 (the relay phase waits for them) where they fit in a chunk's share, then the rest
+  // around them; more feeds go with the rest.
+  if (feed_bytes * chunks > phase_bytes) order.insert(order.end(), feeds.begin(), feeds.end()), feeds.clear();
+  for (int32_t i : feeds) {
     const Segment& sg = sc.segments[i];
     const size_t net = c.DomainOf(sg.src_gpu) != c.DomainOf(sg.dst_gpu);
-    int64_t* s = &sent[(static_cast<size_t>(sg.src_gpu) * 2 + net) * waves];
-    int64_t* r = &received[(static_cast<size_t>(sg.dst_gpu) * 2 + net) * waves];
-    int32_t best = 0;
-    double best_load = std::numeric_limits<double>::infinity();
-    for (int32_t w = 0; w < waves; ++w) {
-      const double load = static_cast<double>(std::max(s[w], r[w]) + sg.bytes) / share[w];
-      if (load < best_load) best = w, best_load = load;
-    }
-    s[best] += sg.bytes, r[best] += sg.bytes;
-    wave[i] = static_cast<int8_t>(best);
+    sent[(static_cast<size_t>(sg.src_gpu) * 2 + net) * chunks] += sg.bytes;
+    received[(static_cast<size_t>(sg.dst_gpu) * 2 + net) * chunks] += sg.bytes;
+    chunk[i] = 0;
   }
-  return wave;
+  LargestFirst(sc, order);
+  BalanceWhole(sc, c, order, std::vector<double>(chunks, 1.0 / chunks), sent, received, chunk);
+  for (size_t i = 0; i < sc.segments.size(); ++i)
+    if (chunk[i] >= 0) lanes[i] = static_cast<uint8_t>(chunk[i] % 2);
+  return chunk;
 }
 
 std::vector<int32_t> LanePeers(const Schedule& sc, const std::vector<uint8_t>& lanes, int32_t gpus) {

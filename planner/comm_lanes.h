@@ -91,6 +91,25 @@ std::vector<uint8_t> RelayWaveLanes(const Schedule& sc, int32_t gpus);
 // each wave where it has many segments. O(S log S + S waves).
 std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t waves, double first);
 
+// Phase chunks (PlanPolicy::phase_chunks = K > 1): the last phase before the
+// relay phase (or the last phase, without one) cut into K chunks of whole
+// segments, chunk k on lane k % 2 and after chunk k - 2 there, packed and
+// unpacked chunk by chunk. One group per lane must wait for all its packs
+// before its first transfer and ends before its first unpack: on deepseek-v3
+// TP2xPP8xEP16 -> TP8xDP16 EP128 on 128 GB200 each GPU packed 16 GB (~7 ms)
+// before its network group started and unpacked ~15 GB (~7 ms) after it
+// ended. Chunked, the first chunk starts after a K-th of the packs and the
+// last chunk's unpacks are a K-th; a lane's next chunk waits for its
+// previous one, but the other lane's runs meanwhile, so the ports do not
+// idle at the seams (sequential groups on one lane lost: 84.8-87.6 ms
+// against 83.5). Segments that feed relays go in chunk 0 where they are at
+// most a K-th of the phase (without, 85.4 ms there: the relay phase waited
+// for the last chunks); the rest (all, where feeds are more) largest first,
+// balanced per GPU and link class as SegmentWaves (chunk k a K-th).
+// Sets `lanes` of the chunked segments; per segment its chunk, -1 for the
+// others (or all, where there is no such phase). O(S log S + S K).
+std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t chunks, std::vector<uint8_t>& lanes);
+
 // Where wave w of a segment of `bytes` starts (w = waves: its end), 4 KiB
 // aligned: at a w-th of it, or with a first-wave share f in (0, 1), at f
 // and then evenly over the other waves.

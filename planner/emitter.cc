@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -42,6 +41,7 @@ class Emitter {
     else if (lanes) lane_ = CommLanes(sc, c_.Gpus());
     if (waves_ > 1 && policy.relay_waves_by_segment)
       whole_ = SegmentWaves(sc, c_, waves_, policy.relay_first_wave);
+    if (!lane_.empty() && waves_ == 1 && policy.phase_chunks > 1) chunk_ = PhaseChunks(sc, c_, policy.phase_chunks, lane_);
   }
 
   EmittedPlan Run() {
@@ -64,18 +64,7 @@ class Emitter {
     // plus local copies and ~2 memory ops per buffer. Too many reserved costs address space only (pages are touched
     // as ops land); too few copies every op once more (deepseek-v3: 8.2 ops per segment).
     p.ops.reserve(8 * sc_.segments.size() + sc_.locals.size() + 3 * p.buffers.size() + 16);
-    homes_.reserve(sc_.parts.size());
-    // In blocks: parts' fragments and destination pieces are scattered (parts in sender order); loops that load the
-    // fragments and prefetch the pieces keep many misses in flight, and HomeOf finds them cached (deepseek-v3: -35 %).
-    constexpr size_t kBlock = 64;
-    const Fragment* frag[kBlock];
-    for (size_t k0 = 0; k0 < sc_.parts.size(); k0 += kBlock) {
-      const size_t k1 = std::min(sc_.parts.size(), k0 + kBlock);
-      for (size_t k = k0; k < k1; ++k) frag[k - k0] = &prob_.FragmentOf(sc_.parts[k].dst_rank, sc_.parts[k].frag);
-      for (size_t k = k0; k < k1; ++k)
-        __builtin_prefetch(&prob_.dst.ShardOf(sc_.parts[k].dst_rank).pieces[frag[k - k0]->dst_piece]);
-      for (size_t k = k0; k < k1; ++k) homes_.push_back(emitter_internal::HomeOf(prob_, refit_, sc_.parts[k]));
-    }
+    emitter_internal::AppendHomes(prob_, refit_, sc_.parts, homes_);
     CountReaders();
     Prologue();
     MainLoop();
@@ -217,7 +206,8 @@ class Emitter {
       for (GpuEmission& ge : gpus_)
         std::stable_sort(ge.send.segments.begin(), ge.send.segments.end(), [&](int32_t x, int32_t y) {
           const int wx = whole_.empty() ? 0 : whole_[x], wy = whole_.empty() ? 0 : whole_[y];
-          return std::tie(sc_.segments[x].round, lane_[x], wx) < std::tie(sc_.segments[y].round, lane_[y], wy);
+          const int cx = Chunk(x) < 0 ? lane_[x] : Chunk(x), cy = Chunk(y) < 0 ? lane_[y] : Chunk(y);
+          return std::tie(sc_.segments[x].round, cx, wx) < std::tie(sc_.segments[y].round, cy, wy);
         });
     for (size_t i = 0; i < sc_.segments.size(); ++i) {
       const Segment& sg = sc_.segments[i];
@@ -363,6 +353,7 @@ class Emitter {
   void RelayPieces(int64_t k, std::vector<WavePiece>& out) const {
     range_writes_.Pieces(homes_[k].src_region, buffers_[homes_[k].src_buffer].write_wave, out);
   }
+  int32_t Chunk(size_t i) const { return chunk_.empty() ? -1 : chunk_[i]; }
   bool InWave(const Segment& sg, int32_t w) const {
     if (!whole_.empty() && whole_[&sg - sc_.segments.data()] >= 0) return whole_[&sg - sc_.segments.data()] == w;
     return emitter_internal::InWave(sg, w, waves_, policy_.relay_first_wave, homes_, buffers_, range_writes_);
@@ -682,16 +673,19 @@ class Emitter {
       for (int32_t i = b0; i < b1; ++i) components.Unite(sc_.segments[i].src_gpu, sc_.segments[i].dst_gpu);
       // Lane 0's ops first: every GPU issues lane 0's group before lane 1's (the same order on all GPUs, which
       // concurrent communicators need). With relay waves, the relay phase and the one before it go wave by wave.
+      // With phase chunks, chunk by chunk (comm_lanes.h): (chunk / 2, lane).
       std::map<int32_t, int32_t> group_of_root;
       const int32_t waves = waves_ > 1 && r >= R - sc_.relay_rounds - 1 ? waves_ : 1;
+      const int32_t turns = b1 > b0 && Chunk(b0) >= 0 ? (policy_.phase_chunks + 1) / 2 : 1;
+      for (int32_t turn = 0; turn < turns; ++turn)
       for (int32_t lane = 0; lane < (lane_.empty() ? 1 : 2); ++lane)
       for (wave_ = 0; wave_ < waves; ++wave_)
       for (int32_t i = b0; i < b1; ++i) {
         const Segment& sg = sc_.segments[i];
-        if (!lane_.empty() && lane_[i] != lane) continue;
+        if ((!lane_.empty() && lane_[i] != lane) || (turns > 1 && Chunk(i) / 2 != turn)) continue;
         if (waves > 1 && !InWave(sg, wave_)) continue;
         const bool split = waves > 1 && emitter_internal::Waved(sg) && (whole_.empty() || sg.relay);
-        auto [it, fresh] = group_of_root.try_emplace((2 * components.Find(sg.src_gpu) + lane) * waves + wave_, next_group_);
+        auto [it, fresh] = group_of_root.try_emplace(((2 * components.Find(sg.src_gpu) + lane) * waves + wave_) * turns + turn, next_group_);
         if (fresh) ++next_group_;
         const int32_t group = it->second, stream = lane ? kStreamCommLane2 : kStreamComm;
         Op send;
@@ -713,10 +707,11 @@ class Emitter {
       const bool relays_next = sc_.all_in_one_round && sc_.relay_rounds > 0 && r + 1 == R - sc_.relay_rounds;
       // With lanes, each pass unpacks lane 0's segments first.
       for (int pass = relays_next ? 0 : 1; pass < 2; ++pass) {
+        for (int32_t turn = 0; turn < turns; ++turn)
         for (int lane = 0; lane < (lane_.empty() ? 1 : 2); ++lane)
           for (int32_t i = b0; i < b1; ++i)
             if (sc_.segments[i].Unpacks() && (!relays_next || sc_.segments[i].feeds == (pass == 0)) &&
-                (lane_.empty() || lane_[i] == lane))
+                (lane_.empty() || lane_[i] == lane) && (turns == 1 || Chunk(i) / 2 == turn))
               EmitUnpack(i);
         for (int32_t g = 0; pass == 0 && g < gpus; ++g) PackUpTo(g, r + 1, r + 1);
       }
@@ -773,6 +768,7 @@ class Emitter {
   bool relay_rounds_started_ = false;
   std::vector<uint8_t> lane_;           // per segment its communicator lane (comm_lanes.h); empty: one lane
   int32_t waves_ = 1, wave_ = 0;        // relay waves (comm_lanes.h), the one being emitted
+  std::vector<int8_t> chunk_;           // phase chunks (comm_lanes.h PhaseChunks); empty: none
   std::vector<int8_t> whole_;           // by segment (SegmentWaves): per segment its wave; empty: by bytes
   RangeWrites range_writes_;            // with relay waves: who wrote what before the relay phase
 };

@@ -70,6 +70,10 @@ struct PlanPolicy {
   // (comm_lanes.h SegmentWaves) instead of a part of its bytes in each, so
   // waves add no ops.
   bool relay_waves_by_segment = false;
+  // > 1: a round per phase's last phase before the relay phase cut into this
+  // many chunks alternating over the two lanes (comm_lanes.h PhaseChunks);
+  // needs comm_lanes and no relay waves. The search tries it.
+  int32_t phase_chunks = 1;
   std::string Name() const;
 };
 

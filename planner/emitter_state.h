@@ -30,6 +30,9 @@ struct Home {
 // both sides are one region each, those regions. A relayed part's source
 // side is the relaying destination rank's buffer. O(1).
 Home HomeOf(const Problem& prob, const RefitBuffers& refit, const Part& pt);
+// HomeOf of every part, appended to `homes` in part order. O(parts).
+void AppendHomes(const Problem& prob, const RefitBuffers& refit, const ScratchVector<Part>& parts,
+                 ScratchVector<Home>& homes);
 
 // Appends the copy pairs of part `pt` (home `h`) between its home buffers and
 // a contiguous staging run at `*stage_off` of `stage_buf` (advanced; pack:

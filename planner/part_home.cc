@@ -67,6 +67,22 @@ void PartCopies(const Problem& prob, const Part& pt, const Home& h, int32_t stag
 
 bool Waved(const Segment& sg) { return sg.hop == 0 && (sg.relay ? sg.send_direct : sg.recv_direct); }
 
+void AppendHomes(const Problem& prob, const RefitBuffers& refit, const ScratchVector<Part>& parts,
+                 ScratchVector<Home>& homes) {
+  homes.reserve(homes.size() + parts.size());
+  // In blocks: parts' fragments and destination pieces are scattered (parts in sender order); loops that load the
+  // fragments and prefetch the pieces keep many misses in flight, and HomeOf finds them cached (deepseek-v3: -35 %).
+  constexpr size_t kBlock = 64;
+  const Fragment* frag[kBlock];
+  for (size_t k0 = 0; k0 < parts.size(); k0 += kBlock) {
+    const size_t k1 = std::min(parts.size(), k0 + kBlock);
+    for (size_t k = k0; k < k1; ++k) frag[k - k0] = &prob.FragmentOf(parts[k].dst_rank, parts[k].frag);
+    for (size_t k = k0; k < k1; ++k)
+      __builtin_prefetch(&prob.dst.ShardOf(parts[k].dst_rank).pieces[frag[k - k0]->dst_piece]);
+    for (size_t k = k0; k < k1; ++k) homes.push_back(HomeOf(prob, refit, parts[k]));
+  }
+}
+
 bool InWave(const Segment& sg, int32_t w, int32_t waves, double first, const ScratchVector<Home>& homes,
             const std::vector<BufferUse>& buffers, const RangeWrites& writes) {
   if (Waved(sg) && !sg.relay)

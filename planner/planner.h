@@ -96,6 +96,11 @@ struct PlannerOptions {
   // Relay waves by segment (PlanPolicy::relay_waves_by_segment): unset, the
   // search chooses; set, forced.
   std::optional<bool> relay_waves_by_segment;
+  // A round per phase's last phase before the relay phase cut into this many
+  // chunks alternating over two lanes (planner/comm_lanes.h PhaseChunks): 0,
+  // tried where a round per phase on two lanes was kept and kept if simulated
+  // faster; 1, never; more, always.
+  int32_t phase_chunks = 0;
   // Predict with the simulator (false: the planner's own per-port estimate).
   bool simulate = true;
   // Plans with at most this many (destination rank, fragment) pairs choose

@@ -84,7 +84,7 @@ class Search {
   // `routes` holds the problem's routing that the search plans on.
   Search(const Problem& prob, ScheduleCache& cache, Routings& routes, std::vector<int64_t> sizes,
          std::vector<int64_t> directs, std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small,
-         double beat_s, bool wins_ties, bool try_waves, bool grow_per_round, bool relays_in_place)
+         double beat_s, bool wins_ties, bool try_waves, bool try_chunks, bool grow_per_round, bool relays_in_place)
       : prob_(prob),
         cache_(cache),
         routes_(routes),
@@ -98,6 +98,7 @@ class Search {
         beat_s_(beat_s),
         wins_ties_(wins_ties),
         try_waves_(try_waves),
+        try_chunks_(try_chunks),
         grow_per_round_(grow_per_round),
         relays_in_place_(relays_in_place),
         tried_(sizes_.size()) {}
@@ -233,6 +234,7 @@ class Search {
     if (!small_ || !best_) return;
     if (best_->emitted.comm_lanes) OneLane();
     RelayWaves();
+    PhaseChunks();
   }
 
   // Small phases may not repay a second lane's group (comm_lanes.h): the
@@ -258,6 +260,24 @@ class Search {
       if (waves == 2) p.relay_first_wave = FirstWaveShare(sc, prob_.scenario.cluster);
       EmittedPlan w = EmitPlan(prob_, sc, p);
       if (!w.fits) continue;
+      std::optional<Prediction> pred = SimulateCandidateWithin(w.plan, VariantLimit());
+      if (pred && pred->time_s < best_->time_s)
+        best_ = Candidate{best_->schedule, p, std::move(w), pred->time_s, std::move(pred)};
+    }
+  }
+
+  // Phase chunks (comm_lanes.h PhaseChunks) where the plan kept is a round per phase on two lanes without relay
+  // waves: kPhaseChunks, each kept where simulated faster.
+  void PhaseChunks() {
+    if (!try_chunks_ || !best_->schedule->all_in_one_round || !best_->emitted.comm_lanes ||
+        best_->policy.relay_waves > 1)
+      return;
+    const PlanPolicy base = best_->policy;
+    for (int32_t chunks : kPhaseChunks) {
+      PlanPolicy p = base;
+      p.phase_chunks = chunks;
+      EmittedPlan w = EmitPlan(prob_, *best_->schedule, p);
+      if (!w.fits || !w.comm_lanes) continue;
       std::optional<Prediction> pred = SimulateCandidateWithin(w.plan, VariantLimit());
       if (pred && pred->time_s < best_->time_s)
         best_ = Candidate{best_->schedule, p, std::move(w), pred->time_s, std::move(pred)};
@@ -373,6 +393,7 @@ class Search {
   const double beat_s_;
   const bool wins_ties_;
   const bool try_waves_;  // small plans: relay waves searched (PlannerOptions::relay_waves == 0)
+  const bool try_chunks_;  // small plans: phase chunks searched (PlannerOptions::phase_chunks == 0)
   const bool grow_per_round_;  // segments per round not given: more than 2 tried where rounds win
   const bool relays_in_place_;  // Schedule::relays_in_place
   // Small plans: PortBoundSeconds is a lower bound of every simulation (no
@@ -432,7 +453,8 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     if (policies.empty()) policies = Policies(s, options);
     auto search = std::make_unique<Search>(p, cache, routes, sizes, DirectThresholds(s, options, small),
                                            per_rounds, std::move(policies), small, beat_s, wins_ties,
-                                           options.relay_waves == 0, GrowsPerRound(options), relays_in_place);
+                                           options.relay_waves == 0, options.phase_chunks == 0,
+                                           GrowsPerRound(options), relays_in_place);
     search->Run(order);
     return search;
   };
@@ -669,6 +691,14 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, in_place));
         if (predicted->time_s >= held_s) break;
       }
+    }
+    // Phase chunks (comm_lanes.h) where a round per phase on two lanes without relay waves was kept: kPhaseChunksLarge,
+    // one try, kept where simulated faster.
+    if (const Search::Candidate& b = search->Kept(); options.phase_chunks == 0 && b.schedule->all_in_one_round &&
+                                                     b.emitted.comm_lanes && b.policy.relay_waves <= 1) {
+      PlanPolicy p = b.policy;
+      p.phase_chunks = kPhaseChunksLarge;
+      keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, b.schedule->relays_in_place));
     }
     // The first policy that fits is kept; where it releases memory, allocating destination layers late can be faster
     // (llama3-405b at full offload: 19 %).

@@ -59,6 +59,16 @@ inline constexpr double kRelayWavesMinInPlace = 0.5;
 // bench/results/2026-12-05-cpu-relay-waves-by-segment).
 inline constexpr size_t kRelayWavesMaxOps = 500000;
 inline constexpr int32_t kRelayWavesBySegment = 8;
+// Phase chunks (PlanPolicy::phase_chunks) tried where a round per phase on
+// two lanes without relay waves was kept, each kept where simulated faster:
+// small plans each of kPhaseChunks, large ones kPhaseChunksLarge (one more
+// simulation). On the 34 rows, all at 6: deepseek-v3 TP8xPP4xEP32 -> TP16xDP8
+// EP128 on 128 H200 colocated 269.7 -> 255.3 ms, TP2xPP8xEP16 on 128 GB200
+// 83.5 -> 79.1 (4 / 8 / 12 / 16: 80.7 / 79.6 / 82.5 / 85.9), qwen3-235b
+// 128.0 -> 126.5; qwen3-30b-a3b colocated 12.3 -> 17.0, llama3-70b
+// colocated at 1024 GPUs 161.1 -> 246.8 (kept out by the simulation).
+inline constexpr int32_t kPhaseChunks[] = {4, 6, 8};
+inline constexpr int32_t kPhaseChunksLarge = 6;
 // Large plans whose relays are packed try relays in place
 // (Schedule::relays_in_place, in a round per phase) only where the relay
 // phase's busiest NVLink port needs at least this share of the predicted

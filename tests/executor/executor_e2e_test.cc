@@ -214,6 +214,48 @@ destination: {}
   }
 }
 
+// Phase chunks (PlanPolicy::phase_chunks, forced through PlannerOptions):
+// a round per phase's last phase before the relay phase cut into 2, 3 and
+// 4 chunks alternating over the two lanes, with relays and without, staged
+// and in place; each GPU's phase transfers then span several groups, and
+// every element is verified on the host backend.
+TEST(EndToEndRelays, PhaseChunksVerifyEveryElement) {
+  for (const auto& [destination, relays] : {std::pair{"{tp: 2, dp: 2, gpus: \"8-11\"}", true},
+                                            std::pair{"{tp: 4, gpus: \"8-11\"}", false}}) {
+    const Scenario s = ParseScenario(fmt::format(R"(
+name: e2e-phase-chunks
+model: tiny-llama
+cluster: {{preset: dgx-h200, nodes: 2}}
+source: {{tp: 2, gpus: "0-1"}}
+destination: {}
+plan: {{segment_bytes: 64KiB}}
+)",
+                                                 destination),
+                                     "<e2e>");
+    for (int64_t direct : {int64_t{0}, int64_t{-1}})
+      for (int32_t chunks : {2, 3, 4}) {
+        PlannerOptions po;
+        po.simulate = false;
+        po.per_round = kPerRoundAll;
+        po.relays = relays;
+        po.send_relays = false;
+        po.relay_waves = 1;
+        po.direct_min_bytes = direct;
+        po.phase_chunks = chunks;
+        const PlanResult r = MakePlan(s, po);
+        ASSERT_TRUE(r.ok()) << r.message;
+        std::map<int32_t, std::set<int32_t>> groups;  // per GPU: its send / recv groups
+        for (const Op& op : r.plan.ops)
+          if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) groups[op.gpu].insert(op.group);
+        size_t most = 0;
+        for (const auto& [g, v] : groups) most = std::max(most, v.size());
+        EXPECT_GE(most, static_cast<size_t>(chunks)) << destination << ": the phase is not cut into chunks";
+        testing::ExpectHostRunVerifies(r.plan, fmt::format("{} phase chunks, threshold {}, {}", chunks, direct,
+                                                           destination));
+      }
+  }
+}
+
 // Sender-side relays (Problem::AddSendRelays): one GPU of node 0 holds
 // every weight that node 1's eight GPUs need, so its NIC would carry them
 // all; fragments go first over NVLink to its node peers (into staging

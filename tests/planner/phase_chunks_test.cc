@@ -1,0 +1,139 @@
+// Phase chunks (planner/comm_lanes.h PhaseChunks): a round per phase's last
+// phase before the relay phase cut into K chunks of whole segments,
+// alternating over the two communicator lanes. Properties on a two-node
+// relay case cut small (64 KiB segments, everything packed): every segment
+// of the phase lands in exactly one chunk and on that chunk's lane, the
+// relay feeds in chunk 0, the chunks share each GPU's bytes; the emitted
+// plan verifies, runs each lane's groups chunk by chunk, and packs and
+// unpacks in chunk order, so a chunk's group waits only for its own packs.
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "model/scenario.h"
+#include "plan/plan.h"
+#include "planner/comm_lanes.h"
+#include "planner/emitter.h"
+#include "planner/problem.h"
+#include "planner/segments.h"
+#include "sim/simulator.h"
+#include "tests/planner/planner_test_util.h"
+
+namespace reshard {
+namespace {
+
+struct Chunked {
+  Scenario s = planner_testing::Tp2ToTp4RelayScenario();
+  Problem p{s};
+  Schedule sc;
+  Chunked() {
+    EXPECT_GT(p.AddRelays(), 0);
+    sc = MakeSchedule(p, int64_t{64} << 10, std::numeric_limits<int64_t>::max(), kPerRoundAll);
+  }
+  int32_t Phase() const { return sc.rounds - sc.relay_rounds - 1; }
+};
+
+TEST(PhaseChunks, EachSegmentOfThePhaseGoesWholeInOneChunkOnItsLane) {
+  Chunked t;
+  ASSERT_EQ(t.sc.relay_rounds, 1);
+  const int32_t chunks = 4;
+  std::vector<uint8_t> lanes = CommLanes(t.sc, t.s.cluster.Gpus());
+  ASSERT_EQ(lanes.size(), t.sc.segments.size());
+  const std::vector<int8_t> chunk = PhaseChunks(t.sc, t.s.cluster, chunks, lanes);
+  ASSERT_EQ(chunk.size(), t.sc.segments.size());
+  std::vector<int64_t> bytes(chunks, 0);
+  std::map<int32_t, std::set<int32_t>> chunks_of_sender;
+  int32_t feeds = 0;
+  for (size_t i = 0; i < t.sc.segments.size(); ++i) {
+    const Segment& g = t.sc.segments[i];
+    if (g.round != t.Phase() || g.relay) {
+      EXPECT_EQ(chunk[i], -1) << "segment " << i << " is not in the chunked phase";
+      continue;
+    }
+    ASSERT_GE(chunk[i], 0) << "segment " << i;
+    ASSERT_LT(chunk[i], chunks) << "segment " << i;
+    EXPECT_EQ(lanes[i], chunk[i] % 2) << "segment " << i << ": chunk k runs on lane k % 2";
+    if (g.feeds) {
+      EXPECT_EQ(chunk[i], 0) << "feed segment " << i << ": the relay phase waits for it";
+      ++feeds;
+    } else {
+      chunks_of_sender[g.src_gpu].insert(chunk[i]);
+    }
+    bytes[chunk[i]] += g.bytes;
+  }
+  EXPECT_GT(feeds, 0);
+  for (int32_t k = 0; k < chunks; ++k) EXPECT_GT(bytes[k], 0) << "chunk " << k << " is empty";
+  // Each sender's other segments are spread, not piled into one chunk.
+  for (const auto& [gpu, ks] : chunks_of_sender) EXPECT_GT(ks.size(), 1u) << "GPU " << gpu;
+}
+
+TEST(PhaseChunks, TheEmitterRunsEachLaneChunkByChunkAndPacksInChunkOrder) {
+  Chunked t;
+  const int32_t chunks = 4;
+  std::vector<uint8_t> lanes = CommLanes(t.sc, t.s.cluster.Gpus());
+  const std::vector<int8_t> chunk = PhaseChunks(t.sc, t.s.cluster, chunks, lanes);
+  PlanPolicy policy;
+  policy.phase_chunks = chunks;
+  const EmittedPlan e = EmitPlan(t.p, t.sc, policy);
+  ASSERT_TRUE(e.fits && e.comm_lanes);
+  const VerifyResult v = Verify(e.plan);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  // Per (GPU, stream): the chunks of its phase transfers in plan order, one group per (chunk, GPU).
+  std::map<std::pair<int32_t, int32_t>, std::vector<int32_t>> on_stream;
+  std::map<std::pair<int32_t, int32_t>, std::set<int32_t>> groups_of_chunk;  // (GPU, chunk) -> groups
+  std::map<int32_t, std::vector<int32_t>> packs, unpacks;                   // per GPU: chunks in plan order
+  for (const Op& op : e.plan.ops) {
+    if (op.segment < 0 || chunk[op.segment] < 0) continue;
+    const Segment& g = t.sc.segments[op.segment];
+    const int32_t k = chunk[op.segment];
+    if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
+      on_stream[{op.gpu, op.stream}].push_back(k);
+      groups_of_chunk[{op.gpu, k}].insert(op.group);
+      EXPECT_EQ(e.plan.stream_names[op.stream] == kCommLane2StreamName, k % 2 == 1) << "op " << op.id;
+    } else if (op.kind == OpKind::kCopy && g.Packs() && op.gpu == g.src_gpu) {
+      packs[op.gpu].push_back(k);
+    } else if (op.kind == OpKind::kCopy && g.Unpacks() && op.gpu == g.dst_gpu) {
+      unpacks[op.gpu].push_back(k);
+    }
+  }
+  int32_t chunked_streams = 0;
+  for (const auto& [key, ks] : on_stream) {
+    EXPECT_TRUE(std::is_sorted(ks.begin(), ks.end())) << "GPU " << key.first << " stream " << key.second;
+    chunked_streams += std::set<int32_t>(ks.begin(), ks.end()).size() > 1;
+  }
+  EXPECT_GT(chunked_streams, 0) << "no stream carries two chunks";
+  for (const auto& [key, gs] : groups_of_chunk) EXPECT_EQ(gs.size(), 1u) << "GPU " << key.first << " chunk " << key.second;
+  for (const auto& [gpu, ks] : packs) EXPECT_TRUE(std::is_sorted(ks.begin(), ks.end())) << "packs of GPU " << gpu;
+  for (const auto& [gpu, ks] : unpacks) EXPECT_TRUE(std::is_sorted(ks.begin(), ks.end())) << "unpacks of GPU " << gpu;
+  // Simulated: a sender's first transfer of the phase starts before its last pack of the phase ends.
+  const Prediction pr = Simulate(e.plan, SimOptions{});
+  std::map<int32_t, std::pair<int64_t, int64_t>> first_send_last_pack;  // per GPU
+  for (size_t i = 0; i < e.plan.ops.size(); ++i) {
+    const Op& op = e.plan.ops[i];
+    if (op.segment < 0 || chunk[op.segment] < 0 || op.gpu != t.sc.segments[op.segment].src_gpu) continue;
+    auto& [first, last] = first_send_last_pack.try_emplace(op.gpu, INT64_MAX, 0).first->second;
+    if (op.kind == OpKind::kSend) first = std::min(first, pr.op_start_ns[i]);
+    if (op.kind == OpKind::kCopy) last = std::max(last, pr.op_end_ns[i]);
+  }
+  int32_t pipelined = 0;
+  for (const auto& [gpu, fl] : first_send_last_pack) pipelined += fl.first < fl.second;
+  EXPECT_GT(pipelined, 0);
+}
+
+TEST(PhaseChunks, NoneWhereTheScheduleIsNotARoundPerPhase) {
+  Chunked t;
+  const Schedule rounds = MakeSchedule(t.p, int64_t{64} << 10, std::numeric_limits<int64_t>::max(), 2);
+  ASSERT_FALSE(rounds.all_in_one_round);
+  std::vector<uint8_t> lanes(rounds.segments.size(), 0);
+  const std::vector<int8_t> chunk = PhaseChunks(rounds, t.s.cluster, 4, lanes);
+  EXPECT_TRUE(std::all_of(chunk.begin(), chunk.end(), [](int8_t k) { return k == -1; }));
+  EXPECT_TRUE(std::all_of(lanes.begin(), lanes.end(), [](uint8_t l) { return l == 0; }));
+}
+
+}  // namespace
+}  // namespace reshard
