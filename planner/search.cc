@@ -270,7 +270,7 @@ class Search {
   // waves: kPhaseChunks, each kept where simulated faster.
   void PhaseChunks() {
     if (!try_chunks_ || !best_->schedule->all_in_one_round || !best_->emitted.comm_lanes ||
-        best_->policy.relay_waves > 1)
+        best_->policy.relay_waves > 1 || !best_->prediction || !CopiesMayRepayChunks(*best_->prediction))
       return;
     const PlanPolicy base = best_->policy;
     for (int32_t chunks : kPhaseChunks) {
@@ -692,10 +692,11 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         if (predicted->time_s >= held_s) break;
       }
     }
-    // Phase chunks (comm_lanes.h) where a round per phase on two lanes without relay waves was kept: kPhaseChunksLarge,
-    // one try, kept where simulated faster.
+    // Phase chunks (comm_lanes.h) where a round per phase on two lanes without relay waves was kept and copies hold up
+    // its critical path: kPhaseChunksLarge, one try, kept where simulated faster.
     if (const Search::Candidate& b = search->Kept(); options.phase_chunks == 0 && b.schedule->all_in_one_round &&
-                                                     b.emitted.comm_lanes && b.policy.relay_waves <= 1) {
+                                                     b.emitted.comm_lanes && b.policy.relay_waves <= 1 &&
+                                                     CopiesMayRepayChunks(*predicted)) {
       PlanPolicy p = b.policy;
       p.phase_chunks = kPhaseChunksLarge;
       keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, b.schedule->relays_in_place));

@@ -69,6 +69,14 @@ inline constexpr int32_t kRelayWavesBySegment = 8;
 // colocated at 1024 GPUs 161.1 -> 246.8 (kept out by the simulation).
 inline constexpr int32_t kPhaseChunks[] = {4, 6, 8};
 inline constexpr int32_t kPhaseChunksLarge = 6;
+// Chunks shorten the packs before a lane's first transfer and the unpacks
+// after its last: tried only where the kept plan's critical path spends at
+// least this share in copies. Kept plans that won with chunks had 3.4-7.0 %
+// (deepseek-v3 TP8xPP4xEP32 on H200 3.4 %, 5.4 % faster); below it none did
+// (llama3-70b 0.1 %, llama3-8b NVL72 0.0 %, llama3-70b colocated 1.8 %),
+// their tries costing up to +25 % planning CPU.
+// (search_predict.h CopiesMayRepayChunks).
+inline constexpr double kPhaseChunksMinCopyShare = 0.03;
 // Large plans whose relays are packed try relays in place
 // (Schedule::relays_in_place, in a round per phase) only where the relay
 // phase's busiest NVLink port needs at least this share of the predicted

@@ -9,6 +9,7 @@
 #include "plan/plan.h"
 #include "planner/known_plan.h"
 #include "planner/planner.h"
+#include "planner/search_candidates.h"
 #include "sim/simulator.h"
 
 namespace reshard::search_predict {
@@ -24,6 +25,12 @@ std::optional<Prediction> SimulateCandidateWithin(const Plan& plan, double limit
 // `known` is null. Here, not in known_plan.h: only the search step may use
 // the simulator's types.
 std::optional<Prediction> KnownPrediction(const KnownPlan* known, const Plan& plan);
+// Whether copies hold up `p`'s critical path enough for phase chunks to be
+// tried (search_candidates.h kPhaseChunksMinCopyShare).
+inline bool CopiesMayRepayChunks(const Prediction& p) {
+  return static_cast<double>(p.critical_path.copy_ns) >=
+         search_candidates::kPhaseChunksMinCopyShare * static_cast<double>(p.time_ns);
+}
 // Writes `pred`'s time and peak into the plan's summary and `stats`.
 void ApplyPrediction(Plan& plan, PlanStats& stats, const Prediction& pred);
 
