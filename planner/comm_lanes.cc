@@ -106,23 +106,31 @@ std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t w
   return wave;
 }
 
+bool FeedsInFirstChunk(const Schedule& sc, int32_t chunks) {
+  if (!sc.all_in_one_round || sc.relay_rounds == 0) return false;
+  const int32_t phase = sc.rounds - sc.relay_rounds - 1;
+  int64_t feed_bytes = 0, phase_bytes = 0;
+  for (const Segment& sg : sc.segments) {
+    if (sg.round != phase || sg.relay) continue;
+    feed_bytes += FeedsRelays(sg) ? sg.bytes : 0, phase_bytes += sg.bytes;
+  }
+  return feed_bytes > 0 && feed_bytes * chunks <= phase_bytes;
+}
+
 std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t chunks, std::vector<uint8_t>& lanes) {
   std::vector<int8_t> chunk(sc.segments.size(), -1);
   if (!sc.all_in_one_round || lanes.size() != sc.segments.size() || chunks < 2 || chunks > 64) return chunk;
   const int32_t phase = sc.rounds - sc.relay_rounds - 1;
   std::vector<int64_t> sent(static_cast<size_t>(c.Gpus()) * 2 * chunks, 0), received(sent.size(), 0);
+  // The feeds all in chunk 0 (the relay phase waits for them) where they fit in a chunk's share, then the rest
+  // around them; more feeds go with the rest.
+  const bool first = FeedsInFirstChunk(sc, chunks);
   std::vector<int32_t> feeds, order;
-  int64_t feed_bytes = 0, phase_bytes = 0;
   for (size_t i = 0; i < sc.segments.size(); ++i) {
     const Segment& sg = sc.segments[i];
     if (sg.round != phase || sg.relay) continue;
-    const bool feed = sc.relay_rounds > 0 && FeedsRelays(sg);
-    (feed ? feeds : order).push_back(static_cast<int32_t>(i));
-    feed_bytes += feed ? sg.bytes : 0, phase_bytes += sg.bytes;
+    (first && FeedsRelays(sg) ? feeds : order).push_back(static_cast<int32_t>(i));
   }
-  // The feeds all in chunk 0 (the relay phase waits for them) where they fit in a chunk's share, then the rest
-  // around them; more feeds go with the rest.
-  if (feed_bytes * chunks > phase_bytes) order.insert(order.end(), feeds.begin(), feeds.end()), feeds.clear();
   for (int32_t i : feeds) {
     const Segment& sg = sc.segments[i];
     const size_t net = c.DomainOf(sg.src_gpu) != c.DomainOf(sg.dst_gpu);

@@ -106,9 +106,19 @@ std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t w
 // most a K-th of the phase (without, 85.4 ms there: the relay phase waited
 // for the last chunks); the rest (all, where feeds are more) largest first,
 // balanced per GPU and link class as SegmentWaves (chunk k a K-th).
+// With PlanPolicy::early_relay_phase (every feed in chunk 0, 3 chunks or
+// more) the relay phase goes on lane 0 right after chunk 0, before chunk 2:
+// where it sat at the end it now overlaps the network (deepseek-v3 151.4 ->
+// 148.1 ms, deepseek-v3 NVL72 123.2 -> 117.0), but it holds lane 0's later
+// chunks back (a long relay phase loses: the GB200 case 79.1 -> 96.5), so
+// the search tries both.
 // Sets `lanes` of the chunked segments; per segment its chunk, -1 for the
 // others (or all, where there is no such phase). O(S log S + S K).
 std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t chunks, std::vector<uint8_t>& lanes);
+// Whether PhaseChunks puts every segment feeding relays in chunk 0: they are
+// at most a `chunks`-th of the phase's bytes (then PlanPolicy::
+// early_relay_phase can start the relay phase after chunk 0). O(S).
+bool FeedsInFirstChunk(const Schedule& sc, int32_t chunks);
 
 // Where wave w of a segment of `bytes` starts (w = waves: its end), 4 KiB
 // aligned: at a w-th of it, or with a first-wave share f in (0, 1), at f

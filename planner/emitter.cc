@@ -42,6 +42,8 @@ class Emitter {
     if (waves_ > 1 && policy.relay_waves_by_segment)
       whole_ = SegmentWaves(sc, c_, waves_, policy.relay_first_wave);
     if (!lane_.empty() && waves_ == 1 && policy.phase_chunks > 1) chunk_ = PhaseChunks(sc, c_, policy.phase_chunks, lane_);
+    if (std::all_of(chunk_.begin(), chunk_.end(), [](int8_t k) { return k < 0; })) chunk_.clear();
+    early_relays_ = EarlyRelayPhase(sc, policy) && !chunk_.empty();
   }
 
   EmittedPlan Run() {
@@ -192,64 +194,7 @@ class Emitter {
           if (buffers_[refit_.src_first[r] + k].readers == 0)
             memory_->MoveToHost(refit_.src_first[r] + k, kStreamRelease, {}, false);
       }
-    // Per GPU: its sends and receives in round order; staged ones take slot
-    // k % n, whose previous user is the staged transfer n before (n slots).
-    const int32_t gpus = c_.Gpus();
-    gpus_.assign(gpus, GpuEmission{});
-    segment_ops_.assign(sc_.segments.size(), SegmentOps{});
-    for (size_t i = 0; i < sc_.segments.size(); ++i) {
-      const Segment& sg = sc_.segments[i];
-      gpus_[sg.src_gpu].send.segments.push_back(static_cast<int32_t>(i));
-      gpus_[sg.dst_gpu].recv.segments.push_back(static_cast<int32_t>(i));
-    }
-    if (!lane_.empty())  // lane 0's packs first in each round, by wave where waves are by segment (comm_lanes.h)
-      for (GpuEmission& ge : gpus_)
-        std::stable_sort(ge.send.segments.begin(), ge.send.segments.end(), [&](int32_t x, int32_t y) {
-          const int wx = whole_.empty() ? 0 : whole_[x], wy = whole_.empty() ? 0 : whole_[y];
-          const int cx = Chunk(x) < 0 ? lane_[x] : Chunk(x), cy = Chunk(y) < 0 ? lane_[y] : Chunk(y);
-          return std::tie(sc_.segments[x].round, cx, wx) < std::tie(sc_.segments[y].round, cy, wy);
-        });
-    for (size_t i = 0; i < sc_.segments.size(); ++i) {
-      const Segment& sg = sc_.segments[i];
-      if (sg.Packs()) {
-        auto& staged = gpus_[sg.src_gpu].send.staged;
-        segment_ops_[i].send_use = static_cast<int32_t>(staged.size());
-        staged.push_back(static_cast<int32_t>(i));
-      }
-      if (sg.Unpacks()) {
-        auto& staged = gpus_[sg.dst_gpu].recv.staged;
-        segment_ops_[i].recv_use = static_cast<int32_t>(staged.size());
-        staged.push_back(static_cast<int32_t>(i));
-      }
-    }
-    for (size_t i = 0; i < sc_.locals.size(); ++i) {
-      GpuEmission& ge = gpus_[sc_.locals[i].gpu];
-      if (ge.local_end == 0) ge.next_local = i;
-      ge.local_end = static_cast<int32_t>(i) + 1;
-    }
-    // Slots: two rounds' worth per direction (the next round's packs / the
-    // previous round's unpacks overlap the current transfers). With one
-    // segment per round, a GPU that stages both directions gets one slot
-    // each, so staging stays within two segments per GPU (tight colocated
-    // refits); several segments per round are for large jobs, where the
-    // packs and unpacks between rounds would cost more than the memory.
-    // With at least a round's worth, a slot's previous user is always in an
-    // earlier round. A round's worth: per_round, or more where a GPU's
-    // NVLink and network segments share rounds (segments.h).
-    for (GpuEmission& ge : gpus_) {
-      const bool both = !ge.send.staged.empty() && !ge.recv.staged.empty();
-      ge.send.round_staged = std::max({1, sc_.per_round, MostInOneRound(sc_, ge.send.staged)});
-      ge.recv.round_staged = std::max({1, sc_.per_round, MostInOneRound(sc_, ge.recv.staged)});
-      ge.send.slots = both && ge.send.round_staged == 1 ? 1 : 2 * ge.send.round_staged;
-      ge.recv.slots = both && ge.recv.round_staged == 1 ? 1 : 2 * ge.recv.round_staged;
-      ge.send.slot_buffer.assign(ge.send.slots, -1);
-      ge.recv.slot_buffer.assign(ge.recv.slots, -1);
-    }
-    // Staging slot sizes: the largest staged segment each GPU sends / receives.
-    for (const Segment& sg : sc_.segments) {
-      if (sg.Packs()) gpus_[sg.src_gpu].send.slot_bytes = std::max(gpus_[sg.src_gpu].send.slot_bytes, sg.bytes);
-      if (sg.Unpacks()) gpus_[sg.dst_gpu].recv.slot_bytes = std::max(gpus_[sg.dst_gpu].recv.slot_bytes, sg.bytes);
-    }
+    emitter_internal::AssignStaging(sc_, c_.Gpus(), lane_, whole_, chunk_, gpus_, segment_ops_);
   }
 
   // Staging slot k of `gpu`'s sending (receiving) side, made and allocated at
@@ -354,6 +299,10 @@ class Emitter {
     range_writes_.Pieces(homes_[k].src_region, buffers_[homes_[k].src_buffer].write_wave, out);
   }
   int32_t Chunk(size_t i) const { return chunk_.empty() ? -1 : chunk_[i]; }
+  // Phase chunks' turns of round r (chunk / 2), 1 without.
+  int32_t Turns(int32_t r, const std::vector<int32_t>& round_begin) const {
+    return round_begin[r + 1] > round_begin[r] && Chunk(round_begin[r]) >= 0 ? (policy_.phase_chunks + 1) / 2 : 1;
+  }
   bool InWave(const Segment& sg, int32_t w) const {
     if (!whole_.empty() && whole_[&sg - sc_.segments.data()] >= 0) return whole_[&sg - sc_.segments.data()] == w;
     return emitter_internal::InWave(sg, w, waves_, policy_.relay_first_wave, homes_, buffers_, range_writes_);
@@ -640,7 +589,8 @@ class Emitter {
     if (!lane_.empty() && !policy_.destination_per_layer) AllocAllDest();
     for (int32_t g = 0; g < gpus; ++g) PackUpTo(g, 0, 0);
     UnionFind components(gpus);  // reset per round for the GPUs the round touches
-    for (int32_t r = 0; r < R; ++r) {
+    // Round r before its groups: packs and local copies due, receive slots, the groups' components.
+    auto begin_round = [&](int32_t r) {
       relay_rounds_started_ = r >= R - sc_.relay_rounds;
       if (r == R - sc_.relay_rounds) range_writes_.Seal();
       // Local copies run kLocalLeadRounds ahead of the transfers whose
@@ -671,13 +621,14 @@ class Emitter {
         components.Reset(sc_.segments[i].dst_gpu);
       }
       for (int32_t i = b0; i < b1; ++i) components.Unite(sc_.segments[i].src_gpu, sc_.segments[i].dst_gpu);
-      // Lane 0's ops first: every GPU issues lane 0's group before lane 1's (the same order on all GPUs, which
-      // concurrent communicators need). With relay waves, the relay phase and the one before it go wave by wave.
-      // With phase chunks, chunk by chunk (comm_lanes.h): (chunk / 2, lane).
-      std::map<int32_t, int32_t> group_of_root;
-      const int32_t waves = waves_ > 1 && r >= R - sc_.relay_rounds - 1 ? waves_ : 1;
-      const int32_t turns = b1 > b0 && Chunk(b0) >= 0 ? (policy_.phase_chunks + 1) / 2 : 1;
-      for (int32_t turn = 0; turn < turns; ++turn)
+    };
+    // Lane 0's ops first: every GPU issues lane 0's group before lane 1's (the same order on all GPUs, which
+    // concurrent communicators need). With relay waves, the relay phase and the one before it go wave by wave.
+    // With phase chunks, chunk by chunk (comm_lanes.h): (chunk / 2, lane), turns [t0, t1).
+    auto round_groups = [&](int32_t r, int32_t t0, int32_t t1, std::map<int32_t, int32_t>& group_of_root) {
+      const int32_t b0 = round_begin[r], b1 = round_begin[r + 1];
+      const int32_t waves = waves_ > 1 && r >= R - sc_.relay_rounds - 1 ? waves_ : 1, turns = Turns(r, round_begin);
+      for (int32_t turn = t0; turn < t1; ++turn)
       for (int32_t lane = 0; lane < (lane_.empty() ? 1 : 2); ++lane)
       for (wave_ = 0; wave_ < waves; ++wave_)
       for (int32_t i = b0; i < b1; ++i) {
@@ -698,23 +649,49 @@ class Emitter {
         else EmitStagedPair(i, std::move(send), std::move(recv));
       }
       wave_ = 0;
-      ReleaseGroupReads();
-      // Relay buffers sent on in this round: freed after their sends, on the relay peer.
-      for (int32_t i = b0; i < b1; ++i)
-        if (sc_.segments[i].hop == 2) FreeForward(i);
-      // A round per phase, before its relay round: unpacks feeding relays, the relays' packs, then the
-      // other unpacks, so the relay group does not wait behind them all (deepseek-v3 NVL72: -5 ms).
+    };
+    // Unpacks of round r (pass 0: those feeding relays, then the relays' packs; pass 1: the others).
+    auto unpacks = [&](int32_t r, int32_t pass) {
+      const int32_t b0 = round_begin[r], b1 = round_begin[r + 1], turns = Turns(r, round_begin);
       const bool relays_next = sc_.all_in_one_round && sc_.relay_rounds > 0 && r + 1 == R - sc_.relay_rounds;
-      // With lanes, each pass unpacks lane 0's segments first.
-      for (int pass = relays_next ? 0 : 1; pass < 2; ++pass) {
-        for (int32_t turn = 0; turn < turns; ++turn)
+      for (int32_t turn = 0; turn < turns; ++turn)
         for (int lane = 0; lane < (lane_.empty() ? 1 : 2); ++lane)
           for (int32_t i = b0; i < b1; ++i)
             if (sc_.segments[i].Unpacks() && (!relays_next || sc_.segments[i].feeds == (pass == 0)) &&
                 (lane_.empty() || lane_[i] == lane) && (turns == 1 || Chunk(i) / 2 == turn))
               EmitUnpack(i);
-        for (int32_t g = 0; pass == 0 && g < gpus; ++g) PackUpTo(g, r + 1, r + 1);
+      for (int32_t g = 0; pass == 0 && g < gpus; ++g) PackUpTo(g, r + 1, r + 1);
+    };
+    auto end_round = [&](int32_t r) {
+      ReleaseGroupReads();
+      // Relay buffers sent on in this round: freed after their sends, on the relay peer.
+      for (int32_t i = round_begin[r]; i < round_begin[r + 1]; ++i)
+        if (sc_.segments[i].hop == 2) FreeForward(i);
+    };
+    for (int32_t r = 0; r < R; ++r) {
+      // A round per phase, before its relay round: unpacks feeding relays, the relays' packs, then the
+      // other unpacks, so the relay group does not wait behind them all (deepseek-v3 NVL72: -5 ms).
+      const bool relays_next = sc_.all_in_one_round && sc_.relay_rounds > 0 && r + 1 == R - sc_.relay_rounds;
+      const int32_t turns = Turns(r, round_begin);
+      begin_round(r);
+      std::map<int32_t, int32_t> group_of_root;
+      if (relays_next && turns > 1 && early_relays_) {  // PlanPolicy::early_relay_phase: after the first turn
+        round_groups(r, 0, 1, group_of_root);
+        unpacks(r, 0);
+        begin_round(r + 1);
+        std::map<int32_t, int32_t> relay_groups;
+        round_groups(r + 1, 0, 1, relay_groups);
+        end_round(r + 1);
+        unpacks(r + 1, 1);
+        round_groups(r, 1, turns, group_of_root);
+        end_round(r);
+        unpacks(r, 1);
+        if (r == 0 && !policy_.destination_per_layer) AllocAllDest();
+        break;
       }
+      round_groups(r, 0, turns, group_of_root);
+      end_round(r);
+      for (int pass = relays_next ? 0 : 1; pass < 2; ++pass) unpacks(r, pass);
       if (r == 0 && !policy_.destination_per_layer) AllocAllDest();
     }
     // Local copies not yet emitted (plans without rounds, or late priorities).
@@ -768,12 +745,18 @@ class Emitter {
   bool relay_rounds_started_ = false;
   std::vector<uint8_t> lane_;           // per segment its communicator lane (comm_lanes.h); empty: one lane
   int32_t waves_ = 1, wave_ = 0;        // relay waves (comm_lanes.h), the one being emitted
+  bool early_relays_ = false;           // PlanPolicy::early_relay_phase, where it applies
   std::vector<int8_t> chunk_;           // phase chunks (comm_lanes.h PhaseChunks); empty: none
   std::vector<int8_t> whole_;           // by segment (SegmentWaves): per segment its wave; empty: by bytes
   RangeWrites range_writes_;            // with relay waves: who wrote what before the relay phase
 };
 
 }  // namespace
+
+bool EarlyRelayPhase(const Schedule& sc, const PlanPolicy& policy) {
+  return policy.early_relay_phase && policy.comm_lanes && policy.relay_waves <= 1 && policy.phase_chunks > 2 &&
+         sc.relay_rounds == 1 && FeedsInFirstChunk(sc, policy.phase_chunks);
+}
 
 EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode) {
   EmittedPlan e = Emitter(prob, sc, policy, mode, policy.comm_lanes).Run();

@@ -74,8 +74,17 @@ struct PlanPolicy {
   // many chunks alternating over the two lanes (comm_lanes.h PhaseChunks);
   // needs comm_lanes and no relay waves. The search tries it.
   int32_t phase_chunks = 1;
+  // With phase chunks and every segment feeding relays in chunk 0: the relay
+  // phase on lane 0 right after chunk 0 instead of after the phase (lane 0's
+  // later chunks wait for it; lane 1's run meanwhile). The search tries it.
+  bool early_relay_phase = false;
   std::string Name() const;
 };
+
+// Whether PlanPolicy::early_relay_phase applies to `sc`: phase chunks in
+// more than one turn (3 chunks or more), one relay round, every feed in
+// chunk 0 (comm_lanes.h FeedsInFirstChunk). O(S).
+bool EarlyRelayPhase(const Schedule& sc, const PlanPolicy& policy);
 
 struct EmittedPlan {
   Plan plan;

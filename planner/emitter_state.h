@@ -130,4 +130,13 @@ struct GpuEmission {
   int32_t local_end = 0;     // one past its last local batch
 };
 
+// Per GPU its sends and receives in round order (lane 0's first where
+// `lane` is set, by wave `whole` / chunk `chunk` where set), the staging slot
+// use of each staged one (use k takes slot k % slots) and the slots: two
+// rounds' worth per direction, one where a GPU stages both ways one segment
+// a round; sized for its largest staged segment (staging_slots.cc). O(S log S).
+void AssignStaging(const Schedule& sc, int32_t gpu_count, const std::vector<uint8_t>& lane,
+                   const std::vector<int8_t>& whole, const std::vector<int8_t>& chunk, std::vector<GpuEmission>& gpus,
+                   std::vector<SegmentOps>& ops);
+
 }  // namespace reshard::emitter_internal

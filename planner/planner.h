@@ -101,6 +101,9 @@ struct PlannerOptions {
   // tried where a round per phase on two lanes was kept and kept if simulated
   // faster; 1, never; more, always.
   int32_t phase_chunks = 0;
+  // With phase_chunks forced (> 2): the relay phase right after chunk 0
+  // (PlanPolicy::early_relay_phase) where every feed is in chunk 0.
+  bool early_relay_phase = false;
   // Predict with the simulator (false: the planner's own per-port estimate).
   bool simulate = true;
   // Plans with at most this many (destination rank, fragment) pairs choose

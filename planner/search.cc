@@ -267,15 +267,18 @@ class Search {
   }
 
   // Phase chunks (comm_lanes.h PhaseChunks) where the plan kept is a round per phase on two lanes without relay
-  // waves: kPhaseChunks, each kept where simulated faster.
+  // waves and copies hold up its critical path: kPhaseChunks, each also with the relay phase after chunk 0
+  // (PlanPolicy::early_relay_phase) where that applies, each kept where simulated faster.
   void PhaseChunks() {
     if (!try_chunks_ || !best_->schedule->all_in_one_round || !best_->emitted.comm_lanes ||
         best_->policy.relay_waves > 1 || !best_->prediction || !CopiesMayRepayChunks(*best_->prediction))
       return;
     const PlanPolicy base = best_->policy;
-    for (int32_t chunks : kPhaseChunks) {
+    for (int32_t chunks : kPhaseChunks)
+      for (bool early : {false, true}) {
       PlanPolicy p = base;
-      p.phase_chunks = chunks;
+      p.phase_chunks = chunks, p.early_relay_phase = early;
+      if (early && !EarlyRelayPhase(*best_->schedule, p)) continue;
       EmittedPlan w = EmitPlan(prob_, *best_->schedule, p);
       if (!w.fits || !w.comm_lanes) continue;
       std::optional<Prediction> pred = SimulateCandidateWithin(w.plan, VariantLimit());
@@ -693,13 +696,17 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       }
     }
     // Phase chunks (comm_lanes.h) where a round per phase on two lanes without relay waves was kept and copies hold up
-    // its critical path: kPhaseChunksLarge, one try, kept where simulated faster.
+    // its critical path: kPhaseChunksLarge, then with the relay phase after chunk 0, each kept where simulated faster.
     if (const Search::Candidate& b = search->Kept(); options.phase_chunks == 0 && b.schedule->all_in_one_round &&
                                                      b.emitted.comm_lanes && b.policy.relay_waves <= 1 &&
                                                      CopiesMayRepayChunks(*predicted)) {
       PlanPolicy p = b.policy;
       p.phase_chunks = kPhaseChunksLarge;
-      keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, b.schedule->relays_in_place));
+      const bool chunk_in_place = b.schedule->relays_in_place;
+      const std::shared_ptr<const Schedule> sched = b.schedule;
+      keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, chunk_in_place));
+      if (p.early_relay_phase = true; EarlyRelayPhase(*sched, p))  // and the relay phase after chunk 0
+        keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, chunk_in_place));
     }
     // The first policy that fits is kept; where it releases memory, allocating destination layers late can be faster
     // (llama3-405b at full offload: 19 %).

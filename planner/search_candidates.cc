@@ -69,6 +69,7 @@ std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
         out.back().relay_waves = std::max(1, o.relay_waves);
         out.back().relay_waves_by_segment = o.relay_waves_by_segment.value_or(false);
         out.back().phase_chunks = std::max(1, o.phase_chunks);
+        out.back().early_relay_phase = o.early_relay_phase;
       }
   return out;
 }

@@ -66,7 +66,11 @@ inline constexpr int32_t kRelayWavesBySegment = 8;
 // EP128 on 128 H200 colocated 269.7 -> 255.3 ms, TP2xPP8xEP16 on 128 GB200
 // 83.5 -> 79.1 (4 / 8 / 12 / 16: 80.7 / 79.6 / 82.5 / 85.9), qwen3-235b
 // 128.0 -> 126.5; qwen3-30b-a3b colocated 12.3 -> 17.0, llama3-70b
-// colocated at 1024 GPUs 161.1 -> 246.8 (kept out by the simulation).
+// colocated at 1024 GPUs 161.1 -> 246.8 (kept out by the simulation). Each
+// is also tried with the relay phase after chunk 0 (PlanPolicy::
+// early_relay_phase) where every feed is in chunk 0: deepseek-v3 151.4 ->
+// 148.1, deepseek-v3 NVL72 121.4 (123.2 chunked) -> 117.0; where the relay
+// phase is long it blocks lane 0's later chunks (the GB200 row above: 96.5).
 inline constexpr int32_t kPhaseChunks[] = {4, 6, 8};
 inline constexpr int32_t kPhaseChunksLarge = 6;
 // Chunks shorten the packs before a lane's first transfer and the unpacks

@@ -217,8 +217,9 @@ destination: {}
 // Phase chunks (PlanPolicy::phase_chunks, forced through PlannerOptions):
 // a round per phase's last phase before the relay phase cut into 2, 3 and
 // 4 chunks alternating over the two lanes, with relays and without, staged
-// and in place; each GPU's phase transfers then span several groups, and
-// every element is verified on the host backend.
+// and in place, with the relay phase after chunk 0 too (forced; applied
+// where every feed is in chunk 0); each GPU's phase transfers then span
+// several groups, and every element is verified on the host backend.
 TEST(EndToEndRelays, PhaseChunksVerifyEveryElement) {
   for (const auto& [destination, relays] : {std::pair{"{tp: 2, dp: 2, gpus: \"8-11\"}", true},
                                             std::pair{"{tp: 4, gpus: \"8-11\"}", false}}) {
@@ -233,7 +234,8 @@ plan: {{segment_bytes: 64KiB}}
                                                  destination),
                                      "<e2e>");
     for (int64_t direct : {int64_t{0}, int64_t{-1}})
-      for (int32_t chunks : {2, 3, 4}) {
+      for (const auto& [chunks, early] : {std::pair{2, false}, std::pair{3, false}, std::pair{4, false},
+                                          std::pair{3, true}, std::pair{4, true}}) {
         PlannerOptions po;
         po.simulate = false;
         po.per_round = kPerRoundAll;
@@ -242,6 +244,7 @@ plan: {{segment_bytes: 64KiB}}
         po.relay_waves = 1;
         po.direct_min_bytes = direct;
         po.phase_chunks = chunks;
+        po.early_relay_phase = early;
         const PlanResult r = MakePlan(s, po);
         ASSERT_TRUE(r.ok()) << r.message;
         std::map<int32_t, std::set<int32_t>> groups;  // per GPU: its send / recv groups
@@ -250,10 +253,37 @@ plan: {{segment_bytes: 64KiB}}
         size_t most = 0;
         for (const auto& [g, v] : groups) most = std::max(most, v.size());
         EXPECT_GE(most, static_cast<size_t>(chunks)) << destination << ": the phase is not cut into chunks";
-        testing::ExpectHostRunVerifies(r.plan, fmt::format("{} phase chunks, threshold {}, {}", chunks, direct,
-                                                           destination));
+        testing::ExpectHostRunVerifies(r.plan, fmt::format("{} phase chunks, early relays {}, threshold {}, {}", chunks,
+                                                           early, direct, destination));
       }
   }
+  // The relay phase after chunk 0 where it applies: TP2 -> TP4, whose few relay feeds fit in chunk 0.
+  const Scenario s = ParseScenario(R"(
+name: e2e-early-relays
+model: tiny-llama
+cluster: {preset: dgx-h200, nodes: 2}
+source: {tp: 2, gpus: "0-1"}
+destination: {tp: 4, gpus: "8-11"}
+)",
+                                   "<e2e>");
+  Problem prob(s);
+  ASSERT_GT(prob.AddRelays(), 0);
+  int32_t applied = 0;
+  for (int64_t direct : {int64_t{0}, std::numeric_limits<int64_t>::max()}) {
+    const Schedule sc = MakeSchedule(prob, int64_t{64} << 10, direct, kPerRoundAll);
+    for (int32_t chunks : {3, 4, 6}) {
+      PlanPolicy policy;
+      policy.phase_chunks = chunks;
+      policy.early_relay_phase = true;
+      if (!EarlyRelayPhase(sc, policy)) continue;
+      ++applied;
+      EmittedPlan e = EmitPlan(prob, sc, policy);
+      ASSERT_TRUE(e.fits);
+      e.plan.summary.bytes_moved = CountBytesMoved(e.plan);  // the search's summary, which this test skips
+      testing::ExpectHostRunVerifies(e.plan, fmt::format("early relays, {} chunks, threshold {}", chunks, direct));
+    }
+  }
+  EXPECT_GE(applied, 3);
 }
 
 // Sender-side relays (Problem::AddSendRelays): one GPU of node 0 holds

@@ -125,6 +125,52 @@ TEST(PhaseChunks, TheEmitterRunsEachLaneChunkByChunkAndPacksInChunkOrder) {
   EXPECT_GT(pipelined, 0);
 }
 
+// PlanPolicy::early_relay_phase: on lane 0 the relay phase comes right after
+// chunk 0's group and before chunk 2's; the plan still verifies, and the
+// relays start before the phase's last transfer ends.
+TEST(PhaseChunks, AnEarlyRelayPhaseRunsBetweenChunkZeroAndTwo) {
+  Chunked t;
+  PlanPolicy policy;
+  policy.phase_chunks = 4;
+  policy.early_relay_phase = true;
+  ASSERT_TRUE(FeedsInFirstChunk(t.sc, 4));
+  ASSERT_TRUE(EarlyRelayPhase(t.sc, policy));
+  std::vector<uint8_t> lanes = CommLanes(t.sc, t.s.cluster.Gpus());
+  const std::vector<int8_t> chunk = PhaseChunks(t.sc, t.s.cluster, 4, lanes);
+  const EmittedPlan e = EmitPlan(t.p, t.sc, policy);
+  ASSERT_TRUE(e.fits && e.comm_lanes);
+  const VerifyResult v = Verify(e.plan);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  // Per GPU, lane 0's transfers in plan order: 0 (chunk 0), 1 (relay phase), 2 (chunk 2).
+  std::map<int32_t, std::vector<int32_t>> kinds;
+  for (const Op& op : e.plan.ops) {
+    if ((op.kind != OpKind::kSend && op.kind != OpKind::kRecv) || op.stream != kStreamComm || op.segment < 0) continue;
+    const Segment& g = t.sc.segments[op.segment];
+    const int32_t k = g.round > t.Phase() ? 1 : chunk[op.segment] == 0 ? 0 : chunk[op.segment] == 2 ? 2 : -1;
+    ASSERT_GE(k, 0) << "op " << op.id << " of chunk " << int{chunk[op.segment]} << " on lane 0";
+    kinds[op.gpu].push_back(k);
+  }
+  int32_t between = 0;
+  for (const auto& [gpu, ks] : kinds) {
+    EXPECT_TRUE(std::is_sorted(ks.begin(), ks.end())) << "GPU " << gpu;
+    between += std::set<int32_t>(ks.begin(), ks.end()).size() == 3;
+  }
+  EXPECT_GT(between, 0) << "no GPU runs the relay phase between two chunks";
+  // Without it, the relay phase follows chunk 2 on lane 0.
+  policy.early_relay_phase = false;
+  const EmittedPlan late = EmitPlan(t.p, t.sc, policy);
+  int32_t last_chunk = -1;
+  bool relay_seen = false;
+  for (const Op& op : late.plan.ops) {
+    if (op.kind != OpKind::kSend || op.stream != kStreamComm || op.segment < 0) continue;
+    if (t.sc.segments[op.segment].round > t.Phase()) relay_seen = true;
+    else EXPECT_FALSE(relay_seen) << "chunk " << int{chunk[op.segment]} << " after the relay phase";
+    last_chunk = std::max(last_chunk, int32_t{chunk[op.segment]});
+  }
+  EXPECT_TRUE(relay_seen);
+  EXPECT_EQ(last_chunk, 2);
+}
+
 TEST(PhaseChunks, NoneWhereTheScheduleIsNotARoundPerPhase) {
   Chunked t;
   const Schedule rounds = MakeSchedule(t.p, int64_t{64} << 10, std::numeric_limits<int64_t>::max(), 2);
