@@ -4,7 +4,7 @@
 //
 //   rounds_probe SCENARIO [--sizes 64MiB,1GiB] [--per-round 1,2,all] [--json FILE]
 //                [--relays on|off] [--send-relays on|off] [--relay-waves K]
-//                [--waves-by-segment on|off] [--phase-chunks K] [--no-simulate] [--write-plans PREFIX]
+//                [--waves-by-segment on|off] [--phase-chunks K] [--early-relays] [--no-simulate] [--write-plans PREFIX]
 //
 // SCENARIO: a built-in name or a .yaml file. Each row: predicted time
 // (simulator, or with --no-simulate the planner's per-port estimate),
@@ -14,7 +14,8 @@
 // where the search would choose it; --relay-waves K forces a round per
 // phase's relay waves (PlannerOptions::relay_waves: 1 none, 0 searched, the
 // default), --waves-by-segment on|off how they cut; --phase-chunks K forces
-// PlannerOptions::phase_chunks (1 none, 0 searched); --write-plans writes each row's plan to
+// PlannerOptions::phase_chunks (1 none, 0 searched), --early-relays its
+// PlannerOptions::early_relay_phase; --write-plans writes each row's plan to
 // PREFIX.SIZE.PER_ROUND.json (for `reshard simulate --trace`). Progress goes
 // to stderr.
 #include <algorithm>
@@ -51,6 +52,7 @@ struct Flags {
   int32_t relay_waves = 0;
   std::optional<bool> waves_by_segment;
   int32_t phase_chunks = 0;
+  bool early_relays = false;
   bool simulate = true;
   std::string write_prefix;
 };
@@ -62,6 +64,7 @@ nlohmann::json Row(const Scenario& s, const std::string& size, const std::string
   po.relay_waves = f.relay_waves;
   po.relay_waves_by_segment = f.waves_by_segment;
   po.phase_chunks = f.phase_chunks;
+  po.early_relay_phase = f.early_relays;
   po.simulate = f.simulate;
   if (size != "auto") po.segment_bytes = ParseBytes(size, "--sizes", "segment");
   if (per_round == "all") po.per_round = kPerRoundAll;
@@ -112,13 +115,14 @@ int main(int argc, char** argv) {
     else if (a == "--send-relays" && i + 1 < argc && on_off(argv[i + 1])) flags.send_relays = on_off(argv[++i]);
     else if (a == "--relay-waves" && i + 1 < argc) flags.relay_waves = std::stoi(argv[++i]);
     else if (a == "--phase-chunks" && i + 1 < argc) flags.phase_chunks = std::stoi(argv[++i]);
+    else if (a == "--early-relays") flags.early_relays = true;
     else if (a == "--waves-by-segment" && i + 1 < argc && on_off(argv[i + 1])) flags.waves_by_segment = on_off(argv[++i]);
     else if (a == "--no-simulate") flags.simulate = false;
     else if (a == "--write-plans" && i + 1 < argc) flags.write_prefix = argv[++i];
     else if (!a.empty() && a[0] != '-' && name.empty()) name = a;
     else {
       std::cerr << "usage: rounds_probe SCENARIO [--sizes 64MiB,auto] [--per-round 1,2,all,auto] [--json FILE] "
-                   "[--relays on|off] [--send-relays on|off] [--relay-waves K] [--waves-by-segment on|off] [--phase-chunks K] "
+                   "[--relays on|off] [--send-relays on|off] [--relay-waves K] [--waves-by-segment on|off] [--phase-chunks K] [--early-relays] "
                    "[--no-simulate] [--write-plans PREFIX]\n";
       return 2;
     }

@@ -588,9 +588,11 @@ class Emitter {
     // With lanes, lane 0's in-place receives must not wait for the destination allocs behind lane 1's packs.
     if (!lane_.empty() && !policy_.destination_per_layer) AllocAllDest();
     for (int32_t g = 0; g < gpus; ++g) PackUpTo(g, 0, 0);
-    UnionFind components(gpus);  // reset per round for the GPUs the round touches
+    // Per round, reset for the GPUs the round touches; an early relay phase has its own (its groups come
+    // between the chunks of the phase before, whose groups need that phase's components).
+    UnionFind components(gpus), relay_components(early_relays_ ? gpus : 0);
     // Round r before its groups: packs and local copies due, receive slots, the groups' components.
-    auto begin_round = [&](int32_t r) {
+    auto begin_round = [&](int32_t r, UnionFind& groups_of) {
       relay_rounds_started_ = r >= R - sc_.relay_rounds;
       if (r == R - sc_.relay_rounds) range_writes_.Seal();
       // Local copies run kLocalLeadRounds ahead of the transfers whose
@@ -617,15 +619,16 @@ class Emitter {
       }
       // Groups: connected components of this round's transfers.
       for (int32_t i = b0; i < b1; ++i) {
-        components.Reset(sc_.segments[i].src_gpu);
-        components.Reset(sc_.segments[i].dst_gpu);
+        groups_of.Reset(sc_.segments[i].src_gpu);
+        groups_of.Reset(sc_.segments[i].dst_gpu);
       }
-      for (int32_t i = b0; i < b1; ++i) components.Unite(sc_.segments[i].src_gpu, sc_.segments[i].dst_gpu);
+      for (int32_t i = b0; i < b1; ++i) groups_of.Unite(sc_.segments[i].src_gpu, sc_.segments[i].dst_gpu);
     };
     // Lane 0's ops first: every GPU issues lane 0's group before lane 1's (the same order on all GPUs, which
     // concurrent communicators need). With relay waves, the relay phase and the one before it go wave by wave.
     // With phase chunks, chunk by chunk (comm_lanes.h): (chunk / 2, lane), turns [t0, t1).
-    auto round_groups = [&](int32_t r, int32_t t0, int32_t t1, std::map<int32_t, int32_t>& group_of_root) {
+    auto round_groups = [&](int32_t r, int32_t t0, int32_t t1, UnionFind& groups_of,
+                            std::map<int32_t, int32_t>& group_of_root) {
       const int32_t b0 = round_begin[r], b1 = round_begin[r + 1];
       const int32_t waves = waves_ > 1 && r >= R - sc_.relay_rounds - 1 ? waves_ : 1, turns = Turns(r, round_begin);
       for (int32_t turn = t0; turn < t1; ++turn)
@@ -636,7 +639,7 @@ class Emitter {
         if ((!lane_.empty() && lane_[i] != lane) || (turns > 1 && Chunk(i) / 2 != turn)) continue;
         if (waves > 1 && !InWave(sg, wave_)) continue;
         const bool split = waves > 1 && emitter_internal::Waved(sg) && (whole_.empty() || sg.relay);
-        auto [it, fresh] = group_of_root.try_emplace(((2 * components.Find(sg.src_gpu) + lane) * waves + wave_) * turns + turn, next_group_);
+        auto [it, fresh] = group_of_root.try_emplace(((2 * groups_of.Find(sg.src_gpu) + lane) * waves + wave_) * turns + turn, next_group_);
         if (fresh) ++next_group_;
         const int32_t group = it->second, stream = lane ? kStreamCommLane2 : kStreamComm;
         Op send;
@@ -673,23 +676,23 @@ class Emitter {
       // other unpacks, so the relay group does not wait behind them all (deepseek-v3 NVL72: -5 ms).
       const bool relays_next = sc_.all_in_one_round && sc_.relay_rounds > 0 && r + 1 == R - sc_.relay_rounds;
       const int32_t turns = Turns(r, round_begin);
-      begin_round(r);
+      begin_round(r, components);
       std::map<int32_t, int32_t> group_of_root;
       if (relays_next && turns > 1 && early_relays_) {  // PlanPolicy::early_relay_phase: after the first turn
-        round_groups(r, 0, 1, group_of_root);
+        round_groups(r, 0, 1, components, group_of_root);
         unpacks(r, 0);
-        begin_round(r + 1);
+        begin_round(r + 1, relay_components);
         std::map<int32_t, int32_t> relay_groups;
-        round_groups(r + 1, 0, 1, relay_groups);
+        round_groups(r + 1, 0, 1, relay_components, relay_groups);
         end_round(r + 1);
         unpacks(r + 1, 1);
-        round_groups(r, 1, turns, group_of_root);
+        round_groups(r, 1, turns, components, group_of_root);
         end_round(r);
         unpacks(r, 1);
         if (r == 0 && !policy_.destination_per_layer) AllocAllDest();
         break;
       }
-      round_groups(r, 0, turns, group_of_root);
+      round_groups(r, 0, turns, components, group_of_root);
       end_round(r);
       for (int pass = relays_next ? 0 : 1; pass < 2; ++pass) unpacks(r, pass);
       if (r == 0 && !policy_.destination_per_layer) AllocAllDest();

@@ -276,15 +276,17 @@ class Search {
     const PlanPolicy base = best_->policy;
     for (int32_t chunks : kPhaseChunks)
       for (bool early : {false, true}) {
-      PlanPolicy p = base;
-      p.phase_chunks = chunks, p.early_relay_phase = early;
-      if (early && !EarlyRelayPhase(*best_->schedule, p)) continue;
-      EmittedPlan w = EmitPlan(prob_, *best_->schedule, p);
-      if (!w.fits || !w.comm_lanes) continue;
-      std::optional<Prediction> pred = SimulateCandidateWithin(w.plan, VariantLimit());
-      if (pred && pred->time_s < best_->time_s)
-        best_ = Candidate{best_->schedule, p, std::move(w), pred->time_s, std::move(pred)};
-    }
+        PlanPolicy p = base;
+        p.phase_chunks = chunks, p.early_relay_phase = early;
+        if (early && !EarlyRelayPhase(*best_->schedule, p)) continue;
+        EmittedPlan w = EmitPlan(prob_, *best_->schedule, p);
+        std::optional<Prediction> pred;
+        try {  // as in Consider: a plan that cannot be issued is passed over
+          if (w.fits && w.comm_lanes) pred = SimulateCandidateWithin(w.plan, VariantLimit());
+        } catch (const PlanRefused&) {}
+        if (pred && pred->time_s < best_->time_s)
+          best_ = Candidate{best_->schedule, p, std::move(w), pred->time_s, std::move(pred)};
+      }
   }
 
   void RunCandidates(const std::vector<std::pair<size_t, int32_t>>& order) {

@@ -10,12 +10,14 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "model/scenario.h"
+#include "plan/issue_order.h"
 #include "plan/plan.h"
 #include "planner/comm_lanes.h"
 #include "planner/emitter.h"
@@ -169,6 +171,41 @@ TEST(PhaseChunks, AnEarlyRelayPhaseRunsBetweenChunkZeroAndTwo) {
   }
   EXPECT_TRUE(relay_seen);
   EXPECT_EQ(last_chunk, 2);
+}
+
+// An early relay phase comes between the chunks of the phase before it,
+// whose later chunks must still be grouped by that phase's components (the
+// relay phase's own components once split them: a GPU got two groups in one
+// chunk, and the plan could not be issued). Colocated, every GPU sends,
+// receives and relays: each plan must verify and be issuable.
+TEST(PhaseChunks, AnEarlyRelayPhaseKeepsThePhaseGroupsWhole) {
+  const Scenario s = planner_testing::Qwen30ColocatedEp();
+  Problem p(s);
+  ASSERT_GT(p.AddRelays(), 0);
+  const Schedule sc = MakeSchedule(p, int64_t{128} << 20, int64_t{64} << 20, kPerRoundAll);
+  int32_t applied = 0;
+  for (int32_t chunks : {3, 4}) {
+    PlanPolicy policy;
+    policy.phase_chunks = chunks;
+    policy.early_relay_phase = true;
+    if (!EarlyRelayPhase(sc, policy)) continue;
+    ++applied;
+    const EmittedPlan e = EmitPlan(p, sc, policy);
+    ASSERT_TRUE(e.fits && e.comm_lanes);
+    const VerifyResult v = Verify(e.plan);
+    ASSERT_TRUE(v.ok()) << v.problems.front();
+    EXPECT_NO_THROW(ForEachIssueStep(e.plan, [](const IssueStep&) {})) << chunks << " chunks";
+    // Per (GPU, stream): each chunk's transfers in one group.
+    std::map<std::tuple<int32_t, int32_t, int32_t>, std::set<int32_t>> groups;  // (GPU, stream, round or chunk)
+    std::vector<uint8_t> lanes = CommLanes(sc, s.cluster.Gpus());
+    const std::vector<int8_t> chunk = PhaseChunks(sc, s.cluster, chunks, lanes);
+    for (const Op& op : e.plan.ops)
+      if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.segment >= 0 && chunk[op.segment] >= 0)
+        groups[{op.gpu, op.stream, chunk[op.segment]}].insert(op.group);
+    for (const auto& [key, gs] : groups)
+      EXPECT_EQ(gs.size(), 1u) << "GPU " << std::get<0>(key) << " chunk " << std::get<2>(key);
+  }
+  EXPECT_GT(applied, 0);
 }
 
 TEST(PhaseChunks, NoneWhereTheScheduleIsNotARoundPerPhase) {
