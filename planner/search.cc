@@ -273,10 +273,9 @@ class Search {
     if (!try_chunks_ || !best_->schedule->all_in_one_round || !best_->emitted.comm_lanes ||
         best_->policy.relay_waves > 1 || !best_->prediction || !CopiesMayRepayChunks(*best_->prediction))
       return;
-    const PlanPolicy base = best_->policy;
     for (int32_t chunks : kPhaseChunks)
       for (bool early : {false, true}) {
-        PlanPolicy p = base;
+        PlanPolicy p = best_->policy;  // the same policy but for its chunks
         p.phase_chunks = chunks, p.early_relay_phase = early;
         if (early && !EarlyRelayPhase(*best_->schedule, p)) continue;
         EmittedPlan w = EmitPlan(prob_, *best_->schedule, p);
@@ -698,17 +697,19 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       }
     }
     // Phase chunks (comm_lanes.h) where a round per phase on two lanes without relay waves was kept and copies hold up
-    // its critical path: kPhaseChunksLarge, then with the relay phase after chunk 0, each kept where simulated faster.
+    // its critical path: kPhaseChunksLarge with the relay phase after chunk 0 where that applies, then without it where
+    // that did not win (search_candidates.h), each kept where simulated faster.
     if (const Search::Candidate& b = search->Kept(); options.phase_chunks == 0 && b.schedule->all_in_one_round &&
                                                      b.emitted.comm_lanes && b.policy.relay_waves <= 1 &&
                                                      CopiesMayRepayChunks(*predicted)) {
-      PlanPolicy p = b.policy;
-      p.phase_chunks = kPhaseChunksLarge;
-      const bool chunk_in_place = b.schedule->relays_in_place;
-      const std::shared_ptr<const Schedule> sched = b.schedule;
-      keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, chunk_in_place));
-      if (p.early_relay_phase = true; EarlyRelayPhase(*sched, p))  // and the relay phase after chunk 0
-        keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, chunk_in_place));
+      PlanPolicy p = b.policy, early = b.policy;
+      p.phase_chunks = early.phase_chunks = kPhaseChunksLarge, early.early_relay_phase = true;
+      const std::shared_ptr<const Schedule> sched = b.schedule;  // b goes with the search a try replaces
+      const double held_s = predicted->time_s;
+      if (EarlyRelayPhase(*sched, early))
+        keep_if_faster(run(prob, won_order(*search), kNone, false, {early}, sched->relays_in_place));
+      if (predicted->time_s >= held_s)
+        keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, sched->relays_in_place));
     }
     // The first policy that fits is kept; where it releases memory, allocating destination layers late can be faster
     // (llama3-405b at full offload: 19 %).

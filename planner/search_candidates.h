@@ -71,6 +71,10 @@ inline constexpr int32_t kRelayWavesBySegment = 8;
 // early_relay_phase) where every feed is in chunk 0: deepseek-v3 151.4 ->
 // 148.1, deepseek-v3 NVL72 121.4 (123.2 chunked) -> 117.0; where the relay
 // phase is long it blocks lane 0's later chunks (the GB200 row above: 96.5).
+// Large plans try the early relay phase first and chunks alone only where
+// it did not win: wherever both won on the 34 rows, the early relay phase
+// won more (deepseek-v3 148.1 vs 151.4 ms, TP8xPP4xEP32 on H200 250.3 vs
+// 255.3, on GB200 77.8 vs 78.8), so one simulation is spared there.
 inline constexpr int32_t kPhaseChunks[] = {4, 6, 8};
 inline constexpr int32_t kPhaseChunksLarge = 6;
 // Chunks shorten the packs before a lane's first transfer and the unpacks
