@@ -703,7 +703,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
                                                      b.emitted.comm_lanes && b.policy.relay_waves <= 1 &&
                                                      CopiesMayRepayChunks(*predicted)) {
       PlanPolicy p = b.policy, early = b.policy;
-      p.phase_chunks = early.phase_chunks = kPhaseChunksLarge, early.early_relay_phase = true;
+      p.phase_chunks = kPhaseChunksLarge, early.phase_chunks = kPhaseChunksLargeEarly, early.early_relay_phase = true;
       const std::shared_ptr<const Schedule> sched = b.schedule;  // b goes with the search a try replaces
       const double held_s = predicted->time_s;
       if (EarlyRelayPhase(*sched, early))

@@ -77,6 +77,12 @@ inline constexpr int32_t kRelayWavesBySegment = 8;
 // 255.3, on GB200 77.8 vs 78.8), so one simulation is spared there.
 inline constexpr int32_t kPhaseChunks[] = {4, 6, 8};
 inline constexpr int32_t kPhaseChunksLarge = 6;
+// With the relay phase after chunk 0, large plans try 8 chunks (the K sweep's
+// best there: deepseek-v3 147.4 ms against 148.1 at 6, NVL72 116.3 / 117.0;
+// in the search H200 TP8xPP4 245.6 / 250.3, GB200 TP8xPP4 76.9 / 77.8,
+// qwen3-235b 125.5 / 126.5 chunks alone). On GB200 TP2xPP8 it now wins at
+// 80.1 ms, so chunks alone (79.1) are no longer tried there: the one loss.
+inline constexpr int32_t kPhaseChunksLargeEarly = 8;
 // Chunks shorten the packs before a lane's first transfer and the unpacks
 // after its last: tried only where the kept plan's critical path spends at
 // least this share in copies. Kept plans that won with chunks had 3.4-7.0 %
