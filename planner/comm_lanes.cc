@@ -52,6 +52,12 @@ std::vector<uint8_t> RelayWaveLanes(const Schedule& sc, int32_t gpus) {
 
 namespace {
 
+// Where a segment's sender (`send`) or receiver load of part 0 sits in a (GPU, link class, part) array.
+size_t LoadAt(const Cluster& c, const Segment& sg, bool send, size_t parts) {
+  const size_t net = c.DomainOf(sg.src_gpu) != c.DomainOf(sg.dst_gpu);
+  return (static_cast<size_t>(send ? sg.src_gpu : sg.dst_gpu) * 2 + net) * parts;
+}
+
 // Each segment of `order` (largest first) whole into the part k where its
 // sender's and its receiver's bytes of its link class, with it, over share[k]
 // stay lowest; `sent` / `received` hold (GPU, class, part) loads already there.
@@ -61,9 +67,8 @@ void BalanceWhole(const Schedule& sc, const Cluster& c, const std::vector<int32_
   const size_t parts = share.size();
   for (int32_t i : order) {
     const Segment& sg = sc.segments[i];
-    const size_t net = c.DomainOf(sg.src_gpu) != c.DomainOf(sg.dst_gpu);
-    int64_t* s = &sent[(static_cast<size_t>(sg.src_gpu) * 2 + net) * parts];
-    int64_t* r = &received[(static_cast<size_t>(sg.dst_gpu) * 2 + net) * parts];
+    int64_t* s = &sent[LoadAt(c, sg, true, parts)];
+    int64_t* r = &received[LoadAt(c, sg, false, parts)];
     size_t best = 0;
     double best_load = std::numeric_limits<double>::infinity();
     for (size_t w = 0; w < parts; ++w) {
@@ -133,9 +138,8 @@ std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t ch
   }
   for (int32_t i : feeds) {
     const Segment& sg = sc.segments[i];
-    const size_t net = c.DomainOf(sg.src_gpu) != c.DomainOf(sg.dst_gpu);
-    sent[(static_cast<size_t>(sg.src_gpu) * 2 + net) * chunks] += sg.bytes;
-    received[(static_cast<size_t>(sg.dst_gpu) * 2 + net) * chunks] += sg.bytes;
+    sent[LoadAt(c, sg, true, chunks)] += sg.bytes;
+    received[LoadAt(c, sg, false, chunks)] += sg.bytes;
     chunk[i] = 0;
   }
   LargestFirst(sc, order);

@@ -676,10 +676,12 @@ class Emitter {
       // other unpacks, so the relay group does not wait behind them all (deepseek-v3 NVL72: -5 ms).
       const bool relays_next = sc_.all_in_one_round && sc_.relay_rounds > 0 && r + 1 == R - sc_.relay_rounds;
       const int32_t turns = Turns(r, round_begin);
+      // PlanPolicy::early_relay_phase: the relay round (the last) right after the first turn.
+      const bool early = relays_next && turns > 1 && early_relays_;
       begin_round(r, components);
       std::map<int32_t, int32_t> group_of_root;
-      if (relays_next && turns > 1 && early_relays_) {  // PlanPolicy::early_relay_phase: after the first turn
-        round_groups(r, 0, 1, components, group_of_root);
+      round_groups(r, 0, early ? 1 : turns, components, group_of_root);
+      if (early) {
         unpacks(r, 0);
         begin_round(r + 1, relay_components);
         std::map<int32_t, int32_t> relay_groups;
@@ -687,15 +689,11 @@ class Emitter {
         end_round(r + 1);
         unpacks(r + 1, 1);
         round_groups(r, 1, turns, components, group_of_root);
-        end_round(r);
-        unpacks(r, 1);
-        if (r == 0 && !policy_.destination_per_layer) AllocAllDest();
-        break;
       }
-      round_groups(r, 0, turns, components, group_of_root);
       end_round(r);
-      for (int pass = relays_next ? 0 : 1; pass < 2; ++pass) unpacks(r, pass);
+      for (int pass = relays_next && !early ? 0 : 1; pass < 2; ++pass) unpacks(r, pass);
       if (r == 0 && !policy_.destination_per_layer) AllocAllDest();
+      if (early) break;
     }
     // Local copies not yet emitted (plans without rounds, or late priorities).
     for (int32_t g = 0; g < gpus; ++g) LocalsUpTo(g, INT32_MAX);
