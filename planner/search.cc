@@ -1,45 +1,5 @@
 // MakePlan (planner/planner.h): the simulate-and-choose search over candidate plans.
-//
-// Candidates: segment sizes (given, or 4 MiB .. 1 GiB: powers of two, four per doubling for large plans of many
-// fragments), segments per round (given, or 1, 2 and all: a round per phase), in-place thresholds (given, or 64 MiB
-// then, for small plans, "never" and 0) and memory policies (planner/emitter.h), fastest first: no offload, then the
-// cheap memory savers (training weights to host, destination per layer), then more optimizer offload. Each (size,
-// threshold, per_round) is cut once (planner/segments.h) and emitted under policies in order until one fits.
-//  * Small plans (at most simulate_max_fragments fragment pairs): every size is simulated at one segment per round and
-//    the fastest kept; the other thresholds are then tried at that size only, then more segments per round (2, then
-//    twice as many while kept; then half that size at twice the segments per round, doubled while kept), kept only if
-//    kPerRoundGain faster (they hold more staging); a round per phase is
-//    tried at the largest size under every threshold. Thresholds giving the segments of one already tried are skipped.
-//  * Large plans: a round-model estimate from the pair byte totals ranks the (size, per_round) pairs without cutting
-//    them (O(pairs) each); the best is planned (ties: fewer segments per round, then larger sizes); a round per phase
-//    goes first only if its estimate is kPerRoundGain better than the best of the others; sizes over max_segments
-//    compete only when none is under it; only if no policy fits are that size at one segment per round and then the
-//    smallest size tried. The first plan that fits is kept and simulated, then where the estimate errs a few more
-//    (a round per phase, one with relays in place where the relay phase is long, rounds at the largest size, rounds
-//    of as many segments as fit, a memory-releasing policy's dest-per-layer twin): the fastest wins. Segment counts
-//    jump between neighbouring sizes: the finer grid finds the sizes that cut evenly.
-// Relays (Problem::AddRelays): where any box would reach several GPUs of one NVLink domain over the network, the whole
-// search runs with and without relays and relays are kept only if predicted faster (simulated or estimated as above;
-// the estimate adds the relay rounds as a second phase). Large plans search first the side whose first candidate
-// estimates faster; the other side's candidates whose schedule estimate already loses to it are not emitted, and those
-// of at most two segments per round whose port bound (PortBoundSeconds, from the pair totals) loses are not even cut.
-// Sender-side relays (Problem::AddSendRelays) and receiver-side NIC relays (Problem::AddRecvRelays) are then added to
-// the routing chosen and searched the same way, with the plan in hand to beat: kept only if predicted faster.
-// A round per phase holds all of a GPU's staged segments at once: it is planned under the first policy only (never
-// bought with a memory saver); where that does not fit, large plans try it at 64, 32, 16 MiB, then the next one.
-// Memory pressure: once a policy does not fit, the next ones are emitted for their memory answer only
-// (planner/emitter.h's kMemoryOnly) before the full plan, and one that only adds optimizer offload to a policy that did
-// not fit is skipped when the exact prediction (PredictMissingBytes) says it misses bytes too.
-// Nothing fits: the result names the GPU and the bytes missing under the policy that came closest. A plan that fits but
-// cannot be issued (its groups would wait on each other: plan/issue_order.h) is never chosen; when only such plans fit,
-// MakePlan throws InternalError.
-//
-// A simulation whose only use is to beat a time (a small plan's candidate against the plan in hand, a large plan's
-// runner-up against the prediction in hand) gives up once its clock passes that time (SimulateWithin): the same
-// choices, the losers not run to their end.
-//
-// Complexity: O(F) to set up the problem (planner/problem.h), O(pairs) per candidate size for the estimate, and per
-// plan built O(F log F) to cut and emit it plus, for small plans, one simulation.
+// The candidates, their order and what prunes them: planner/search.h (PlanProblem).
 #include "planner/search.h"
 
 #include <algorithm>
@@ -108,6 +68,7 @@ class Search {
   // optimizer offload to one that did not fit is not emitted when PredictMissingBytes (exact) says it cannot fit
   // either. Returns true when a large plan's schedule estimate already loses (nothing emitted).
   bool Consider(size_t size_index, int64_t direct_min_bytes, int32_t per_round) {
+    fit_and_lost_ = false;
     // Large plans: a schedule of at most two segments per round whose port bound (at most its estimate, less the
     // roundings of summing its rounds) already loses to the plan in hand is not even cut.
     if (!small_ && per_round <= 2 && beat_s_ < std::numeric_limits<double>::infinity()) {
@@ -140,6 +101,7 @@ class Search {
       std::vector<int64_t> start_missing, shortfall;
     };
     std::map<std::pair<bool, bool>, Failed> failed;
+    bool kept_any = false;  // small plans: whether a policy's plan was kept (fit_and_lost_)
     // A round per phase holds every staged segment at once: only where the
     // memory is there without a saver (the first policy).
     const size_t policies = sched->all_in_one_round ? std::min<size_t>(1, policies_.size()) : policies_.size();
@@ -208,6 +170,7 @@ class Search {
         continue;
       }
       if (gave_up) {  // fits and loses: as after Keep below
+        fit_and_lost_ = !kept_any;
         if (pi == 0) break;
         continue;
       }
@@ -218,7 +181,9 @@ class Search {
       } else {
         cand.time_s = std::max(sched->estimate_s, cand.emitted.pcie_estimate_s);
       }
-      Keep(std::move(cand), per_round);
+      const double time_s = cand.time_s;
+      if (Keep(std::move(cand), per_round)) kept_any = true;
+      fit_and_lost_ = !kept_any && time_s > best_->time_s;  // a tie is no loss
       // The simplest policy, when it fits, is the fastest (nothing waits on a release). Under memory pressure small
       // plans simulate every policy that fits; large plans keep the first (cheapest savings first).
       if (pi == 0 || !small_) break;
@@ -226,7 +191,7 @@ class Search {
     return false;
   }
 
-  // Every candidate, in order (see the file comment). Large plans: the first candidate that fits is kept; the ones
+  // Every candidate, in order (planner/search.h). Large plans: the first candidate that fits is kept; the ones
   // after a candidate of the same round family (rounds, or a round per phase) are its memory fallbacks (SizeOrder), no
   // better by the round estimate: where it lost on its estimate they are not cut at all.
   void Run(const std::vector<std::pair<size_t, int32_t>>& order) {
@@ -290,11 +255,14 @@ class Search {
 
   void RunCandidates(const std::vector<std::pair<size_t, int32_t>>& order) {
     std::optional<bool> lost_family;  // the family (a round per phase?) whose candidate lost
+    int32_t losses = 0;  // small plans: sizes in a row that fit and lost
     for (const auto& [oi, per_round] : order) {
       const bool all = per_round == kPerRoundAll;
       if (!small_ && lost_family == all) continue;
       if (Consider(oi, directs_.front(), per_round)) lost_family = all;
       if (best_ && !small_) break;  // large plans: the first candidate that fits
+      losses = fit_and_lost_ ? losses + 1 : best_ && best_->schedule->segment_bytes == sizes_[oi] ? 0 : losses;
+      if (small_ && losses >= kSmallSizeLosses) break;
     }
     if (directs_.size() > 1) {
       if (best_) {
@@ -408,6 +376,7 @@ class Search {
   // Per size: (segments per round, segment list) already planned.
   std::vector<std::vector<std::pair<int32_t, std::vector<Segment>>>> tried_;
   std::optional<Candidate> best_;
+  bool fit_and_lost_ = false;  // the last Consider's plan fit under some policy and none was kept
   std::optional<Infeasible> closest_infeasible_;
   std::map<int32_t, std::vector<std::vector<int64_t>>> optimizer_slots_;  // by OptimizerStatesUnder
   const std::vector<std::vector<int64_t>>& OptimizerSlots(const PlanPolicy& policy) {
@@ -417,8 +386,10 @@ class Search {
   }
 
   // More segments per round hold more staging: only for a clear gain.
-  void Keep(Candidate&& cand, int32_t per_round) {
-    if (!best_ || cand.time_s < KeepLimit(per_round)) best_ = std::move(cand);
+  bool Keep(Candidate&& cand, int32_t per_round) {
+    if (best_ && cand.time_s >= KeepLimit(per_round)) return false;
+    best_ = std::move(cand);
+    return true;
   }
   // The time a candidate of `per_round` segments per round must beat to be kept: the plan in hand's, less a margin
   // (more segments per round must gain kPerRoundGain).

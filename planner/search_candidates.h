@@ -32,6 +32,13 @@ inline constexpr double kTie = 1 + 1e-9;
 inline constexpr int64_t kFineSizesMinFragments = 20000;
 // Small plans: more segments per round (more staging) must be this much faster.
 inline constexpr double kPerRoundGain = 0.01;
+// Small plans: the sizes tried at one segment per round, largest first, stop
+// after this many in a row fit and lose (slower than the best; a tie is no
+// loss). Each halving doubles the ops, so the smallest sizes cost most of the
+// search where they cannot win: llama3-70b TP8xPP4xDP2 -> TP4xPP2xDP8 on 64
+// H100 colocated simulated 4-16 MiB (190-850 K ops) after 32 MiB lost, in
+// each of its three routings.
+inline constexpr int32_t kSmallSizeLosses = 2;
 // Relay waves tried where a round per phase with a relay phase was kept
 // (PlannerOptions::relay_waves == 0), each kept only if simulated faster.
 inline constexpr int32_t kRelayWaves[] = {2, 4};

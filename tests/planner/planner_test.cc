@@ -382,6 +382,42 @@ TEST(Planner, AutoSegmentSizeIsAPowerOfTwoCandidate) {
   EXPECT_EQ(seg & (seg - 1), 0);
 }
 
+// A small plan's search stops descending the sizes after kSmallSizeLosses in a
+// row lose (each halving doubles the ops): at one segment per round, in-place
+// threshold and memory policy fixed, it still keeps the fastest size of the
+// full list simulated one by one (with the default options, llama3-8b TP2 ->
+// TP1x2: 1 GiB 25.1 ms, 512 MiB 23.8, then every smaller size slower;
+// qwen3-30b-a3b EP8xPP2 -> TP8xDP2: 1 GiB 106.1, 512 MiB 106.1 (a tie is no
+// loss), 256 MiB 91.0, then slower).
+TEST(Planner, SmallPlansStopHalvingTheSizeOnceItLosesAndKeepTheBest) {
+  for (const char* name : {"llama3-8b-tp2-to-tp1x2", "qwen3-30b-a3b-ep8pp2-to-tp8dp2.yaml"}) {
+    SCOPED_TRACE(name);
+    const std::string n = name;
+    const Scenario s = n.ends_with(".yaml") ? LoadScenario(std::string(RESHARD_SOURCE_DIR) + "/scenarios/" + n)
+                                           : BuiltinScenario(n);
+    PlannerOptions o;
+    o.per_round = 1;
+    o.direct_min_bytes = int64_t{64} << 20;
+    o.relays = false;
+    o.send_relays = false;
+    o.offload_fraction = 0;
+    o.destination_per_layer = false;
+    o.source_to_host = false;
+    const PlanResult chosen = MakePlan(s, o);
+    ASSERT_TRUE(chosen.ok());
+    double best_s = std::numeric_limits<double>::infinity();
+    int64_t best_size = 0;
+    for (int64_t size = int64_t{1} << 30; size >= int64_t{4} << 20; size /= 2) {
+      o.segment_bytes = size;
+      const PlanResult r = MakePlan(s, o);
+      ASSERT_TRUE(r.ok()) << size;
+      if (r.plan.summary.predicted_time_s < best_s) best_s = r.plan.summary.predicted_time_s, best_size = size;
+    }
+    EXPECT_EQ(chosen.plan.summary.segment_bytes, best_size);
+    EXPECT_DOUBLE_EQ(chosen.plan.summary.predicted_time_s, best_s);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Scenarios, PlanCases, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
