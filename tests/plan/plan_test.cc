@@ -904,6 +904,81 @@ TEST(PlanVerify, LargePlanVerifiesAndRoundTrips) {
 
 // ------------------------------------------------------------ printing
 
+// The coverage check passes a buffer of column shards without expanding its
+// rows (plan/verify_coverage.cc) and names problems through the byte runs:
+// against a byte map, on pieces of a 2-D tensor at an offset in a buffer
+// that also holds a 1-D tensor, written by random row and column blocks
+// with random overlaps and gaps. The messages name the first bytes (in
+// buffer order) written twice or never written, as before the fast path.
+TEST(PlanVerify, CoverageOfColumnShardsMatchesAByteMap) {
+  constexpr int64_t kRows = 12, kCols = 10, kElem = 2, kVec = 6;  // bf16: a 12 x 10 matrix after a 6-vector
+  constexpr int64_t kPitch = kCols * kElem, kMatrixAt = kVec * kElem, kBufBytes = kMatrixAt + kRows * kPitch;
+  std::mt19937 rng(7);
+  int passed = 0, twice = 0, gaps = 0;
+  for (int iter = 0; iter < 400; ++iter) {
+    SCOPED_TRACE(iter);
+    Plan p;
+    p.tensors.push_back(PlanTensor{"vec", Shape{1, {kVec, 1, 1}}, DType::kBF16, {}});
+    p.tensors.push_back(PlanTensor{"mat", Shape{2, {kRows, kCols, 1}}, DType::kBF16, {}});
+    p.buffers.push_back(Buf(0, BufferRole::kDestinationWeights, kBufBytes, false, "dst"));
+    p.buffers.push_back(Buf(0, BufferRole::kStaging, kBufBytes, false, "src"));
+    ContentPiece vec;
+    vec.buffer = 0, vec.tensor = 0, vec.box = Box{1, {0, 0, 0}, {kVec, 1, 1}}, vec.stride_elems = {1, 1, 1};
+    ContentPiece mat;
+    mat.buffer = 0, mat.tensor = 1, mat.box = Box{2, {0, 0, 0}, {kRows, kCols, 1}};
+    mat.offset_elems = kVec, mat.stride_elems = {kCols, 1, 1};
+    p.destinations = {vec, mat};
+    std::vector<int> hits(kBufBytes, 0);
+    auto write = [&](Region dst) {
+      for (int64_t r = 0; r < dst.rows; ++r)
+        for (int64_t b = 0; b < dst.row_bytes; ++b) ++hits[dst.offset_bytes + r * dst.row_stride_bytes + b];
+      Region src = ContiguousRegion(1, 0, dst.Bytes());
+      p.ops.push_back(Copy(0, {CopyPair{src, dst}}));
+    };
+    write(ContiguousRegion(0, 0, kMatrixAt));
+    // Column shards cut at random columns, each in a few row blocks; one shard may stretch a column or a row.
+    std::vector<int64_t> cuts{0, kCols};
+    for (int k = std::uniform_int_distribution<int>(0, 3)(rng); k > 0; --k)
+      cuts.push_back(std::uniform_int_distribution<int64_t>(1, kCols - 1)(rng));
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    const int flaw = std::uniform_int_distribution<int>(0, 3)(rng);  // 0, 1: none; 2: a column off; 3: a row off
+    for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+      int64_t c0 = cuts[c], c1 = cuts[c + 1];
+      if (flaw == 2 && c == 0) c1 = std::min(kCols, c1 + (rng() % 2 ? 1 : -1));  // overlap or gap
+      if (c1 <= c0) continue;
+      const int64_t split = std::uniform_int_distribution<int64_t>(1, kRows - 1)(rng);
+      int64_t mid0 = split, mid1 = split;
+      if (flaw == 3 && c == 0) (rng() % 2 ? mid0 : mid1) += 1;  // a row twice or never
+      const int64_t w = (c1 - c0) * kElem;
+      for (const auto& [r0, r1] : {std::pair{int64_t{0}, mid0}, std::pair{mid1, kRows}})
+        if (r1 > r0) write(Strided(0, kMatrixAt + r0 * kPitch + c0 * kElem, w, r1 - r0, kPitch));
+    }
+    Renumber(p);
+    const std::vector<std::string> problems = DestinationCoverageProblems(p);
+    const auto first_twice = std::find_if(hits.begin(), hits.end(), [](int h) { return h > 1; });
+    const auto first_gap = std::find(hits.begin(), hits.end(), 0);
+    if (first_twice == hits.end() && first_gap == hits.end()) {
+      EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
+      ++passed;
+      continue;
+    }
+    ASSERT_FALSE(problems.empty());
+    if (first_twice != hits.end()) {
+      ++twice;
+      EXPECT_THAT(problems, Contains(HasSubstr(fmt::format("bytes [{}, ", first_twice - hits.begin()))));
+      EXPECT_THAT(problems, Contains(HasSubstr("written twice")));
+    }
+    if (first_gap != hits.end()) {
+      ++gaps;
+      EXPECT_THAT(problems, Contains(HasSubstr(fmt::format("never written at bytes [{}, ", first_gap - hits.begin()))));
+    }
+  }
+  EXPECT_GT(passed, 100);  // every kind of case was drawn
+  EXPECT_GT(twice, 20);
+  EXPECT_GT(gaps, 20);
+}
+
 TEST(PlanPrint, ToStringListsBuffersAndOpsPerQueue) {
   Plan p = GoodPlan();
   std::string s = ToString(p);
