@@ -44,6 +44,7 @@ class Emitter {
     if (!lane_.empty() && waves_ == 1 && policy.phase_chunks > 1) chunk_ = PhaseChunks(sc, c_, policy.phase_chunks, lane_);
     if (std::all_of(chunk_.begin(), chunk_.end(), [](int8_t k) { return k < 0; })) chunk_.clear();
     early_relays_ = EarlyRelayPhase(sc, policy) && !chunk_.empty();
+    part_rot_ = emitter_internal::PartRotations(sc);
   }
 
   EmittedPlan Run() {
@@ -400,7 +401,10 @@ class Emitter {
     const int64_t w0 = wave < 0 || sg.relay ? 0 : start(wave);
     const int64_t w1 = wave < 0 || sg.relay ? sg.bytes : start(wave + 1);
     std::vector<WavePiece> pieces;
-    for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k) {
+    const int64_t rot = part_rot_.empty() ? 0 : part_rot_[i];  // PartRotations
+    for (int64_t n = 0; n < sg.num_parts; ++n) {
+      const int64_t k = sg.first_part + (n + rot) % sg.num_parts;
+      if (rot > 0 && n + rot == sg.num_parts) flush();  // the wrap: not back to back
       const Home& h = homes_[k];
       RESHARD_CHECK(h.simple && (!sg.send_direct || h.src_region.Contiguous()) &&
                         (!sg.recv_direct || h.dst_region.Contiguous()),
@@ -749,6 +753,7 @@ class Emitter {
   bool early_relays_ = false;           // PlanPolicy::early_relay_phase, where it applies
   std::vector<int8_t> chunk_;           // phase chunks (comm_lanes.h PhaseChunks); empty: none
   std::vector<int8_t> whole_;           // by segment (SegmentWaves): per segment its wave; empty: by bytes
+  std::vector<int64_t> part_rot_;       // per segment its first part (PartRotations); empty: none
   RangeWrites range_writes_;            // with relay waves: who wrote what before the relay phase
 };
 

@@ -2,6 +2,7 @@
 // staging, and which relay wave holds a segment: the emitter's per-part
 // lookups (planner/emitter_state.h).
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -98,6 +99,23 @@ bool InWave(const Segment& sg, int32_t w, int32_t waves, double first, const Scr
       if (x.wave == w) return true;
   }
   return !Waved(sg) && latest == w;
+}
+
+std::vector<int64_t> PartRotations(const Schedule& sc) {
+  std::map<std::pair<int32_t, int32_t>, std::pair<int64_t, int64_t>> senders;  // (sender, round) -> (J, next j)
+  auto rotated = [](const Segment& g) { return g.relay && g.PerPart() && g.num_parts > 1; };
+  for (const Segment& g : sc.segments)
+    if (rotated(g)) ++senders[{g.src_gpu, g.round}].first;
+  std::vector<int64_t> rot;
+  if (senders.empty()) return rot;
+  rot.assign(sc.segments.size(), 0);
+  for (size_t i = 0; i < sc.segments.size(); ++i) {
+    const Segment& g = sc.segments[i];
+    if (!rotated(g)) continue;
+    auto& [count, next] = senders[{g.src_gpu, g.round}];
+    rot[i] = next++ * g.num_parts / count;
+  }
+  return rot;
 }
 
 }  // namespace reshard::emitter_internal

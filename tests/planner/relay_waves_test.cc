@@ -427,5 +427,46 @@ TEST(RelayWaves, BySegmentSendersPackWaveByWave) {
   EXPECT_GT(mixed, 0) << "no sender packs segments of two waves";
 }
 
+// A relayer sends the same parts to each of its J receivers: the j-th of its
+// relay segments starts at part j P / J (emitter_state.h PartRotations), so
+// their per-op boundaries are staggered; every part is still sent once per
+// receiver and the plan verifies. tiny-llama TP2 on node 0 -> TP2 x DP4 on
+// node 1: each box crosses the network once and is relayed to 3 replicas.
+TEST(RelayParts, ARelayersSegmentsStartAtStaggeredParts) {
+  using planner_testing::FromYaml, planner_testing::Yaml;
+  const Scenario s = FromYaml(Yaml("tiny-llama", "{preset: dgx-h200, nodes: 2}", "{tp: 2, gpus: \"0-1\"}",
+                                   "{tp: 2, dp: 4, gpus: \"8-15\"}",
+                                   "memory: {optimizer: {bytes_per_param: 12, offload: auto}}\n", "relay4"));
+  Problem p(s);
+  ASSERT_GT(p.AddRelays(), 0);
+  const Schedule sc = MakeSchedule(p, int64_t{1} << 30, 0, kPerRoundAll);
+  const EmittedPlan e = EmitPlan(p, sc, PlanPolicy{});
+  ASSERT_TRUE(e.fits);
+  const VerifyResult v = Verify(e.plan);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  // Per relay segment: the source (buffer, offset) of its first send and its bytes sent.
+  std::map<int32_t, std::pair<int32_t, int64_t>> first_offset;
+  std::map<int32_t, int64_t> sent;
+  for (const Op& op : e.plan.ops) {
+    if (op.kind != OpKind::kSend || op.segment < 0 || !sc.segments[op.segment].relay) continue;
+    first_offset.try_emplace(op.segment, op.region.buffer, op.region.offset_bytes);
+    sent[op.segment] += op.Bytes();
+  }
+  std::map<int32_t, std::set<std::pair<int32_t, int64_t>>> starts;  // per relayer: where its segments start
+  std::map<int32_t, int32_t> segments;
+  for (const auto& [i, offset] : first_offset) {
+    const Segment& sg = sc.segments[i];
+    EXPECT_EQ(sent.at(i), sg.bytes) << "segment " << i;
+    if (sg.num_parts < 3) continue;
+    starts[sg.src_gpu].insert(offset);
+    ++segments[sg.src_gpu];
+  }
+  ASSERT_FALSE(segments.empty());
+  for (const auto& [gpu, n] : segments) {
+    EXPECT_EQ(n, 3) << "relayer " << gpu;
+    EXPECT_EQ(static_cast<int32_t>(starts.at(gpu).size()), n) << "relayer " << gpu << ": one start per receiver";
+  }
+}
+
 }  // namespace
 }  // namespace reshard
