@@ -1,6 +1,7 @@
 #include "planner/comm_lanes.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace reshard {
@@ -90,6 +91,29 @@ bool FeedsRelays(const Segment& sg) { return sg.feeds || (sg.via_recv && sg.hop 
 
 }  // namespace
 
+std::vector<double> WaveEnds(int32_t waves, double first) {
+  if (waves < 2 || !(first > 0 && first < 1)) return {};
+  auto sum = [&](double r) {  // 1 + r + ... + r^(waves - 1)
+    double s = 0, t = 1;
+    for (int32_t k = 0; k < waves; ++k) s += t, t *= r;
+    return s;
+  };
+  double r = (1 - first) / first;  // two waves: exact
+  if (waves > 2) {  // sum(r) = 1 / first, sum increasing in r > 0: bisection on log r
+    double lo = -30, hi = 30;
+    for (int it = 0; it < 200; ++it) {
+      const double mid = (lo + hi) / 2;
+      (sum(std::exp(mid)) < 1 / first ? lo : hi) = mid;
+    }
+    r = std::exp((lo + hi) / 2);
+  }
+  std::vector<double> ends(static_cast<size_t>(waves) + 1, 1.0);
+  ends[0] = 0;
+  double share = first;
+  for (int32_t w = 1; w < waves; ++w, share *= r) ends[w] = std::min(1.0, ends[w - 1] + share);
+  return ends;
+}
+
 std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t waves, double first) {
   std::vector<int8_t> wave(sc.segments.size(), -1);
   if (!sc.all_in_one_round || sc.relay_rounds == 0 || waves < 2) return wave;
@@ -101,10 +125,8 @@ std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t w
   }
   LargestFirst(sc, order);
   std::vector<double> share(waves, 1.0 / waves);
-  if (first > 0 && first < 1) {
-    share[0] = first;
-    for (int32_t w = 1; w < waves; ++w) share[w] = (1 - first) / (waves - 1);
-  }
+  if (const std::vector<double> ends = WaveEnds(waves, first); !ends.empty())
+    for (int32_t w = 0; w < waves; ++w) share[w] = ends[w + 1] - ends[w];
   // Per (GPU, link class, wave): bytes so far.
   std::vector<int64_t> sent(static_cast<size_t>(c.Gpus()) * 2 * waves, 0), received(sent.size(), 0);
   BalanceWhole(sc, c, order, share, sent, received, wave);

@@ -40,9 +40,13 @@
 // so the first wave carries f = N / (N + R) of each segment (PlanPolicy::
 // relay_first_wave, search_candidates.h FirstWaveShare): its relays end as
 // the network phase does (llama3-8b NVL72: 7.60 -> 7.13 ms at f = 0.31).
-// Every GPU issues lane 0's waves, then lane 1's, in order; lane 0 never
-// waits for lane 1, so no group waits for a later one. The search tries
-// K = 2 and 4 where a round per phase with a relay phase was kept (large
+// With more waves each carries R / N times the one before (WaveEnds), so
+// each wave's relays end as the next wave's network part does (three
+// waves: 6.63 -> 6.34 ms, the relay segments staggered, emitter_state.h
+// PartRotations). Every GPU issues lane 0's waves, then lane 1's, in order;
+// lane 0 never waits for lane 1, so no group waits for a later one. The
+// search tries K = 2, 3, 4 (more only where fewer won) where a round per
+// phase with a relay phase was kept (large
 // plans: most of it sent in place, search_candidates.h kRelayWavesMinInPlace),
 // and keeps the fastest (qwen3-30b-a3b colocated, 0.4 in place: 12.8 ms, 16.0
 // at 2: its phase's staged segments and sender-relay hops go whole into wave 0).
@@ -120,17 +124,27 @@ std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t ch
 // early_relay_phase can start the relay phase after chunk 0). O(S).
 bool FeedsInFirstChunk(const Schedule& sc, int32_t chunks);
 
+// The waves' shares of a segment, cumulative: ends[w] is where wave w
+// starts (ends[0] = 0, ends[waves] = 1). Empty for even shares (no first
+// share f in (0, 1), or one wave). With f: geometric, wave k carries f r^k,
+// r such that they sum to 1 (two waves: f and 1 - f); where r = R / N
+// (search_candidates.h FirstWaveShare) each wave's relays take as long as
+// the next wave's network part, so the relays run on without a gap after
+// the first wave (llama3-8b NVL72, three waves: 6.63 -> 6.3-6.4 ms at r = 2
+// to 2.2; evenly 6.72). O(waves) plus a bisection for r.
+std::vector<double> WaveEnds(int32_t waves, double first);
+
 // Where wave w of a segment of `bytes` starts (w = waves: its end), 4 KiB
-// aligned: at a w-th of it, or with a first-wave share f in (0, 1), at f
-// and then evenly over the other waves.
-inline int64_t WaveStartBytes(int64_t bytes, int32_t w, int32_t waves, double first = 0) {
+// aligned: at a w-th of it, or at ends[w] (WaveEnds).
+inline int64_t WaveStartBytes(int64_t bytes, int32_t w, int32_t waves, const std::vector<double>& ends) {
   if (w >= waves) return bytes;
   if (w <= 0) return 0;
-  if (first > 0 && first < 1 && waves > 1) {
-    const double share = first + (1 - first) * (w - 1) / (waves - 1);
-    return std::min(bytes, static_cast<int64_t>(static_cast<double>(bytes) * share)) / 4096 * 4096;
-  }
+  if (!ends.empty())
+    return std::min(bytes, static_cast<int64_t>(static_cast<double>(bytes) * ends[w])) / 4096 * 4096;
   return (bytes / waves * w + bytes % waves * w / waves) / 4096 * 4096;  // floor(bytes * w / waves), no overflow
+}
+inline int64_t WaveStartBytes(int64_t bytes, int32_t w, int32_t waves, double first = 0) {
+  return WaveStartBytes(bytes, w, waves, WaveEnds(waves, first));
 }
 
 // Per GPU: its distinct (lane, peer) connections (each costs NCCL buffers);

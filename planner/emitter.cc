@@ -37,7 +37,7 @@ class Emitter {
   Emitter(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode, bool lanes)
       : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster), mode_(mode), full_(mode == EmitMode::kFull) {
     if (lanes && policy.relay_waves > 1) lane_ = RelayWaveLanes(sc, c_.Gpus());
-    if (!lane_.empty()) waves_ = policy.relay_waves;
+    if (!lane_.empty()) waves_ = policy.relay_waves, wave_ends_ = WaveEnds(waves_, policy.relay_first_wave);
     else if (lanes) lane_ = CommLanes(sc, c_.Gpus());
     if (waves_ > 1 && policy.relay_waves_by_segment)
       whole_ = SegmentWaves(sc, c_, waves_, policy.relay_first_wave);
@@ -306,7 +306,7 @@ class Emitter {
   }
   bool InWave(const Segment& sg, int32_t w) const {
     if (!whole_.empty() && whole_[&sg - sc_.segments.data()] >= 0) return whole_[&sg - sc_.segments.data()] == w;
-    return emitter_internal::InWave(sg, w, waves_, policy_.relay_first_wave, homes_, buffers_, range_writes_);
+    return emitter_internal::InWave(sg, w, waves_, wave_ends_, homes_, buffers_, range_writes_);
   }
 
   // Local batches [first, last) of one GPU as one copy op: its destinations
@@ -397,7 +397,7 @@ class Emitter {
     };
     send.region.buffer = -1;
     // With a wave: its bytes only (relay phase: the pieces its receives wrote in that wave, else bytes [w0, w1)).
-    auto start = [&](int32_t w) { return WaveStartBytes(sg.bytes, w, waves_, policy_.relay_first_wave); };
+    auto start = [&](int32_t w) { return WaveStartBytes(sg.bytes, w, waves_, wave_ends_); };
     const int64_t w0 = wave < 0 || sg.relay ? 0 : start(wave);
     const int64_t w1 = wave < 0 || sg.relay ? sg.bytes : start(wave + 1);
     std::vector<WavePiece> pieces;
@@ -750,6 +750,7 @@ class Emitter {
   bool relay_rounds_started_ = false;
   std::vector<uint8_t> lane_;           // per segment its communicator lane (comm_lanes.h); empty: one lane
   int32_t waves_ = 1, wave_ = 0;        // relay waves (comm_lanes.h), the one being emitted
+  std::vector<double> wave_ends_;       // their shares (WaveEnds; empty: even)
   bool early_relays_ = false;           // PlanPolicy::early_relay_phase, where it applies
   std::vector<int8_t> chunk_;           // phase chunks (comm_lanes.h PhaseChunks); empty: none
   std::vector<int8_t> whole_;           // by segment (SegmentWaves): per segment its wave; empty: by bytes

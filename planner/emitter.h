@@ -62,9 +62,10 @@ struct PlanPolicy {
   // in this many waves (comm_lanes.h); needs comm_lanes. The search tries it.
   int32_t relay_waves = 1;
   // With relay waves: the share of each waved segment's bytes in the first
-  // wave, the rest split evenly over the others; 0: 1 / relay_waves each
-  // (WaveStartBytes). The search sets it so that the first wave's relays end
-  // as the network phase does (search_candidates.h FirstWaveShare).
+  // wave, each later wave a constant ratio more (comm_lanes.h WaveEnds; two
+  // waves: the rest); 0: 1 / relay_waves each. The search sets it so that
+  // each wave's relays end as the next wave's network part does
+  // (search_candidates.h FirstWaveShare).
   double relay_first_wave = 0;
   // With relay waves: each segment received in place goes whole in one wave
   // (comm_lanes.h SegmentWaves) instead of a part of its bytes in each, so

@@ -97,8 +97,12 @@ struct BufferUse {
 // the pieces each wave wrote (RangeWrites::Pieces; where receives do not
 // cover a part, at its buffer's write_wave); any other whole, in wave 0
 // before the relay phase and in it at the latest write_wave of the buffers
-// it reads. Whether segment `sg` has bytes in wave `w` of `waves` (first:
-// PlanPolicy::relay_first_wave): O(its parts).
+// it reads. Whether segment `sg` has bytes in wave `w` of `waves` (ends:
+// their shares, comm_lanes.h WaveEnds): O(its parts).
+bool Waved(const Segment& sg);
+bool InWave(const Segment& sg, int32_t w, int32_t waves, const std::vector<double>& ends,
+            const ScratchVector<Home>& homes, const std::vector<BufferUse>& buffers, const RangeWrites& writes);
+
 // Per segment, the part its per-part ops start from (emitter.cc EmitPerPart;
 // 0 for most). A sender's relay segments of one round send the same parts
 // to each of its receivers: in the same order, every connection would reach
@@ -107,9 +111,6 @@ struct BufferUse {
 // instead, so the others run on through each one's boundary (llama3-8b
 // NVL72: its relay phase's NVLink ports at 570-650 of 716 GB/s). O(S log S).
 std::vector<int64_t> PartRotations(const Schedule& sc);
-bool Waved(const Segment& sg);
-bool InWave(const Segment& sg, int32_t w, int32_t waves, double first, const ScratchVector<Home>& homes,
-            const std::vector<BufferUse>& buffers, const RangeWrites& writes);
 
 // Per segment: the ops emitted for it.
 struct SegmentOps {

@@ -84,10 +84,10 @@ void AppendHomes(const Problem& prob, const RefitBuffers& refit, const ScratchVe
   }
 }
 
-bool InWave(const Segment& sg, int32_t w, int32_t waves, double first, const ScratchVector<Home>& homes,
-            const std::vector<BufferUse>& buffers, const RangeWrites& writes) {
+bool InWave(const Segment& sg, int32_t w, int32_t waves, const std::vector<double>& ends,
+            const ScratchVector<Home>& homes, const std::vector<BufferUse>& buffers, const RangeWrites& writes) {
   if (Waved(sg) && !sg.relay)
-    return WaveStartBytes(sg.bytes, w + 1, waves, first) > WaveStartBytes(sg.bytes, w, waves, first);
+    return WaveStartBytes(sg.bytes, w + 1, waves, ends) > WaveStartBytes(sg.bytes, w, waves, ends);
   int32_t latest = 0;
   std::vector<WavePiece> pieces;
   for (int64_t k = sg.first_part; sg.relay && k < sg.first_part + sg.num_parts; ++k) {

@@ -90,8 +90,9 @@ struct PlannerOptions {
   // (where any NIC's egress is above its domain's mean); false: never.
   std::optional<bool> send_relays;
   // A round per phase's relay phase pipelined with the phase before it in
-  // this many waves (planner/comm_lanes.h): 0, planned with 2 and 4 where a
-  // plan has one and kept if simulated faster; 1, never; more, always.
+  // this many waves (planner/comm_lanes.h): 0, planned with 2, 3 and 4 (more
+  // only where fewer won) where a plan has one and kept if simulated faster;
+  // 1, never; more, always (even shares).
   int32_t relay_waves = 0;
   // Relay waves by segment (PlanPolicy::relay_waves_by_segment): unset, the
   // search chooses; set, forced.

@@ -213,9 +213,9 @@ class Search {
     if (p && p->time_s < best_->time_s) best_ = Candidate{best_->schedule, one, std::move(o), p->time_s, std::move(p)};
   }
 
-  // Relay waves (comm_lanes.h) where the plan kept has a relay phase: 2 and 4 (8 was slower on llama3-8b NVL72: each
-  // wave's groups wait for their slowest pair, and relay ops are cut where receives end); 4 only where 2 won, as for
-  // large plans (llama3-8b NVL72's search with sender relays: 4 lost after 2 did, 1.4 CPU-s).
+  // Relay waves (comm_lanes.h) where the plan kept has a relay phase: kRelayWaves (8 was slower on llama3-8b NVL72:
+  // each wave's groups wait for their slowest pair, and relay ops are cut where receives end); more only where fewer
+  // won, as for large plans (llama3-8b NVL72's search with sender relays: 4 lost after 2 did, 1.4 CPU-s).
   void RelayWaves() {
     const Schedule& sc = *best_->schedule;
     if (!try_waves_ || !sc.all_in_one_round || sc.relay_rounds == 0) return;
@@ -223,7 +223,7 @@ class Search {
     for (int32_t waves : kRelayWaves) {
       PlanPolicy p = base;
       p.comm_lanes = true, p.relay_waves = waves;
-      if (waves == 2) p.relay_first_wave = FirstWaveShare(sc, prob_.scenario.cluster);
+      p.relay_first_wave = FirstWaveShare(sc, prob_.scenario.cluster, waves);
       EmittedPlan w = EmitPlan(prob_, sc, p);
       if (!w.fits) continue;
       std::optional<Prediction> pred = SimulateCandidateWithin(w.plan, VariantLimit());
@@ -662,7 +662,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       for (int32_t waves : tries) {
         PlanPolicy p = base;
         p.comm_lanes = true, p.relay_waves = waves, p.relay_waves_by_segment = by_segment;
-        if (waves == 2) p.relay_first_wave = FirstWaveShare(kept_sc, s.cluster);
+        if (!by_segment || waves == 2) p.relay_first_wave = FirstWaveShare(kept_sc, s.cluster, waves);
         const double held_s = predicted->time_s;
         keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, in_place));
         if (predicted->time_s >= held_s) break;

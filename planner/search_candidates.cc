@@ -180,7 +180,15 @@ double RelayPhaseSeconds(const Schedule& sc, const Cluster& c) {
   return static_cast<double>(most) / c.nvlink.bytes_per_s;
 }
 
-double FirstWaveShare(const Schedule& sc, const Cluster& c) {
+double FirstWaveShare(const Schedule& sc, const Cluster& c, int32_t waves) {
+  const double f = FirstOfTwoWaves(sc, c);
+  const double r = (1 - f) / f;  // wave k + 1 carries r times wave k (comm_lanes.h WaveEnds)
+  double sum = 0, t = 1;
+  for (int32_t k = 0; k < waves; ++k) sum += t, t *= r;
+  return waves == 2 ? f : 1 / sum;
+}
+
+double FirstOfTwoWaves(const Schedule& sc, const Cluster& c) {
   const int32_t relays_at = sc.rounds - sc.relay_rounds;
   if (sc.relay_rounds == 0 || relays_at == 0) return 0.5;
   constexpr int kClasses = 4;  // LinkClass values

@@ -40,8 +40,9 @@ inline constexpr double kPerRoundGain = 0.01;
 // each of its three routings.
 inline constexpr int32_t kSmallSizeLosses = 2;
 // Relay waves tried where a round per phase with a relay phase was kept
-// (PlannerOptions::relay_waves == 0), each kept only if simulated faster.
-inline constexpr int32_t kRelayWaves[] = {2, 4};
+// (PlannerOptions::relay_waves == 0), each kept only if simulated faster,
+// more only where fewer won; their shares from FirstWaveShare.
+inline constexpr int32_t kRelayWaves[] = {2, 3, 4};
 // Large plans try relay waves only where the relay phase's busiest NVLink
 // port needs at least this share of the predicted time (search.cc).
 inline constexpr double kRelayWavesMinShare = 0.1;
@@ -204,9 +205,15 @@ double RelayPhaseSeconds(const Schedule& sc, const Cluster& c);
 // transfers ((1 - f) of the phase before, N) do: f R = (1 - f) N, so f = N /
 // (N + R), each phase its busiest port at its link class's peak rate;
 // clamped to [1/8, 1/2]. llama3-8b NVL72 (N 2.3, R 5.1 ms): f = 0.31, 7.13 ms; 7.60
-// at f = 1/2, 7.18 at 1/3, 7.27 at 1/4. More waves, from the same share on,
-// cut the relays into more ops (three at 1/7, 2/7, 4/7: 7.62 ms). O(segments).
-double FirstWaveShare(const Schedule& sc, const Cluster& c);
+// at f = 1/2, 7.18 at 1/3, 7.27 at 1/4. With more waves, each wave's relays
+// should take as long as the next wave's network part: wave k + 1 carries r
+// = (1 - f) / f = R / N times wave k (comm_lanes.h WaveEnds), so the first
+// carries 1 / (1 + r + ... + r^(waves - 1)): llama3-8b NVL72, its relay
+// segments staggered (PartRotations), three waves 6.63 -> 6.3-6.4 ms
+// (before they were staggered: 7.62 at 1/7, 2/7, 4/7). O(segments).
+double FirstWaveShare(const Schedule& sc, const Cluster& c, int32_t waves = 2);
+// Its two-wave share f (FirstWaveShare(sc, c, 2)).
+double FirstOfTwoWaves(const Schedule& sc, const Cluster& c);
 
 // The share of schedule `sc`'s relay-phase bytes that relayed segments send in
 // place (0 without relays). Relay waves cut only those by the receives that

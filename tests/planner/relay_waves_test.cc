@@ -139,7 +139,7 @@ TEST(RelayWaves, EachWaveCarriesItsShareAndRelaysWaitOnlyForWhatTheyForward) {
 }
 
 // Wave boundaries: 4 KiB aligned, from 0 to the segment's end; even, or the
-// first share and then the rest evenly.
+// first share and then geometric (comm_lanes.h WaveEnds).
 TEST(RelayWaves, WaveStartsSplitBytesEvenlyOrAfterAFirstShare) {
   const int64_t mib = int64_t{1} << 20;
   EXPECT_EQ(WaveStartBytes(64 * mib, 0, 2), 0);
@@ -148,10 +148,23 @@ TEST(RelayWaves, WaveStartsSplitBytesEvenlyOrAfterAFirstShare) {
   // A quarter first: 16 MiB, then 48 MiB.
   EXPECT_EQ(WaveStartBytes(64 * mib, 1, 2, 0.25), 16 * mib);
   EXPECT_EQ(WaveStartBytes(64 * mib, 2, 2, 0.25), 64 * mib);
-  // Three waves, a quarter first, then 3/8 each: 16, 40, 64 MiB.
+  // Three waves, a quarter first, then each r times the one before, with
+  // 0.25 (1 + r + r^2) = 1: r = (sqrt(13) - 1) / 2 = 1.3028, so the second
+  // starts at 16 MiB and ends at 64 MiB x 0.25 (1 + r) = 36.844 MiB, 4 KiB
+  // aligned down: 38,633,472 bytes.
   EXPECT_EQ(WaveStartBytes(64 * mib, 1, 3, 0.25), 16 * mib);
-  EXPECT_EQ(WaveStartBytes(64 * mib, 2, 3, 0.25), 40 * mib);
+  EXPECT_EQ(WaveStartBytes(64 * mib, 2, 3, 0.25), 38633472);
   EXPECT_EQ(WaveStartBytes(64 * mib, 3, 3, 0.25), 64 * mib);
+  // Two waves are the same rule: f and 1 - f.
+  const std::vector<double> two = WaveEnds(2, 0.3);
+  ASSERT_EQ(two.size(), 3u);
+  EXPECT_DOUBLE_EQ(two[1], 0.3);
+  EXPECT_DOUBLE_EQ(two[2], 1.0);
+  // The shares grow by one ratio and sum to 1 (four waves from 1/15: 1, 2, 4, 8 fifteenths).
+  const std::vector<double> four = WaveEnds(4, 1.0 / 15);
+  ASSERT_EQ(four.size(), 5u);
+  for (int32_t w = 1; w <= 4; ++w) EXPECT_NEAR(four[w], ((1 << w) - 1) / 15.0, 1e-9) << w;
+  EXPECT_TRUE(WaveEnds(3, 0).empty());  // even
   // Unaligned sizes: starts round down to 4 KiB, the end is the size.
   const int64_t odd = 10 * 4096 + 123;  // a quarter is 10,270.75 bytes: 2 pages
   EXPECT_EQ(WaveStartBytes(odd, 1, 2, 0.25), 2 * 4096);
@@ -187,6 +200,9 @@ TEST(RelayWaves, TheFirstWaveEndsItsRelaysAsTheNetworkPhaseEnds) {
   const double want = std::clamp(n / (n + r), 0.125, 0.5);
   EXPECT_NEAR(search_candidates::FirstWaveShare(sc, c), want, 1e-12);
   EXPECT_GT(want, 0.125);  // the NIC is the slower port: not at the clamp
+  // Three waves: each wave r = R / N = (1 - f) / f times the one before, the first 1 / (1 + r + r^2).
+  const double ratio = (1 - want) / want;
+  EXPECT_NEAR(search_candidates::FirstWaveShare(sc, c, 3), 1 / (1 + ratio + ratio * ratio), 1e-12);
   // Without a relay phase there is nothing to balance: half.
   Problem plain(s);
   EXPECT_EQ(search_candidates::FirstWaveShare(MakeSchedule(plain, int64_t{1} << 30, 0, kPerRoundAll), c), 0.5);
