@@ -44,13 +44,36 @@ struct Run {
   int32_t op;          // writing op, or destination piece index
 };
 
+// A region's rows and planes with the abutting ones merged into longer runs.
+struct MergedRegion {
+  int64_t run, rows, planes;
+};
+MergedRegion Merge(const Region& g) {
+  MergedRegion m{g.row_bytes, g.rows, g.planes};
+  if (m.rows > 1 && g.row_stride_bytes == m.run) m.run *= m.rows, m.rows = 1;
+  if (m.rows == 1 && m.planes > 1 && g.plane_stride_bytes == m.run) m.run *= m.planes, m.planes = 1;
+  return m;
+}
+
+// A piece's innermost contiguous run in elements (`run`), widened over outer
+// dimensions while they abut; returns the last dimension left outside it
+// (-1: the piece is one run). `n`: the box's extents.
+int InnermostRun(const ContentPiece& c, const Extents& n, int64_t& run) {
+  int inner = c.box.ndim - 1;
+  run = 1;
+  if (c.box.ndim > 0 && c.stride_elems[inner] == 1) {
+    run = n[inner];
+    --inner;
+    while (inner >= 0 && c.stride_elems[inner] == run) run *= n[inner--];
+  }
+  return inner;
+}
+
 // Appends the runs of a region (Verify has checked it lies in its buffer).
 // Returns false when they would exceed `budget`.
 bool RegionRuns(const Region& g, int32_t op, int64_t& budget, std::vector<Run>& out) {
   if (g.Bytes() == 0) return true;
-  int64_t run = g.row_bytes, rows = g.rows, planes = g.planes;
-  if (rows > 1 && g.row_stride_bytes == run) run *= rows, rows = 1;
-  if (rows == 1 && planes > 1 && g.plane_stride_bytes == run) run *= planes, planes = 1;
+  const auto [run, rows, planes] = Merge(g);
   if (rows * planes > budget) return false;
   budget -= rows * planes;
   for (int64_t p = 0; p < planes; ++p)
@@ -71,14 +94,8 @@ bool PieceRuns(const ContentPiece& c, int64_t elem_bytes, int32_t index, int64_t
     stride[d] = c.stride_elems[d];
     if (n[d] <= 0) return true;
   }
-  // Innermost run, widened over outer dimensions while they abut.
-  int inner = nd - 1;
   int64_t run = 1;
-  if (nd > 0 && stride[inner] == 1) {
-    run = n[inner];
-    --inner;
-    while (inner >= 0 && stride[inner] == run) run *= n[inner--];
-  }
+  const int inner = InnermostRun(c, n, run);
   int64_t count = 1;
   for (int d = 0; d <= inner; ++d) count *= n[d];
   if (count > budget) return false;
@@ -125,27 +142,19 @@ bool AppendRect(int64_t at, int64_t run, int64_t rows, int64_t stride, int64_t p
 // A region as (offset, run, rows, stride) with abutting rows merged, as
 // RegionRuns merges them; false for more than one plane.
 bool RegionShape(const Region& g, int64_t& at, int64_t& run, int64_t& rows, int64_t& stride) {
-  at = g.offset_bytes, run = g.row_bytes, rows = g.rows, stride = g.row_stride_bytes;
-  int64_t planes = g.planes;
-  if (rows > 1 && stride == run) run *= rows, rows = 1;
-  if (rows == 1 && planes > 1 && g.plane_stride_bytes == run) run *= planes, planes = 1;
-  return planes == 1 || g.Bytes() == 0;
+  const MergedRegion m = Merge(g);
+  at = g.offset_bytes, run = m.run, rows = m.rows, stride = g.row_stride_bytes;
+  return m.planes == 1 || g.Bytes() == 0;
 }
 
 // A destination piece as (offset, run, rows, stride), as PieceRuns cuts it;
 // false where more than one outer dimension is left.
 bool PieceShape(const ContentPiece& c, int64_t elem_bytes, int64_t& at, int64_t& run, int64_t& rows,
                 int64_t& stride) {
-  const int nd = c.box.ndim;
   Extents n{1, 1, 1};
-  for (int d = 0; d < nd; ++d) n[d] = c.box.hi[d] - c.box.lo[d];
-  int inner = nd - 1;
+  for (int d = 0; d < c.box.ndim; ++d) n[d] = c.box.hi[d] - c.box.lo[d];
   int64_t elems = 1;
-  if (nd > 0 && c.stride_elems[inner] == 1) {
-    elems = n[inner];
-    --inner;
-    while (inner >= 0 && c.stride_elems[inner] == elems) elems *= n[inner--];
-  }
+  const int inner = InnermostRun(c, n, elems);
   at = c.offset_elems * elem_bytes, run = elems * elem_bytes, rows = 1, stride = 0;
   if (inner > 0) return false;
   if (inner == 0) rows = n[0], stride = c.stride_elems[0] * elem_bytes;

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -69,6 +70,17 @@ TEST(EndToEndOffload, OptimizerStateByStateVerifiesEveryElement) {
   testing::ExpectHostRunVerifies(r.plan, c.name);
 }
 
+// tiny-llama on two DGX H200 nodes (so relays and NIC ports matter), the
+// layouts and segment size as given (empty: the scenario's default).
+Scenario TinyLlamaTwoNodes(const std::string& name, const std::string& source, const std::string& destination,
+                           const std::string& segment = "") {
+  return ParseScenario(fmt::format("name: {}\nmodel: tiny-llama\ncluster: {{preset: dgx-h200, nodes: 2}}\nsource: {}\n"
+                                   "destination: {}\n{}",
+                                   name, source, destination,
+                                   segment.empty() ? "" : fmt::format("plan: {{segment_bytes: {}}}\n", segment)),
+                       "<e2e>");
+}
+
 // `s` planned by the port model (no simulation) with `per_round` segments
 // per round and relays forced as given (unset: searched).
 PlanResult PlanByPortModel(const Scenario& s, int32_t per_round, std::optional<bool> relays,
@@ -88,15 +100,8 @@ PlanResult PlanByPortModel(const Scenario& s, int32_t per_round, std::optional<b
 // every replica verified, with one and two segments per round and a round
 // per phase (where the relays' packs run ahead of the unpacks not feeding them).
 TEST(EndToEndRelays, RelayedPlanVerifiesEveryElement) {
-  const Scenario s = ParseScenario(R"(
-name: e2e-relay
-model: tiny-llama
-cluster: {preset: dgx-h200, nodes: 2}
-source: {tp: 2, gpus: "0-1"}
-destination: {tp: 2, dp: 2, gpus: "8-11"}
-plan: {segment_bytes: 256KiB}
-)",
-                                   "<e2e>");
+  const Scenario s = TinyLlamaTwoNodes("e2e-relay",
+                                       "{tp: 2, gpus: \"0-1\"}", "{tp: 2, dp: 2, gpus: \"8-11\"}", "256KiB");
   for (int32_t per_round : {1, 2, kPerRoundAll}) {
     const PlanResult r = PlanByPortModel(s, per_round, true, false);  // receive-side relays alone
     ASSERT_TRUE(r.ok()) << r.message;
@@ -115,15 +120,8 @@ plan: {segment_bytes: 256KiB}
 // NVLink and to the other node over the network in the same phase. Every
 // element verified, with one and two segments per round.
 TEST(EndToEndRounds, LinkClassesSharingRoundsVerifyEveryElement) {
-  const Scenario s = ParseScenario(R"(
-name: e2e-link-classes
-model: tiny-llama
-cluster: {preset: dgx-h200, nodes: 2}
-source: {tp: 2, pp: 2, gpus: "0-1,8-9"}
-destination: {tp: 4, gpus: "0-1,8-9"}
-plan: {segment_bytes: 256KiB}
-)",
-                                   "<e2e>");
+  const Scenario s = TinyLlamaTwoNodes("e2e-link-classes",
+                                       "{tp: 2, pp: 2, gpus: \"0-1,8-9\"}", "{tp: 4, gpus: \"0-1,8-9\"}", "256KiB");
   for (int32_t per_round : {1, 2}) {
     const PlanResult r = PlanByPortModel(s, per_round, false, false);
     ASSERT_TRUE(r.ok()) << r.message;
@@ -143,15 +141,8 @@ plan: {segment_bytes: 256KiB}
 // replica verified, with every contiguous piece sent in place (threshold 0:
 // the cuts fall inside parts) and with the planner's threshold (staged).
 TEST(EndToEndRelays, RelayWavesVerifyEveryElement) {
-  const Scenario s = ParseScenario(R"(
-name: e2e-relay-waves
-model: tiny-llama
-cluster: {preset: dgx-h200, nodes: 2}
-source: {tp: 2, gpus: "0-1"}
-destination: {tp: 2, dp: 2, gpus: "8-11"}
-plan: {segment_bytes: 1MiB}
-)",
-                                   "<e2e>");
+  const Scenario s = TinyLlamaTwoNodes("e2e-relay-waves",
+                                       "{tp: 2, gpus: \"0-1\"}", "{tp: 2, dp: 2, gpus: \"8-11\"}", "1MiB");
   for (int64_t direct : {int64_t{0}, int64_t{-1}})
     for (int32_t waves : {1, 2, 3}) {
       PlannerOptions po;
@@ -185,15 +176,7 @@ plan: {segment_bytes: 1MiB}
 // verified on the host backend.
 TEST(EndToEndRelays, RelaysInPlaceVerifyEveryElement) {
   for (const char* destination : {"{tp: 2, dp: 2, gpus: \"8-11\"}", "{tp: 4, gpus: \"8-11\"}"}) {
-    const Scenario s = ParseScenario(fmt::format(R"(
-name: e2e-relays-in-place
-model: tiny-llama
-cluster: {{preset: dgx-h200, nodes: 2}}
-source: {{tp: 2, gpus: "0-1"}}
-destination: {}
-)",
-                                                 destination),
-                                     "<e2e>");
+    const Scenario s = TinyLlamaTwoNodes("e2e-relays-in-place", "{tp: 2, gpus: \"0-1\"}", destination);
     Problem prob(s);
     ASSERT_GT(prob.AddRelays(), 0) << destination;
     const Schedule sc = MakeSchedule(prob, int64_t{1} << 20, std::numeric_limits<int64_t>::max(), kPerRoundAll, true);
@@ -223,16 +206,7 @@ destination: {}
 TEST(EndToEndRelays, PhaseChunksVerifyEveryElement) {
   for (const auto& [destination, relays] : {std::pair{"{tp: 2, dp: 2, gpus: \"8-11\"}", true},
                                             std::pair{"{tp: 4, gpus: \"8-11\"}", false}}) {
-    const Scenario s = ParseScenario(fmt::format(R"(
-name: e2e-phase-chunks
-model: tiny-llama
-cluster: {{preset: dgx-h200, nodes: 2}}
-source: {{tp: 2, gpus: "0-1"}}
-destination: {}
-plan: {{segment_bytes: 64KiB}}
-)",
-                                                 destination),
-                                     "<e2e>");
+    const Scenario s = TinyLlamaTwoNodes("e2e-phase-chunks", "{tp: 2, gpus: \"0-1\"}", destination, "64KiB");
     for (int64_t direct : {int64_t{0}, int64_t{-1}})
       for (const auto& [chunks, early] : {std::pair{2, false}, std::pair{3, false}, std::pair{4, false},
                                           std::pair{3, true}, std::pair{4, true}}) {
@@ -258,14 +232,7 @@ plan: {{segment_bytes: 64KiB}}
       }
   }
   // The relay phase after chunk 0 where it applies: TP2 -> TP4, whose few relay feeds fit in chunk 0.
-  const Scenario s = ParseScenario(R"(
-name: e2e-early-relays
-model: tiny-llama
-cluster: {preset: dgx-h200, nodes: 2}
-source: {tp: 2, gpus: "0-1"}
-destination: {tp: 4, gpus: "8-11"}
-)",
-                                   "<e2e>");
+  const Scenario s = TinyLlamaTwoNodes("e2e-early-relays", "{tp: 2, gpus: \"0-1\"}", "{tp: 4, gpus: \"8-11\"}");
   Problem prob(s);
   ASSERT_GT(prob.AddRelays(), 0);
   int32_t applied = 0;
@@ -295,16 +262,7 @@ destination: {tp: 4, gpus: "8-11"}
 TEST(EndToEndRelays, SenderRelayedPlanVerifiesEveryElement) {
   for (const auto& [destination, relays] : {std::pair{"{tp: 8, gpus: \"8-15\"}", false},
                                             std::pair{"{tp: 2, dp: 4, gpus: \"8-15\"}", true}}) {
-    const Scenario s = ParseScenario(fmt::format(R"(
-name: e2e-send-relay
-model: tiny-llama
-cluster: {{preset: dgx-h200, nodes: 2}}
-source: {{tp: 1, gpus: "0"}}
-destination: {}
-plan: {{segment_bytes: 256KiB}}
-)",
-                                                 destination),
-                                     "<e2e>");
+    const Scenario s = TinyLlamaTwoNodes("e2e-send-relay", "{tp: 1, gpus: \"0\"}", destination, "256KiB");
     for (int32_t per_round : {1, 2, kPerRoundAll}) {
       const PlanResult r = PlanByPortModel(s, per_round, relays, true);
       ASSERT_TRUE(r.ok()) << r.message;
@@ -324,15 +282,8 @@ plan: {{segment_bytes: 256KiB}}
 // verified on the host backend, with one and two segments per round and a
 // round per phase.
 TEST(EndToEndRelays, NicRelayedPlanVerifiesEveryElement) {
-  const Scenario s = ParseScenario(R"(
-name: e2e-nic-relay
-model: tiny-llama
-cluster: {preset: dgx-h200, nodes: 2}
-source: {tp: 2, dp: 4, gpus: "0-7"}
-destination: {tp: 1, gpus: "8"}
-plan: {segment_bytes: 256KiB}
-)",
-                                   "<e2e>");
+  const Scenario s = TinyLlamaTwoNodes("e2e-nic-relay",
+                                       "{tp: 2, dp: 4, gpus: \"0-7\"}", "{tp: 1, gpus: \"8\"}", "256KiB");
   for (int32_t per_round : {1, 2, kPerRoundAll}) {
     const PlanResult r = PlanByPortModel(s, per_round, false, true);
     ASSERT_TRUE(r.ok()) << r.message;
