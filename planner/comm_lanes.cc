@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace reshard {
@@ -73,6 +74,7 @@ void BalanceWhole(const Schedule& sc, const Cluster& c, const std::vector<int32_
     size_t best = 0;
     double best_load = std::numeric_limits<double>::infinity();
     for (size_t w = 0; w < parts; ++w) {
+      if (!(share[w] > 0)) continue;  // a part it may not take
       const double load = static_cast<double>(std::max(s[w], r[w]) + sg.bytes) / share[w];
       if (load < best_load) best = w, best_load = load;
     }
@@ -144,14 +146,35 @@ bool FeedsInFirstChunk(const Schedule& sc, int32_t chunks) {
   return feed_bytes > 0 && feed_bytes * chunks <= phase_bytes;
 }
 
-std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t chunks, std::vector<uint8_t>& lanes) {
+bool FeedsFitChunkZeroOnEveryPort(const Schedule& sc, const Cluster& c, int32_t chunks) {
+  if (!sc.all_in_one_round || sc.relay_rounds == 0) return false;
+  const int32_t phase = sc.rounds - sc.relay_rounds - 1;
+  // Per (GPU, link class, direction): seconds of the phase and of its feeds at the class's peak.
+  std::vector<double> all(static_cast<size_t>(c.Gpus()) * 4, 0), feeds(all.size(), 0);
+  const double rate[2] = {c.Link(LinkClass::kNvlink).bytes_per_s, c.Link(LinkClass::kNetwork).bytes_per_s};
+  for (const Segment& sg : sc.segments) {
+    if (sg.round != phase || sg.relay) continue;
+    const bool feed = FeedsRelays(sg);
+    const size_t net = c.DomainOf(sg.src_gpu) != c.DomainOf(sg.dst_gpu);
+    const double s = static_cast<double>(sg.bytes) / rate[net];
+    for (const size_t at : {(static_cast<size_t>(sg.src_gpu) * 2 + net) * 2,
+                            (static_cast<size_t>(sg.dst_gpu) * 2 + net) * 2 + 1}) {
+      all[at] += s;
+      if (feed) feeds[at] += s;
+    }
+  }
+  return *std::max_element(feeds.begin(), feeds.end()) * chunks <= *std::max_element(all.begin(), all.end());
+}
+
+std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t chunks, std::vector<uint8_t>& lanes,
+                                bool early) {
   std::vector<int8_t> chunk(sc.segments.size(), -1);
   if (!sc.all_in_one_round || lanes.size() != sc.segments.size() || chunks < 2 || chunks > 64) return chunk;
   const int32_t phase = sc.rounds - sc.relay_rounds - 1;
   std::vector<int64_t> sent(static_cast<size_t>(c.Gpus()) * 2 * chunks, 0), received(sent.size(), 0);
   // The feeds all in chunk 0 (the relay phase waits for them) where they fit in a chunk's share, then the rest
   // around them; more feeds go with the rest.
-  const bool first = FeedsInFirstChunk(sc, chunks);
+  const bool first = FeedsInFirstChunk(sc, chunks) && (early || FeedsFitChunkZeroOnEveryPort(sc, c, chunks));
   std::vector<int32_t> feeds, order;
   for (size_t i = 0; i < sc.segments.size(); ++i) {
     const Segment& sg = sc.segments[i];
@@ -164,10 +187,27 @@ std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t ch
     received[LoadAt(c, sg, false, chunks)] += sg.bytes;
     chunk[i] = 0;
   }
+  // Sender relays' first hops (a phase of their own before this one) on lane 1 beside chunk 0, which then starts
+  // while they run; so their second hops, which wait for them, not in chunk 0. Not where a feed in chunk 0 is a
+  // second hop (chunk 0 would wait for the first hops all the same).
+  const bool beside = sc.pre_rounds > 0 && !order.empty() &&
+                      std::none_of(feeds.begin(), feeds.end(), [&](int32_t i) { return sc.segments[i].hop == 2; });
+  std::vector<int32_t> hops;
+  if (beside) {
+    auto second = [&](int32_t i) { return sc.segments[i].hop == 2; };
+    std::copy_if(order.begin(), order.end(), std::back_inserter(hops), second);
+    order.erase(std::remove_if(order.begin(), order.end(), second), order.end());
+  }
+  const std::vector<double> share(chunks, 1.0 / chunks);
+  std::vector<double> later = share;
+  later[0] = 0;
+  LargestFirst(sc, hops);
+  BalanceWhole(sc, c, hops, later, sent, received, chunk);
   LargestFirst(sc, order);
-  BalanceWhole(sc, c, order, std::vector<double>(chunks, 1.0 / chunks), sent, received, chunk);
+  BalanceWhole(sc, c, order, share, sent, received, chunk);
   for (size_t i = 0; i < sc.segments.size(); ++i)
     if (chunk[i] >= 0) lanes[i] = static_cast<uint8_t>(chunk[i] % 2);
+    else if (beside && sc.segments[i].round < sc.pre_rounds) lanes[i] = 1, chunk[i] = kFirstHopsBesideChunkZero;
   return chunk;
 }
 

@@ -107,22 +107,48 @@ std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t w
 // previous one, but the other lane's runs meanwhile, so the ports do not
 // idle at the seams (sequential groups on one lane lost: 84.8-87.6 ms
 // against 83.5). Segments that feed relays go in chunk 0 where they are at
-// most a K-th of the phase (without, 85.4 ms there: the relay phase waited
-// for the last chunks); the rest (all, where feeds are more) largest first,
-// balanced per GPU and link class as SegmentWaves (chunk k a K-th).
+// most a K-th of the phase (FeedsInFirstChunk; without, 85.4 ms there: the
+// relay phase waited for the last chunks), and, without an early relay phase
+// (`early`), on every port (FeedsFitChunkZeroOnEveryPort); the rest (all,
+// where feeds do not fit) largest first, balanced per GPU and link class as
+// SegmentWaves (chunk k a K-th).
 // With PlanPolicy::early_relay_phase (every feed in chunk 0, 3 chunks or
 // more) the relay phase goes on lane 0 right after chunk 0, before chunk 2:
 // where it sat at the end it now overlaps the network (deepseek-v3 151.4 ->
 // 148.1 ms, deepseek-v3 NVL72 123.2 -> 117.0), but it holds lane 0's later
 // chunks back (a long relay phase loses: the GB200 case 79.1 -> 96.5), so
 // the search tries both.
-// Sets `lanes` of the chunked segments; per segment its chunk, -1 for the
-// others (or all, where there is no such phase). O(S log S + S K).
-std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t chunks, std::vector<uint8_t>& lanes);
-// Whether PhaseChunks puts every segment feeding relays in chunk 0: they are
-// at most a `chunks`-th of the phase's bytes (then PlanPolicy::
-// early_relay_phase can start the relay phase after chunk 0). O(S).
+// Sender relays' first hops (Schedule::pre_rounds, a phase before the
+// chunked one) go on lane 1 beside chunk 0 (kFirstHopsBesideChunkZero), their
+// second hops in chunks 1.., and chunk 0's packs before the first hops'
+// (staging_slots.cc): chunk 0 no longer waits for the first hops, which ran
+// on both lanes before it (and their packs before its): deepseek-v3
+// TP1xPP16xEP8 -> TP8xDP16 EP128 on 128 GB200, a GPU with 4.5 GB of first
+// hops started chunk 0 at 8 ms, now at 1.4 (77.9 -> 75.6 ms at 6 chunks,
+// 73.1 at 8). Not where a feed forced into chunk 0 is a second hop.
+// Sets `lanes` of the chunked segments (and of the first hops moved); per
+// segment its chunk, kFirstHopsBesideChunkZero for first hops moved, -1 for
+// the others (or all, where there is no such phase). O(S log S + S K).
+inline constexpr int8_t kFirstHopsBesideChunkZero = -2;
+std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t chunks, std::vector<uint8_t>& lanes,
+                                bool early = false);
+// Whether the segments feeding relays fit in chunk 0: they are at most a
+// `chunks`-th of the phase's bytes (then PlanPolicy::early_relay_phase can
+// start the relay phase after chunk 0). O(S).
 bool FeedsInFirstChunk(const Schedule& sc, int32_t chunks);
+// Whether they also fit there on every port (GPU, link class, direction;
+// seconds at the class's peak): on none longer than a `chunks`-th of the
+// busiest port's phase. Without an early relay phase, PhaseChunks puts the
+// feeds in chunk 0 only then: feeds on a few ports (receiver-side relays'
+// first hops into the peers with room) made chunk 0 the longest, and chunk
+// groups span the cluster, so every seam waited for it (deepseek-v3
+// TP1xPP16xEP8 -> TP8xDP16 EP128 on 128 GB200: a relay peer had 2.9 GB of
+// chunk 0's network bytes, the others ~1 GB; the chunks' busiest NICs summed
+// to 80-83 ms, 61.7 with the feeds balanced over the chunks: 81.4 -> 77.9
+// ms). With an early relay phase the feeds must all be in chunk 0, and that
+// can still win (the same job from TP2xPP8xEP16: 80.1 ms with it, 83.5
+// without). O(S + G) for S segments and G GPUs.
+bool FeedsFitChunkZeroOnEveryPort(const Schedule& sc, const Cluster& c, int32_t chunks);
 
 // The waves' shares of a segment, cumulative: ends[w] is where wave w
 // starts (ends[0] = 0, ends[waves] = 1). Empty for even shares (no first

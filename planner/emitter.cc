@@ -41,7 +41,8 @@ class Emitter {
     else if (lanes) lane_ = CommLanes(sc, c_.Gpus());
     if (waves_ > 1 && policy.relay_waves_by_segment)
       whole_ = SegmentWaves(sc, c_, waves_, policy.relay_first_wave);
-    if (!lane_.empty() && waves_ == 1 && policy.phase_chunks > 1) chunk_ = PhaseChunks(sc, c_, policy.phase_chunks, lane_);
+    if (!lane_.empty() && waves_ == 1 && policy.phase_chunks > 1)
+      chunk_ = PhaseChunks(sc, c_, policy.phase_chunks, lane_, EarlyRelayPhase(sc, policy));
     if (std::all_of(chunk_.begin(), chunk_.end(), [](int8_t k) { return k < 0; })) chunk_.clear();
     early_relays_ = EarlyRelayPhase(sc, policy) && !chunk_.empty();
     part_rot_ = emitter_internal::PartRotations(sc);

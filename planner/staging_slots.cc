@@ -4,6 +4,7 @@
 #include <tuple>
 #include <vector>
 
+#include "planner/comm_lanes.h"
 #include "planner/emitter_state.h"
 
 namespace reshard::emitter_internal {
@@ -22,13 +23,18 @@ void AssignStaging(const Schedule& sc, int32_t gpu_count, const std::vector<uint
   }
   // Lane 0's packs first in each round, by wave where waves are by segment, chunk by chunk with phase chunks
   // (comm_lanes.h).
+  // With sender relays' first hops in a phase before the chunked one (on lane 1), chunk 0's packs go before
+  // theirs, so chunk 0's group does not wait for them (the two phases' slots are apart: see below).
   auto order = [&](int32_t i) { return chunk.empty() || chunk[i] < 0 ? static_cast<int32_t>(lane[i]) : chunk[i]; };
+  const bool chunk0_first = std::find(chunk.begin(), chunk.end(), kFirstHopsBesideChunkZero) != chunk.end();
+  auto key = [&](int32_t i) {
+    if (chunk0_first && chunk[i] == 0) return std::make_tuple(-1, 0, 0);
+    return std::make_tuple(sc.segments[i].round, order(i), whole.empty() ? 0 : static_cast<int>(whole[i]));
+  };
   if (!lane.empty())
     for (GpuEmission& ge : gpus)
-      std::stable_sort(ge.send.segments.begin(), ge.send.segments.end(), [&](int32_t x, int32_t y) {
-        const int wx = whole.empty() ? 0 : whole[x], wy = whole.empty() ? 0 : whole[y];
-        return std::make_tuple(sc.segments[x].round, order(x), wx) < std::make_tuple(sc.segments[y].round, order(y), wy);
-      });
+      std::stable_sort(ge.send.segments.begin(), ge.send.segments.end(),
+                       [&](int32_t x, int32_t y) { return key(x) < key(y); });
   for (size_t i = 0; i < sc.segments.size(); ++i) {
     const Segment& sg = sc.segments[i];
     if (sg.Packs()) {

@@ -127,6 +127,115 @@ TEST(PhaseChunks, TheEmitterRunsEachLaneChunkByChunkAndPacksInChunkOrder) {
   EXPECT_GT(pipelined, 0);
 }
 
+// Without an early relay phase PhaseChunks puts the feeds in chunk 0 only
+// where they fit there on every port (FeedsFitChunkZeroOnEveryPort), not
+// only in total: feeds on one NIC made chunk 0 outlast the others (deepseek-v3
+// TP1xPP16xEP8 -> TP8xDP16 EP128 on 128 GB200: 81.4 -> 77.9 ms). Two DGX H200
+// nodes (one NVLink domain each), a hand-made phase: a feed from GPU 0 to
+// GPU 8 and six other network segments, GPU i to GPU 8 + i for i = 2..7 (X
+// MB each); K chunks. In seconds at one rate, so in MB:
+//   feed 200, X = 1000, K = 4: its NIC 4 * 200 <= 1000 (the busiest): fits;
+//   feed 400, X = 1000, K = 4: 4 * 400 > 1000, though in total 1600 <= 6400;
+//   feed 400, X = 300,  K = 4: 4 * 400 > 400 (its own NIC is the busiest);
+//   feed 400, X = 1000, K = 2: 2 * 400 <= 1000: fits.
+TEST(PhaseChunks, FeedsGoFirstWithoutAnEarlyRelayPhaseOnlyWhereEveryPortHasRoom) {
+  const Scenario s = planner_testing::Tp2ToTp4RelayScenario();
+  const Cluster& c = s.cluster;
+  ASSERT_EQ(c.gpus_per_node, 8);
+  ASSERT_NE(c.DomainOf(0), c.DomainOf(8));
+  auto schedule = [&](int64_t feed_mb, int64_t other_mb, bool gpu0_busy = false) {
+    Schedule sc;
+    sc.all_in_one_round = true;
+    sc.rounds = 2, sc.relay_rounds = 1;
+    auto add = [&](int32_t src, int32_t dst, int64_t mb, int32_t round, bool feeds, bool relay) {
+      Segment g{src, dst, 0, 1, mb << 20, false, false, 0};
+      g.round = round, g.feeds = feeds, g.relay = relay;
+      sc.segments.push_back(g);
+    };
+    add(0, 8, feed_mb, 0, true, false);
+    for (int32_t i = 2; i < 8; ++i) add(i, 8 + i, other_mb, 0, false, false);
+    if (gpu0_busy) add(0, 9, 1000, 0, false, false);
+    add(8, 9, feed_mb, 1, false, true);  // the relay the feed feeds (NVLink, the relay phase)
+    return sc;
+  };
+  EXPECT_TRUE(FeedsFitChunkZeroOnEveryPort(schedule(200, 1000), c, 4));
+  EXPECT_FALSE(FeedsFitChunkZeroOnEveryPort(schedule(400, 1000), c, 4));
+  EXPECT_TRUE(FeedsInFirstChunk(schedule(400, 1000), 4));
+  EXPECT_FALSE(FeedsFitChunkZeroOnEveryPort(schedule(400, 300), c, 4));
+  EXPECT_TRUE(FeedsFitChunkZeroOnEveryPort(schedule(400, 1000), c, 2));
+  // GPU 0 also sends 1000 MB to GPU 9 (its NIC: 4 * 400 > 1400). Balanced largest first, that segment takes
+  // chunk 0 of GPU 0's NIC and the feed another chunk; with an early relay phase the feed goes in chunk 0.
+  const Schedule busy = schedule(400, 1000, true);
+  for (bool early : {false, true}) {
+    std::vector<uint8_t> lanes(busy.segments.size(), 0);
+    const std::vector<int8_t> chunk = PhaseChunks(busy, c, 4, lanes, early);
+    ASSERT_EQ(chunk.size(), busy.segments.size());
+    EXPECT_EQ(chunk[0] == 0, early) << "the feed in chunk " << int{chunk[0]} << ", early " << early;
+    EXPECT_EQ(chunk[7], early ? 1 : 0) << "GPU 0's other segment";
+    EXPECT_EQ(chunk.back(), -1) << "the relay is in no chunk";
+    for (size_t i = 0; i < chunk.size(); ++i)
+      if (chunk[i] >= 0) EXPECT_EQ(lanes[i], chunk[i] % 2) << "segment " << i;
+  }
+}
+
+// Sender relays' first hops (a phase of their own, Schedule::pre_rounds)
+// beside chunk 0: they go on lane 1 (kFirstHopsBesideChunkZero), their
+// second hops in later chunks, and chunk 0's packs go before theirs, so chunk
+// 0 starts while the first hops run instead of after them. tiny-llama on
+// GPU 0 of node 0 -> TP8 on node 1 (planner/send_relay_test.cc's one-holder
+// case): GPU 0 sends 7/8 of the model to its node mates first.
+TEST(PhaseChunks, SenderRelaysFirstHopsRunBesideChunkZero) {
+  const Scenario s = ParseScenario(
+      "name: one-holder-tiny\nmodel: tiny-llama\ncluster: {preset: dgx-h200, nodes: 2}\n"
+      "source: {tp: 1, gpus: \"0\"}\ndestination: {tp: 8, gpus: \"8-15\"}\n",
+      "<test>");
+  Problem p(s);
+  ASSERT_GT(p.AddSendRelays(), 0);
+  const Schedule sc = MakeSchedule(p, int64_t{64} << 10, std::numeric_limits<int64_t>::max(), kPerRoundAll);
+  ASSERT_EQ(sc.pre_rounds, 1);
+  std::vector<uint8_t> lanes = CommLanes(sc, s.cluster.Gpus());
+  const std::vector<int8_t> chunk = PhaseChunks(sc, s.cluster, 4, lanes);
+  int32_t first_hops = 0, second_hops = 0, in_chunk0 = 0;
+  for (size_t i = 0; i < sc.segments.size(); ++i) {
+    const Segment& g = sc.segments[i];
+    if (g.round < sc.pre_rounds) {
+      ++first_hops;
+      EXPECT_EQ(chunk[i], kFirstHopsBesideChunkZero) << "segment " << i;
+      EXPECT_EQ(lanes[i], 1) << "segment " << i;
+    } else if (g.hop == 2) {
+      ++second_hops;
+      EXPECT_GE(chunk[i], 1) << "second hop " << i << " waits for its first";
+    } else {
+      in_chunk0 += chunk[i] == 0;
+    }
+  }
+  ASSERT_GT(first_hops, 0);
+  ASSERT_GT(second_hops, 0);
+  ASSERT_GT(in_chunk0, 0) << "nothing left for chunk 0";
+  PlanPolicy policy;
+  policy.phase_chunks = 4;
+  const EmittedPlan e = EmitPlan(p, sc, policy);
+  ASSERT_TRUE(e.fits && e.comm_lanes);
+  const VerifyResult v = Verify(e.plan);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  EXPECT_NO_THROW(ForEachIssueStep(e.plan, [](const IssueStep&) {}));
+  // GPU 0 packs chunk 0's segments before the first hops', and its chunk-0 transfers start before its first
+  // hops end (simulated).
+  int32_t first_pack = -1;
+  bool packed = false;
+  int64_t chunk0_start = std::numeric_limits<int64_t>::max(), hops_end = 0;
+  const Prediction pr = Simulate(e.plan);
+  for (const Op& op : e.plan.ops) {
+    if (op.gpu != 0 || op.segment < 0) continue;
+    const int8_t k = chunk[op.segment];
+    if (op.kind == OpKind::kCopy && !packed) first_pack = k, packed = true;
+    if (op.kind == OpKind::kSend && k == 0) chunk0_start = std::min(chunk0_start, pr.op_start_ns[op.id]);
+    if (op.kind == OpKind::kSend && k == kFirstHopsBesideChunkZero) hops_end = std::max(hops_end, pr.op_end_ns[op.id]);
+  }
+  EXPECT_EQ(first_pack, 0);
+  EXPECT_LT(chunk0_start, hops_end);
+}
+
 // PlanPolicy::early_relay_phase: on lane 0 the relay phase comes right after
 // chunk 0's group and before chunk 2's; the plan still verifies, and the
 // relays start before the phase's last transfer ends.
@@ -138,7 +247,7 @@ TEST(PhaseChunks, AnEarlyRelayPhaseRunsBetweenChunkZeroAndTwo) {
   ASSERT_TRUE(FeedsInFirstChunk(t.sc, 4));
   ASSERT_TRUE(EarlyRelayPhase(t.sc, policy));
   std::vector<uint8_t> lanes = CommLanes(t.sc, t.s.cluster.Gpus());
-  const std::vector<int8_t> chunk = PhaseChunks(t.sc, t.s.cluster, 4, lanes);
+  const std::vector<int8_t> chunk = PhaseChunks(t.sc, t.s.cluster, 4, lanes, true);
   const EmittedPlan e = EmitPlan(t.p, t.sc, policy);
   ASSERT_TRUE(e.fits && e.comm_lanes);
   const VerifyResult v = Verify(e.plan);
@@ -198,7 +307,7 @@ TEST(PhaseChunks, AnEarlyRelayPhaseKeepsThePhaseGroupsWhole) {
     // Per (GPU, stream): each chunk's transfers in one group.
     std::map<std::tuple<int32_t, int32_t, int32_t>, std::set<int32_t>> groups;  // (GPU, stream, round or chunk)
     std::vector<uint8_t> lanes = CommLanes(sc, s.cluster.Gpus());
-    const std::vector<int8_t> chunk = PhaseChunks(sc, s.cluster, chunks, lanes);
+    const std::vector<int8_t> chunk = PhaseChunks(sc, s.cluster, chunks, lanes, true);  // as the emitter: early
     for (const Op& op : e.plan.ops)
       if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && op.segment >= 0 && chunk[op.segment] >= 0)
         groups[{op.gpu, op.stream, chunk[op.segment]}].insert(op.group);
