@@ -181,17 +181,17 @@ std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t ch
     if (sg.round != phase || sg.relay) continue;
     (first && FeedsRelays(sg) ? feeds : order).push_back(static_cast<int32_t>(i));
   }
+  // Sender relays' first hops (a phase of their own before this one) on lane 1 beside chunk 0, which then starts
+  // while they run; so their second hops, which wait for them, not in chunk 0: feeds among them in chunk 1 (lane
+  // 1, right after the first hops), the others balanced over chunks 1...
+  const bool beside = sc.pre_rounds > 0 && !(feeds.empty() && order.empty());
   for (int32_t i : feeds) {
     const Segment& sg = sc.segments[i];
-    sent[LoadAt(c, sg, true, chunks)] += sg.bytes;
-    received[LoadAt(c, sg, false, chunks)] += sg.bytes;
-    chunk[i] = 0;
+    const int8_t k = beside && sg.hop == 2 ? 1 : 0;
+    sent[LoadAt(c, sg, true, chunks) + k] += sg.bytes;
+    received[LoadAt(c, sg, false, chunks) + k] += sg.bytes;
+    chunk[i] = k;
   }
-  // Sender relays' first hops (a phase of their own before this one) on lane 1 beside chunk 0, which then starts
-  // while they run; so their second hops, which wait for them, not in chunk 0. Not where a feed in chunk 0 is a
-  // second hop (chunk 0 would wait for the first hops all the same).
-  const bool beside = sc.pre_rounds > 0 && !order.empty() &&
-                      std::none_of(feeds.begin(), feeds.end(), [&](int32_t i) { return sc.segments[i].hop == 2; });
   std::vector<int32_t> hops;
   if (beside) {
     auto second = [&](int32_t i) { return sc.segments[i].hop == 2; };

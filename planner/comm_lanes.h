@@ -120,12 +120,17 @@ std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t w
 // the search tries both.
 // Sender relays' first hops (Schedule::pre_rounds, a phase before the
 // chunked one) go on lane 1 beside chunk 0 (kFirstHopsBesideChunkZero), their
-// second hops in chunks 1.., and chunk 0's packs before the first hops'
+// second hops in chunks 1.. (those feeding relays, where the feeds go first,
+// in chunk 1: right after the first hops on lane 1; the early relay phase
+// then waits for chunk 1 too), and chunk 0's packs before the first hops'
 // (staging_slots.cc): chunk 0 no longer waits for the first hops, which ran
-// on both lanes before it (and their packs before its): deepseek-v3
-// TP1xPP16xEP8 -> TP8xDP16 EP128 on 128 GB200, a GPU with 4.5 GB of first
-// hops started chunk 0 at 8 ms, now at 1.4 (77.9 -> 75.6 ms at 6 chunks,
-// 73.1 at 8). Not where a feed forced into chunk 0 is a second hop.
+// on both lanes before it (and their packs before its). deepseek-v3 on 128
+// GB200 to TP8xDP16 EP128: from TP1xPP16xEP8, a GPU with 4.5 GB of first
+// hops started chunk 0 at 8 ms, now at 1.4 (6 chunks: 77.9 -> 75.6 ms, 8:
+// 73.1); from TP2xPP8xEP16 with the early relay phase 80.1 -> 75.9, from
+// TP8xPP4xEP32 76.9 -> 76.3, on 128 H200 245.6 -> 235.1 (with their
+// second-hop feeds in chunk 0, as the other feeds, chunk 0 waited for the
+// first hops: 76.9 -> 82.8).
 // Sets `lanes` of the chunked segments (and of the first hops moved); per
 // segment its chunk, kFirstHopsBesideChunkZero for first hops moved, -1 for
 // the others (or all, where there is no such phase). O(S log S + S K).

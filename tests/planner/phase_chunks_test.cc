@@ -236,6 +236,49 @@ TEST(PhaseChunks, SenderRelaysFirstHopsRunBesideChunkZero) {
   EXPECT_LT(chunk0_start, hops_end);
 }
 
+// A second hop that feeds relays goes in chunk 1, where the feeds go first
+// (the early relay phase then also waits for chunk 1), not in chunk 0 with
+// the other feeds: chunk 0 would wait for the first hops (deepseek-v3
+// TP8xPP4xEP32 -> TP16xDP8 EP128 on 128 GB200: 76.9 -> 82.8 ms). A
+// hand-made schedule on two DGX H200 nodes: GPU 0 -> GPU 1 (a first hop, 100
+// MB) -> GPU 9 (its second hop, a feed), a 100 MB feed GPU 2 -> GPU 10, six
+// 1000 MB network segments GPU i -> GPU 8 + i (i = 3..7, and 2 -> 15), and
+// the relays. Feeds 200 of 6200 MB: 4 * 200 <= 6200, and every port has
+// room (4 * 100 <= 1100, GPU 2's NIC).
+TEST(PhaseChunks, ASecondHopFeedingRelaysGoesInChunkOne) {
+  const Scenario s = planner_testing::Tp2ToTp4RelayScenario();
+  const Cluster& c = s.cluster;
+  Schedule sc;
+  sc.all_in_one_round = true;
+  sc.rounds = 3, sc.relay_rounds = 1, sc.pre_rounds = 1;
+  auto add = [&](int32_t src, int32_t dst, int64_t mb, int32_t round) -> Segment& {
+    Segment g{src, dst, 0, 1, mb << 20, false, false, 0};
+    g.round = round;
+    sc.segments.push_back(g);
+    return sc.segments.back();
+  };
+  add(0, 1, 100, 0).hop = 1;
+  Segment& second = add(1, 9, 100, 1);
+  second.hop = 2, second.feed = 0, second.feeds = true;
+  add(2, 10, 100, 1).feeds = true;
+  for (int32_t i = 3; i < 8; ++i) add(i, 8 + i, 1000, 1);
+  add(2, 15, 1000, 1);
+  add(9, 12, 100, 2).relay = true;
+  add(10, 13, 100, 2).relay = true;
+  ASSERT_TRUE(FeedsInFirstChunk(sc, 4));
+  ASSERT_TRUE(FeedsFitChunkZeroOnEveryPort(sc, c, 4));
+  for (bool early : {false, true}) {
+    std::vector<uint8_t> lanes(sc.segments.size(), 0);
+    const std::vector<int8_t> chunk = PhaseChunks(sc, c, 4, lanes, early);
+    EXPECT_EQ(chunk[0], kFirstHopsBesideChunkZero);
+    EXPECT_EQ(lanes[0], 1);
+    EXPECT_EQ(chunk[1], 1) << "the second hop feeding relays";
+    EXPECT_EQ(lanes[1], 1);
+    EXPECT_EQ(chunk[2], 0) << "the other feed";
+    EXPECT_EQ(chunk[sc.segments.size() - 1], -1);
+  }
+}
+
 // PlanPolicy::early_relay_phase: on lane 0 the relay phase comes right after
 // chunk 0's group and before chunk 2's; the plan still verifies, and the
 // relays start before the phase's last transfer ends.
