@@ -117,7 +117,12 @@ std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t w
 // where it sat at the end it now overlaps the network (deepseek-v3 151.4 ->
 // 148.1 ms, deepseek-v3 NVL72 123.2 -> 117.0), but it holds lane 0's later
 // chunks back (a long relay phase loses: the GB200 case 79.1 -> 96.5), so
-// the search tries both.
+// the search tries both. Where feeds sit in chunk 1 (second hops of sender
+// relays, below) the relay phase waits for chunk 1 and goes after chunk 2
+// instead (emitter.cc early_turns_): lane 0 ran nothing from chunk 0's end
+// until chunk 1's (deepseek-v3 on 128 GB200 from TP2xPP8xEP16 75.9 -> 74.9
+// ms, from TP8xPP4xEP32 76.3 -> 74.1; on 128 H200 from TP8xPP4xEP32 235.1 ->
+// 236.4, the one loss).
 // Sender relays' first hops (Schedule::pre_rounds, a phase before the
 // chunked one) go on lane 1 beside chunk 0 (kFirstHopsBesideChunkZero), their
 // second hops in chunks 1.. (those feeding relays, where the feeds go first,

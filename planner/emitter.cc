@@ -45,6 +45,10 @@ class Emitter {
       chunk_ = PhaseChunks(sc, c_, policy.phase_chunks, lane_, EarlyRelayPhase(sc, policy));
     if (std::all_of(chunk_.begin(), chunk_.end(), [](int8_t k) { return k < 0; })) chunk_.clear();
     early_relays_ = EarlyRelayPhase(sc, policy) && !chunk_.empty();
+    // Feeds in chunk 1 (second hops of sender relays, comm_lanes.h PhaseChunks): the early relay phase waits for
+    // chunk 1, so it goes after chunk 2 on lane 0 (turn 1) instead of idling lane 0 from chunk 0's end.
+    for (size_t i = 0; early_relays_ && i < chunk_.size(); ++i)
+      if (chunk_[i] == 1 && sc.segments[i].hop == 2 && sc.segments[i].feeds) early_turns_ = 2;
     part_rot_ = emitter_internal::PartRotations(sc);
   }
 
@@ -681,11 +685,12 @@ class Emitter {
       // other unpacks, so the relay group does not wait behind them all (deepseek-v3 NVL72: -5 ms).
       const bool relays_next = sc_.all_in_one_round && sc_.relay_rounds > 0 && r + 1 == R - sc_.relay_rounds;
       const int32_t turns = Turns(r, round_begin);
-      // PlanPolicy::early_relay_phase: the relay round (the last) right after the first turn.
+      // PlanPolicy::early_relay_phase: the relay round (the last) right after the first turn (or two, early_turns_).
       const bool early = relays_next && turns > 1 && early_relays_;
       begin_round(r, components);
       std::map<int32_t, int32_t> group_of_root;
-      round_groups(r, 0, early ? 1 : turns, components, group_of_root);
+      const int32_t before_relays = std::min(early_turns_, turns - 1);  // turns of the phase before its relay phase
+      round_groups(r, 0, early ? before_relays : turns, components, group_of_root);
       if (early) {
         unpacks(r, 0);
         begin_round(r + 1, relay_components);
@@ -693,7 +698,7 @@ class Emitter {
         round_groups(r + 1, 0, 1, relay_components, relay_groups);
         end_round(r + 1);
         unpacks(r + 1, 1);
-        round_groups(r, 1, turns, components, group_of_root);
+        round_groups(r, before_relays, turns, components, group_of_root);
       }
       end_round(r);
       for (int pass = relays_next && !early ? 0 : 1; pass < 2; ++pass) unpacks(r, pass);
@@ -753,6 +758,7 @@ class Emitter {
   int32_t waves_ = 1, wave_ = 0;        // relay waves (comm_lanes.h), the one being emitted
   std::vector<double> wave_ends_;       // their shares (WaveEnds; empty: even)
   bool early_relays_ = false;           // PlanPolicy::early_relay_phase, where it applies
+  int32_t early_turns_ = 1;             // with it: the relay phase after this many turns (chunk pairs)
   std::vector<int8_t> chunk_;           // phase chunks (comm_lanes.h PhaseChunks); empty: none
   std::vector<int8_t> whole_;           // by segment (SegmentWaves): per segment its wave; empty: by bytes
   std::vector<int64_t> part_rot_;       // per segment its first part (PartRotations); empty: none

@@ -279,6 +279,52 @@ TEST(PhaseChunks, ASecondHopFeedingRelaysGoesInChunkOne) {
   }
 }
 
+// With second hops feeding relays in chunk 1, the early relay phase goes on
+// lane 0 after chunk 2 instead of chunk 0 (lane 0 ran nothing while chunk 1
+// went on: deepseek-v3 TP8xPP4xEP32 -> TP16xDP8 EP128 on 128 GB200 76.3 ->
+// 74.1 ms). qwen3-30b-a3b Megatron TP2xPP2xEP8xDP8 -> vLLM TP4xDP8 EP32 on 4
+// DGX H200, colocated: relays, sender relays, and second hops among the
+// feeds; 8 chunks. The plan verifies, issues and simulates.
+TEST(PhaseChunks, AnEarlyRelayPhaseWaitingForChunkOneFollowsChunkTwo) {
+  const Scenario s = planner_testing::FromYaml(planner_testing::Yaml(
+      "qwen3-30b-a3b", "{preset: dgx-h200, nodes: 4}", "{engine: megatron, tp: 2, pp: 2, ep: 8, dp: 8}",
+      "{engine: vllm, tp: 4, dp: 8, ep: 32}",
+      "memory: {optimizer: {bytes_per_param: 12, offload: auto}, kv_cache_gib: 10, reserve_gib: 2}\n"));
+  Problem p(s);
+  ASSERT_GT(p.AddRelays(), 0);
+  ASSERT_GT(p.AddSendRelays(), 0);
+  const Schedule sc = MakeSchedule(p, int64_t{128} << 20, int64_t{64} << 20, kPerRoundAll);
+  PlanPolicy policy;
+  policy.phase_chunks = 8, policy.early_relay_phase = true;
+  ASSERT_TRUE(EarlyRelayPhase(sc, policy));
+  std::vector<uint8_t> lanes = CommLanes(sc, s.cluster.Gpus());
+  const std::vector<int8_t> chunk = PhaseChunks(sc, s.cluster, 8, lanes, true);
+  int32_t fed_late = 0;
+  for (size_t i = 0; i < sc.segments.size(); ++i) fed_late += sc.segments[i].feeds && sc.segments[i].hop == 2;
+  ASSERT_GT(fed_late, 0);
+  const EmittedPlan e = EmitPlan(p, sc, policy);
+  ASSERT_TRUE(e.fits && e.comm_lanes);
+  const VerifyResult v = Verify(e.plan);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  EXPECT_NO_THROW(ForEachIssueStep(e.plan, [](const IssueStep&) {}));
+  EXPECT_NO_THROW(Simulate(e.plan));
+  // Per GPU, lane 0's transfers in plan order: chunks 0 and 2 (0), the relay phase (1), chunks 4 and 6 (2).
+  const int32_t phase = sc.rounds - sc.relay_rounds - 1;
+  std::map<int32_t, std::vector<int32_t>> kinds;
+  for (const Op& op : e.plan.ops) {
+    if ((op.kind != OpKind::kSend && op.kind != OpKind::kRecv) || op.stream != kStreamComm || op.segment < 0) continue;
+    const Segment& g = sc.segments[op.segment];
+    if (g.round < phase) continue;
+    kinds[op.gpu].push_back(g.round > phase ? 1 : chunk[op.segment] <= 2 ? 0 : 2);
+  }
+  int32_t after_chunk2 = 0;
+  for (const auto& [gpu, ks] : kinds) {
+    EXPECT_TRUE(std::is_sorted(ks.begin(), ks.end())) << "GPU " << gpu;
+    after_chunk2 += std::set<int32_t>(ks.begin(), ks.end()).size() == 3;
+  }
+  EXPECT_GT(after_chunk2, 0) << "no GPU runs the relay phase between chunks 2 and 4";
+}
+
 // PlanPolicy::early_relay_phase: on lane 0 the relay phase comes right after
 // chunk 0's group and before chunk 2's; the plan still verifies, and the
 // relays start before the phase's last transfer ends.
