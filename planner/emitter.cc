@@ -41,10 +41,11 @@ class Emitter {
     else if (lanes) lane_ = CommLanes(sc, c_.Gpus());
     if (waves_ > 1 && policy.relay_waves_by_segment)
       whole_ = SegmentWaves(sc, c_, waves_, policy.relay_first_wave);
+    const bool early = EarlyRelayPhase(sc, policy);
     if (!lane_.empty() && waves_ == 1 && policy.phase_chunks > 1)
-      chunk_ = PhaseChunks(sc, c_, policy.phase_chunks, lane_, EarlyRelayPhase(sc, policy));
+      chunk_ = PhaseChunks(sc, c_, policy.phase_chunks, lane_, early);
     if (std::all_of(chunk_.begin(), chunk_.end(), [](int8_t k) { return k < 0; })) chunk_.clear();
-    early_relays_ = EarlyRelayPhase(sc, policy) && !chunk_.empty();
+    early_relays_ = early && !chunk_.empty();
     // Feeds in chunk 1 (second hops of sender relays, comm_lanes.h PhaseChunks): the early relay phase waits for
     // chunk 1, so it goes after chunk 2 on lane 0 (turn 1) instead of idling lane 0 from chunk 0's end.
     for (size_t i = 0; early_relays_ && i < chunk_.size(); ++i)

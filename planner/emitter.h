@@ -77,13 +77,15 @@ struct PlanPolicy {
   int32_t phase_chunks = 1;
   // With phase chunks and every segment feeding relays in chunk 0: the relay
   // phase on lane 0 right after chunk 0 instead of after the phase (lane 0's
-  // later chunks wait for it; lane 1's run meanwhile). The search tries it.
+  // later chunks wait for it; lane 1's run meanwhile); after chunk 2 where
+  // sender relays' second hops among the feeds go in chunk 1 (comm_lanes.h).
+  // The search tries it.
   bool early_relay_phase = false;
   std::string Name() const;
 };
 
 // Whether PlanPolicy::early_relay_phase applies to `sc`: phase chunks in
-// more than one turn (3 chunks or more), one relay round, every feed in
+// more than one turn (3 chunks or more), one relay round, the feeds fit in
 // chunk 0 (comm_lanes.h FeedsInFirstChunk). O(S).
 bool EarlyRelayPhase(const Schedule& sc, const PlanPolicy& policy);
 
