@@ -83,8 +83,13 @@ inline constexpr int32_t kRelayWavesBySegment = 8;
 // it did not win: wherever both won on the 34 rows, the early relay phase
 // won more (deepseek-v3 148.1 vs 151.4 ms, TP8xPP4xEP32 on H200 250.3 vs
 // 255.3, on GB200 77.8 vs 78.8), so one simulation is spared there.
+// Chunks alone are tried at 8 too since they run only where the early relay
+// phase did not win: on the 34 rows only deepseek-v3 TP1xPP16xEP8 -> TP8xDP16
+// EP128 on 128 GB200 keeps them (feeds on a few ports, comm_lanes.h
+// FeedsFitChunkZeroOnEveryPort): 75.6 ms at 6, 73.1 at 8; every other row's
+// plan is the same (bench/results/2026-12-06-cpu-chunks-large-eight).
 inline constexpr int32_t kPhaseChunks[] = {4, 6, 8};
-inline constexpr int32_t kPhaseChunksLarge = 6;
+inline constexpr int32_t kPhaseChunksLarge = 8;
 // With the relay phase after chunk 0, large plans try 8 chunks (the K sweep's
 // best there: deepseek-v3 147.4 ms against 148.1 at 6, NVL72 116.3 / 117.0;
 // in the search H200 TP8xPP4 245.6 / 250.3, GB200 TP8xPP4 76.9 / 77.8,
