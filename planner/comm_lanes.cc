@@ -149,16 +149,15 @@ bool FeedsInFirstChunk(const Schedule& sc, int32_t chunks) {
 bool FeedsFitChunkZeroOnEveryPort(const Schedule& sc, const Cluster& c, int32_t chunks) {
   if (!sc.all_in_one_round || sc.relay_rounds == 0) return false;
   const int32_t phase = sc.rounds - sc.relay_rounds - 1;
-  // Per (GPU, link class, direction): seconds of the phase and of its feeds at the class's peak.
+  // Per (GPU, link class, direction: LoadAt's layout with the two directions as its parts): seconds of the
+  // phase and of its feeds at the class's peak.
   std::vector<double> all(static_cast<size_t>(c.Gpus()) * 4, 0), feeds(all.size(), 0);
   const double rate[2] = {c.Link(LinkClass::kNvlink).bytes_per_s, c.Link(LinkClass::kNetwork).bytes_per_s};
   for (const Segment& sg : sc.segments) {
     if (sg.round != phase || sg.relay) continue;
     const bool feed = FeedsRelays(sg);
-    const size_t net = c.DomainOf(sg.src_gpu) != c.DomainOf(sg.dst_gpu);
-    const double s = static_cast<double>(sg.bytes) / rate[net];
-    for (const size_t at : {(static_cast<size_t>(sg.src_gpu) * 2 + net) * 2,
-                            (static_cast<size_t>(sg.dst_gpu) * 2 + net) * 2 + 1}) {
+    const double s = static_cast<double>(sg.bytes) / rate[c.DomainOf(sg.src_gpu) != c.DomainOf(sg.dst_gpu)];
+    for (const size_t at : {LoadAt(c, sg, true, 2), LoadAt(c, sg, false, 2) + 1}) {
       all[at] += s;
       if (feed) feeds[at] += s;
     }

@@ -40,6 +40,14 @@ struct Chunked {
   int32_t Phase() const { return sc.rounds - sc.relay_rounds - 1; }
 };
 
+// A hand-made schedule's segment of one part: `mb` MB from `src` to `dst` in `round`, staged on both sides.
+Segment& AddSegment(Schedule& sc, int32_t src, int32_t dst, int64_t mb, int32_t round) {
+  Segment g{src, dst, 0, 1, mb << 20, false, false, 0};
+  g.round = round;
+  sc.segments.push_back(g);
+  return sc.segments.back();
+}
+
 TEST(PhaseChunks, EachSegmentOfThePhaseGoesWholeInOneChunkOnItsLane) {
   Chunked t;
   ASSERT_EQ(t.sc.relay_rounds, 1);
@@ -147,15 +155,10 @@ TEST(PhaseChunks, FeedsGoFirstWithoutAnEarlyRelayPhaseOnlyWhereEveryPortHasRoom)
     Schedule sc;
     sc.all_in_one_round = true;
     sc.rounds = 2, sc.relay_rounds = 1;
-    auto add = [&](int32_t src, int32_t dst, int64_t mb, int32_t round, bool feeds, bool relay) {
-      Segment g{src, dst, 0, 1, mb << 20, false, false, 0};
-      g.round = round, g.feeds = feeds, g.relay = relay;
-      sc.segments.push_back(g);
-    };
-    add(0, 8, feed_mb, 0, true, false);
-    for (int32_t i = 2; i < 8; ++i) add(i, 8 + i, other_mb, 0, false, false);
-    if (gpu0_busy) add(0, 9, 1000, 0, false, false);
-    add(8, 9, feed_mb, 1, false, true);  // the relay the feed feeds (NVLink, the relay phase)
+    AddSegment(sc, 0, 8, feed_mb, 0).feeds = true;
+    for (int32_t i = 2; i < 8; ++i) AddSegment(sc, i, 8 + i, other_mb, 0);
+    if (gpu0_busy) AddSegment(sc, 0, 9, 1000, 0);
+    AddSegment(sc, 8, 9, feed_mb, 1).relay = true;  // the relay the feed feeds (NVLink, the relay phase)
     return sc;
   };
   EXPECT_TRUE(FeedsFitChunkZeroOnEveryPort(schedule(200, 1000), c, 4));
@@ -251,20 +254,14 @@ TEST(PhaseChunks, ASecondHopFeedingRelaysGoesInChunkOne) {
   Schedule sc;
   sc.all_in_one_round = true;
   sc.rounds = 3, sc.relay_rounds = 1, sc.pre_rounds = 1;
-  auto add = [&](int32_t src, int32_t dst, int64_t mb, int32_t round) -> Segment& {
-    Segment g{src, dst, 0, 1, mb << 20, false, false, 0};
-    g.round = round;
-    sc.segments.push_back(g);
-    return sc.segments.back();
-  };
-  add(0, 1, 100, 0).hop = 1;
-  Segment& second = add(1, 9, 100, 1);
+  AddSegment(sc, 0, 1, 100, 0).hop = 1;
+  Segment& second = AddSegment(sc, 1, 9, 100, 1);
   second.hop = 2, second.feed = 0, second.feeds = true;
-  add(2, 10, 100, 1).feeds = true;
-  for (int32_t i = 3; i < 8; ++i) add(i, 8 + i, 1000, 1);
-  add(2, 15, 1000, 1);
-  add(9, 12, 100, 2).relay = true;
-  add(10, 13, 100, 2).relay = true;
+  AddSegment(sc, 2, 10, 100, 1).feeds = true;
+  for (int32_t i = 3; i < 8; ++i) AddSegment(sc, i, 8 + i, 1000, 1);
+  AddSegment(sc, 2, 15, 1000, 1);
+  AddSegment(sc, 9, 12, 100, 2).relay = true;
+  AddSegment(sc, 10, 13, 100, 2).relay = true;
   ASSERT_TRUE(FeedsInFirstChunk(sc, 4));
   ASSERT_TRUE(FeedsFitChunkZeroOnEveryPort(sc, c, 4));
   for (bool early : {false, true}) {
