@@ -5,7 +5,8 @@
 // per top-level scalar field and one line per tensor / buffer / op / piece,
 // keys in a readable fixed order, never pretty-printed. So files of 10^6 ops
 // stay compact, diff line by line, and cost O(size) time and O(1) extra
-// memory per element.
+// memory per element. Ops, buffers and pieces are written as text directly
+// (json_write.h: the bytes their DOM would dump, ~10x faster).
 //
 // Reading: PlanFromJson walks a DOM. ReadPlan reads with a strict scanner
 // (json_fast.cc) that converts the common ops, buffers and pieces straight
@@ -38,6 +39,7 @@
 #include "model/output_file.h"
 #include "plan/json_fast.h"
 #include "plan/json_reader.h"
+#include "plan/json_write.h"
 #include "plan/plan.h"
 
 namespace reshard {
@@ -539,22 +541,24 @@ void WritePlan(const Plan& p, const std::string& path) {
   json c;
   to_json(c, p.cluster);
   out << "\"cluster\":" << Dump(c);
-  std::string line;
-  auto array = [&](const char* key, const auto& v, auto to_json_one) {
+  // Elements through json_write.h where it writes them (the same bytes), else through a DOM; written out in blocks.
+  std::string text;
+  auto array = [&](const char* key, const auto& v, auto to_json_one, auto append_one) {
     out << ",\n\"" << key << "\":[";
     for (size_t i = 0; i < v.size(); ++i) {
-      line.clear();
-      line += i == 0 ? "\n" : ",\n";
-      line += Dump(to_json_one(v[i]));
-      out << line;
+      text += i == 0 ? "\n" : ",\n";
+      if (!append_one(text, v[i])) text += Dump(to_json_one(v[i]));
+      if (text.size() >= (size_t{1} << 20)) out << text, text.clear();
     }
-    out << (v.empty() ? "]" : "\n]");
+    out << text << (v.empty() ? "]" : "\n]");
+    text.clear();
   };
-  array("tensors", p.tensors, TensorToJson<ojson>);
-  array("buffers", p.buffers, BufferToJson<ojson>);
-  array("ops", p.ops, OpToJson<ojson>);
-  array("sources", p.sources, PieceToJson<ojson>);
-  array("destinations", p.destinations, PieceToJson<ojson>);
+  auto no_fast_path = [](std::string&, const PlanTensor&) { return false; };  // few and small
+  array("tensors", p.tensors, TensorToJson<ojson>, no_fast_path);
+  array("buffers", p.buffers, BufferToJson<ojson>, AppendBufferJson);
+  array("ops", p.ops, OpToJson<ojson>, AppendOpJson);
+  array("sources", p.sources, PieceToJson<ojson>, AppendPieceJson);
+  array("destinations", p.destinations, PieceToJson<ojson>, AppendPieceJson);
   out << "}\n";
   file.Commit();
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include <unistd.h>
@@ -507,7 +508,8 @@ Plan RandomPlan(std::mt19937_64& rng) {
     op.peer = idx(10) - 1;
     op.match = idx(100) - 1;
     op.segment = idx(50) - 1;
-    if (coin(30)) op.label = "L" + std::to_string(i) + " \\ tab\t";
+    if (coin(30)) op.label = coin(50) ? "L" + std::to_string(i) + " \\ tab\t" : "seg " + std::to_string(i) + " L3";
+    if (coin(10)) op.sm_share = 0.5;
     p.ops.push_back(op);
   }
   for (auto* pieces : {&p.sources, &p.destinations}) {
@@ -546,6 +548,34 @@ TEST(PlanJson, RandomPlansRoundTrip) {
     WritePlan(p, path);
     ASSERT_EQ(ReadPlan(path), p);
   }
+}
+
+// WritePlan writes the big arrays' elements without a DOM where it can
+// (plan/json_write.h): every element line must still be nlohmann's compact
+// dump of what it parses to (ordered: the file's key order), and the file's
+// content PlanToJson's. Plain and escaped labels and names, sm_share and
+// default-valued fields all occur in these plans.
+TEST(PlanJson, FileLinesAreTheCompactDumpOfTheirContent) {
+  std::mt19937_64 rng(20261206);
+  std::string path = TempPath("lines.json");
+  int64_t lines = 0;
+  for (int iter = 0; iter < 60; ++iter) {
+    SCOPED_TRACE(iter);
+    const Plan p = RandomPlan(rng);
+    WritePlan(p, path);
+    const std::string text = ReadText(path);
+    ASSERT_EQ(json::parse(text), PlanToJson(p));
+    std::istringstream in(text);
+    std::string line;
+    std::getline(in, line);  // the head: the plan's scalars, its object left open
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] != '{') continue;  // keys and brackets
+      if (line.back() == ',') line.pop_back();
+      ASSERT_EQ(nlohmann::ordered_json::parse(line).dump(), line);
+      ++lines;
+    }
+  }
+  EXPECT_GT(lines, 1000);
 }
 
 // ------------------------------------------------------------ Verify
