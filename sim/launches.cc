@@ -239,10 +239,9 @@ void Simulator::State::Issue(int32_t l, int64_t t) {
         EndOp(i, t);
         break;
       case OpKind::kCopy:
-      case OpKind::kQuantize: NewFlow(i, -1, ports.DeviceCopy(op.gpu), t); break;
-      // Every plan host buffer is pinned (PlanBuffer has no pageable kind).
-      case OpKind::kOffload: NewFlow(i, -1, ports.Offload(op.gpu), t); break;
-      case OpKind::kReload: NewFlow(i, -1, ports.Reload(op.gpu), t); break;
+      case OpKind::kQuantize:
+      case OpKind::kOffload:
+      case OpKind::kReload: NewFlow(i, -1, OpRoute(i), t); break;
       case OpKind::kSend:
       case OpKind::kRecv:
         memory.ConnectPeer(op.gpu, op.peer, CommLane(plan, plan.ops[i].stream), t);
@@ -292,6 +291,19 @@ void Simulator::State::NextOnChannel(int32_t send, int64_t t) {
   }
   ch.flow = NewFlow(next, info[next].match, TransferRoute(next), t, before, op_flow[send]);
   BothWays(info[next].channel);
+}
+
+Route Simulator::State::OpRoute(int32_t i) const {
+  const OpInfo& op = info[i];
+  switch (op.kind) {
+    case OpKind::kCopy:
+    case OpKind::kQuantize: return ports.DeviceCopy(op.gpu);
+    // Every plan host buffer is pinned (PlanBuffer has no pageable kind).
+    case OpKind::kOffload: return ports.Offload(op.gpu);
+    case OpKind::kReload: return ports.Reload(op.gpu);
+    case OpKind::kSend: return TransferRoute(i);
+    default: return Route{};
+  }
 }
 
 // While a pair's two directions both carry a transfer, each runs at the
@@ -371,6 +383,9 @@ int32_t Simulator::State::NewFlow(int32_t op, int32_t op2, const Route& r, int64
     if (info[op].copy_cap > 0) f.cap = std::min(prof.bytes_per_s / kNsPerS, info[op].copy_cap);
     if (!(f.cap > 0)) Bad(op, fmt::format("{} link efficiency at {} bytes is not positive", LinkClassName(r.link_class), f.bytes));
   }
+  for (int32_t k = 0; k < r.num_ports && !unstarted_bytes.empty(); ++k)  // as CountUnstartedBytes counted them
+    if (std::find(r.ports.begin(), r.ports.begin() + k, r.ports[k]) == r.ports.begin() + k)
+      unstarted_bytes[r.ports[k]] -= f.bytes;
   sim_internal::Activity& a = class_use[static_cast<int>(r.link_class)];
   ++a.count;
   a.bytes += f.bytes;

@@ -157,6 +157,7 @@ Prediction Simulator::State::Run() {
   launches = sim_internal::BuildLaunches(plan, info, gpus);
   routing_bound = LowerBoundOfLoads(ports, PortBytes(ports, plan));
   net.Init(ports, obs, nops, ShareGridNs(opt, routing_bound.time_s), opt.share_grid_flows, opt.share_grid_lives);
+  if (give_up_ns != std::numeric_limits<int64_t>::max()) CountUnstartedBytes();
   memory.Init(plan, obs);
   op_start_ns.assign(nops, -1);
   op_end_ns.assign(nops, -1);
@@ -196,7 +197,7 @@ Prediction Simulator::State::Run() {
     const int64_t t = std::min({queue.Empty() ? kNever : queue.Top().t, net.ends.Empty() ? kNever : net.ends.TopKey(),
                                 net.DueNs() >= 0 ? net.DueNs() : kNever});
     // Every event at t leaves an op that ends at t or later, so the plan ends after give_up_ns.
-    if (t > give_up_ns) {
+    if (t > give_up_ns || (events >= next_bound_check && UnstartedBytesEndAfter(t))) {
       gave_up = true;
       return Prediction{};
     }
@@ -221,6 +222,33 @@ Prediction Simulator::State::Run() {
 Prediction Simulator::Run() const {
   State state(plan_, options_);
   return state.Run();
+}
+
+// O(ops) once: each flow's bytes on each port of its route, as NewFlow will make it.
+void Simulator::State::CountUnstartedBytes() {
+  unstarted_bytes.assign(static_cast<size_t>(ports.NumPorts()), 0);
+  for (int32_t i = 0; i < nops; ++i) {
+    const Route r = OpRoute(i);
+    for (int32_t k = 0; k < r.num_ports; ++k)
+      if (std::find(r.ports.begin(), r.ports.begin() + k, r.ports[k]) == r.ports.begin() + k)
+        unstarted_bytes[r.ports[k]] += info[i].bytes;
+  }
+  for (int32_t p = 0; p < ports.NumPorts(); ++p)
+    if (unstarted_bytes[p] > 0) unstarted_ports.push_back(p);
+  next_bound_check = 0;
+}
+
+// O(ports with bytes); the next check that many events later (O(1) per event).
+bool Simulator::State::UnstartedBytesEndAfter(int64_t t) {
+  if (unstarted_ports.empty()) return false;
+  constexpr int64_t kMinEvents = 4096;
+  next_bound_check = events + std::max<int64_t>(kMinEvents, static_cast<int64_t>(unstarted_ports.size()));
+  double most_ns = 0;
+  for (const int32_t p : unstarted_ports) {
+    const double fastest = std::max(net.ports[p].peak, net.ports[p].duplex);  // bytes/ns
+    most_ns = std::max(most_ns, static_cast<double>(unstarted_bytes[p]) / fastest);
+  }
+  return static_cast<double>(t) + most_ns > static_cast<double>(give_up_ns) + 1;  // + 1: rounding
 }
 
 std::optional<Prediction> Simulator::RunWithin(double limit_s) const {

@@ -404,6 +404,16 @@ struct Simulator::State {
   Prediction Run();
   int64_t give_up_ns = std::numeric_limits<int64_t>::max();
   bool gave_up = false;
+  // Giving up before the clock gets there (RunWithin): per port, the bytes
+  // of flows not yet created, which cross it after the clock at its fastest
+  // rate at most; once the clock plus the busiest port's share of them
+  // passes give_up_ns the plan ends after it. Checked every so many events.
+  std::vector<int64_t> unstarted_bytes;  // per port; empty: not tracked
+  std::vector<int32_t> unstarted_ports;  // the ports with any
+  int64_t next_bound_check = std::numeric_limits<int64_t>::max();
+  void CountUnstartedBytes();
+  bool UnstartedBytesEndAfter(int64_t t);
+  Route OpRoute(int32_t op) const;  // the route of the flow op creates (num_ports 0: none)
   void CheckOps();
   void Process(const sim_internal::Event& e);
   [[noreturn]] void Deadlock() const;

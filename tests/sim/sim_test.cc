@@ -322,6 +322,51 @@ TEST(Simulate, WithinALimitGivesUpOnceTheClockPassesIt) {
   EXPECT_FALSE(SimulateWithin(plan, 0).has_value());
 }
 
+// SimulateWithin also gives up where the bytes no flow has started yet need
+// more than the time left on some port at its peak: 20 copies of 1,000 B, one
+// after another on GPU 0's stream (copy port 2 B/ns: 500 ns each, 10,000 ns).
+// At a limit of 9.5 us the copy port's 20,000 B need 10,000 ns from t = 0, so
+// no op even starts (the clock alone passes 9.5 us only at the last copy's
+// end); at 10 us or more the prediction is Simulate's. A two-node plan's
+// answers at limits around its time are Simulate's too: the plan's time
+// decides, not how soon the run can tell.
+TEST(Simulate, WithinALimitGivesUpOnceTheBytesLeftCannotEndBeforeIt) {
+  struct Starts : SimObserver {
+    int n = 0;
+    void OnOpStart(int64_t, const Op&) override { ++n; }
+  };
+  PlanBuilder b(TestCluster());
+  for (int i = 0; i < 20; ++i) b.Copy(0, 1000);
+  const Plan copies = b.Build();
+  ASSERT_EQ(Simulate(copies).time_ns, 10000);
+  Starts starts;
+  SimOptions o;
+  o.observer = &starts;
+  EXPECT_FALSE(SimulateWithin(copies, 9.5e-6, o).has_value());
+  EXPECT_EQ(starts.n, 0);
+  for (const double limit_s : {10e-6, 10.5e-6}) {
+    const std::optional<Prediction> p = SimulateWithin(copies, limit_s, o);
+    ASSERT_TRUE(p.has_value()) << limit_s;
+    EXPECT_EQ(p->time_ns, 10000);
+  }
+
+  PlanBuilder t(TestCluster(2, 4, 2));
+  for (int i = 0; i < 12; ++i) {
+    const int32_t c = t.Copy(i % 8, 4000 + 1000 * i);
+    t.Transfer(i % 8, (3 * i + 5) % 8, 3000 + 700 * i, {kStreamComm, -1, {c}}, {kStreamComm});
+  }
+  const Plan mixed = t.Build();
+  const Prediction full = Simulate(mixed);
+  for (double f = 0.5; f <= 1.5; f += 0.05) {
+    const double limit_s = static_cast<double>(full.time_ns) * f * 1e-9;
+    const std::optional<Prediction> p = SimulateWithin(mixed, limit_s);
+    EXPECT_EQ(p.has_value(), static_cast<double>(full.time_ns) <= limit_s * 1e9 * (1 + 1e-12)) << f;
+    if (p) {
+      EXPECT_EQ(p->op_end_ns, full.op_end_ns) << f;
+    }
+  }
+}
+
 TEST(Simulate, GroupIssuesTogetherAndEndsTogether) {
   // Group 7: GPU0 {send 1000 B to GPU1, recv 3000 B from GPU2 (deps: copy)},
   // GPU1 {recv}, GPU2 {send}. GPU0's copy of 4000 B at 2 B/ns ends at 2000, so
