@@ -176,8 +176,11 @@ TEST(PhaseChunks, FeedsGoFirstWithoutAnEarlyRelayPhaseOnlyWhereEveryPortHasRoom)
     EXPECT_EQ(chunk[0] == 0, early) << "the feed in chunk " << int{chunk[0]} << ", early " << early;
     EXPECT_EQ(chunk[7], early ? 1 : 0) << "GPU 0's other segment";
     EXPECT_EQ(chunk.back(), -1) << "the relay is in no chunk";
-    for (size_t i = 0; i < chunk.size(); ++i)
-      if (chunk[i] >= 0) EXPECT_EQ(lanes[i], chunk[i] % 2) << "segment " << i;
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      if (chunk[i] >= 0) {
+        EXPECT_EQ(lanes[i], chunk[i] % 2) << "segment " << i;
+      }
+    }
   }
 }
 
