@@ -303,6 +303,32 @@ class FlowBound {
       Port(inner, dom_out[h], c_.network.bytes_per_s * nics_of(h), Kind::kNicOut, h, nics_of(h));
     }
     std::vector<int64_t> landing(doms, 0);
+    // A pair's node is reached from every holding domain but its own through a segment tree over each holder set
+    // (a tree node: the holders of its range), not an arc per holder: the same max-flow with O(holders) arcs per set
+    // and O(log holders) per pair (llama3-70b colocated on 8192 GPUs: 607 K -> ~100 K arcs).
+    std::vector<std::vector<int32_t>> tree(d_.holder_sets.size());  // per set: heap-indexed tree nodes, -1: not built
+    auto range_node = [&](auto&& self, int32_t q, size_t at, size_t lo, size_t hi) -> int32_t {
+      const std::vector<int32_t>& holders = d_.holder_sets[q];
+      if (hi - lo == 1) return dom_out[holders[lo]];
+      if (tree[q][at] >= 0) return tree[q][at];
+      const size_t mid = (lo + hi) / 2;
+      const int32_t left = self(self, q, 2 * at, lo, mid), right = self(self, q, 2 * at + 1, mid, hi);
+      const int32_t v = Node();
+      Const(left, v, kInf);
+      Const(right, v, kInf);
+      return tree[q][at] = v;
+    };
+    // Arcs into k from the tree nodes that cover holders [a, b) of set q.
+    auto cover = [&](auto&& self, int32_t q, size_t at, size_t lo, size_t hi, size_t a, size_t b, int32_t k) -> void {
+      if (b <= lo || hi <= a) return;
+      if (a <= lo && hi <= b) {
+        Const(range_node(range_node, q, at, lo, hi), k, kInf);
+        return;
+      }
+      const size_t mid = (lo + hi) / 2;
+      self(self, q, 2 * at, lo, mid, a, b, k);
+      self(self, q, 2 * at + 1, mid, hi, a, b, k);
+    };
     for (const Demand::Pair& pr : d_.pairs) {
       const std::vector<int32_t>& holders = d_.holder_sets[pr.q];
       if (holders.size() == 1 && holders[0] == pr.d) continue;  // held in the domain: no landing can help
@@ -310,8 +336,13 @@ class FlowBound {
                     fmt::format("domain {} needs bytes held only in other domains, and the cluster has no NICs", pr.d));
       if (nics_per_dom <= 0) continue;
       const int32_t k = Node();
-      for (int32_t h : holders)
-        if (h != pr.d) Const(dom_out[h], k, kInf);
+      const size_t n = holders.size();
+      if (tree[pr.q].empty()) tree[pr.q].assign(4 * n, -1);
+      const auto at = std::lower_bound(holders.begin(), holders.end(), pr.d);
+      const size_t j = static_cast<size_t>(at - holders.begin());
+      const bool own = at != holders.end() && *at == pr.d;  // the needing domain holds them too: not from itself
+      cover(cover, pr.q, 1, 0, n, 0, j, k);
+      cover(cover, pr.q, 1, 0, n, own ? j + 1 : j, n, k);
       if (dom_net[pr.d] < 0) dom_net[pr.d] = Node();
       Const(k, dom_net[pr.d], pr.coverage - pr.distinct);
       Const(k, sink_, pr.distinct);
