@@ -108,6 +108,15 @@ int64_t FlowNetwork::FinishNs(int32_t id) const {
   return f.slot >= 0 ? finish_ns_[f.slot] : -1;
 }
 
+void FlowNetwork::AddBytesLeft(int64_t t, std::vector<double>& per_port) const {
+  for (int32_t s = 0; s < active_; ++s) {
+    const double left = std::max(0.0, remaining_[s] - rate_[s] * static_cast<double>(t - last_ns_[s]));
+    const std::array<int32_t, kMaxFlowPorts>& route = slot_ports_[s];
+    for (int32_t k = 0; k < kMaxFlowPorts && route[k] >= 0; ++k)
+      if (std::find(route.begin(), route.begin() + k, route[k]) == route.begin() + k) per_port[route[k]] += left;
+  }
+}
+
 void FlowNetwork::Start(int32_t id, int64_t t) {
   Flow& f = flows[id];
   f.active = true;

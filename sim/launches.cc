@@ -383,9 +383,6 @@ int32_t Simulator::State::NewFlow(int32_t op, int32_t op2, const Route& r, int64
     if (info[op].copy_cap > 0) f.cap = std::min(prof.bytes_per_s / kNsPerS, info[op].copy_cap);
     if (!(f.cap > 0)) Bad(op, fmt::format("{} link efficiency at {} bytes is not positive", LinkClassName(r.link_class), f.bytes));
   }
-  for (int32_t k = 0; k < r.num_ports && !unstarted_bytes.empty(); ++k)  // as CountUnstartedBytes counted them
-    if (std::find(r.ports.begin(), r.ports.begin() + k, r.ports[k]) == r.ports.begin() + k)
-      unstarted_bytes[r.ports[k]] -= f.bytes;
   sim_internal::Activity& a = class_use[static_cast<int>(r.link_class)];
   ++a.count;
   a.bytes += f.bytes;
@@ -420,10 +417,15 @@ int64_t Simulator::State::NetworkPost(int32_t op, int32_t op2, const Route& r, c
 }
 
 void Simulator::State::StartFlow(int32_t id, int64_t t) {
-  if (net.flows[id].bytes <= 0) {
+  const Flow& f = net.flows[id];
+  if (f.bytes <= 0) {
     FinishFlow(id, t);
     return;
   }
+  const Route& r = f.route;
+  for (int32_t k = 0; k < r.num_ports && !unstarted_bytes.empty(); ++k)  // as CountUnstartedBytes counted them
+    if (std::find(r.ports.begin(), r.ports.begin() + k, r.ports[k]) == r.ports.begin() + k)
+      unstarted_bytes[r.ports[k]] -= f.bytes;
   net.Start(id, t);
 }
 

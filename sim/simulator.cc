@@ -238,17 +238,21 @@ void Simulator::State::CountUnstartedBytes() {
   next_bound_check = 0;
 }
 
-// O(ports with bytes); the next check that many events later (O(1) per event).
+// O(active flows + ports with bytes); the next check that many events later (O(1) per event, the flows in flight
+// being at most a few per port).
 bool Simulator::State::UnstartedBytesEndAfter(int64_t t) {
   if (unstarted_ports.empty()) return false;
   constexpr int64_t kMinEvents = 4096;
   next_bound_check = events + std::max<int64_t>(kMinEvents, static_cast<int64_t>(unstarted_ports.size()));
+  bytes_left.assign(unstarted_bytes.size(), 0.0);
+  net.AddBytesLeft(t, bytes_left);
   double most_ns = 0;
   for (const int32_t p : unstarted_ports) {
     const double fastest = std::max(net.ports[p].peak, net.ports[p].duplex);  // bytes/ns
-    most_ns = std::max(most_ns, static_cast<double>(unstarted_bytes[p]) / fastest);
+    most_ns = std::max(most_ns, (static_cast<double>(unstarted_bytes[p]) + bytes_left[p]) / fastest);
   }
-  return static_cast<double>(t) + most_ns > static_cast<double>(give_up_ns) + 1;  // + 1: rounding
+  // Rounding: the bytes left are computed, so a hair less is asked of them.
+  return static_cast<double>(t) + most_ns * (1 - 1e-9) > static_cast<double>(give_up_ns) + 1;
 }
 
 std::optional<Prediction> Simulator::RunWithin(double limit_s) const {

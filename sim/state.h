@@ -230,6 +230,9 @@ class FlowNetwork {
   double Rate(int32_t id) const;
   double Remaining(int32_t id) const;
   int64_t FinishNs(int32_t id) const;
+  // Adds each active flow's bytes left at t (at its rate since it was last
+  // settled) to each port of its route (once per port). O(active flows).
+  void AddBytesLeft(int64_t t, std::vector<double>& per_port) const;
 
   std::vector<Flow> flows;
   std::vector<PortState> ports;
@@ -405,11 +408,13 @@ struct Simulator::State {
   int64_t give_up_ns = std::numeric_limits<int64_t>::max();
   bool gave_up = false;
   // Giving up before the clock gets there (RunWithin): per port, the bytes
-  // of flows not yet created, which cross it after the clock at its fastest
-  // rate at most; once the clock plus the busiest port's share of them
-  // passes give_up_ns the plan ends after it. Checked every so many events.
+  // of flows not yet started and those left of flows in flight, which cross
+  // it after the clock at its fastest rate at most; once the clock plus the
+  // busiest port's share of them passes give_up_ns the plan ends after it.
+  // Checked every so many events.
   std::vector<int64_t> unstarted_bytes;  // per port; empty: not tracked
-  std::vector<int32_t> unstarted_ports;  // the ports with any
+  std::vector<int32_t> unstarted_ports;  // the ports with any at the start
+  std::vector<double> bytes_left;        // scratch of the check, per port
   int64_t next_bound_check = std::numeric_limits<int64_t>::max();
   void CountUnstartedBytes();
   bool UnstartedBytesEndAfter(int64_t t);

@@ -367,6 +367,40 @@ TEST(Simulate, WithinALimitGivesUpOnceTheBytesLeftCannotEndBeforeIt) {
   }
 }
 
+// The bytes a flow in flight has left count too. GPU 1 runs a chain of 2,000
+// copies of 100 B (50 ns each, 0.1 ms); GPU 0's copy of 2,000,000 B (1 ms)
+// waits for the chain's 1,000th copy, so it runs [0.05, 1.05] ms: the plan
+// takes ~1.05 ms against a busiest port of 1 ms. At a limit 20 us below its
+// time, the check at t = 0 passes (1 ms of bytes), and the next one, after
+// 4,096 events, finds the big copy in flight with ~0.98 ms of bytes left:
+// it gives up before the chain ends, where the clock alone would pass the
+// limit only at the big copy's end.
+TEST(Simulate, WithinALimitCountsTheBytesLeftOfFlowsInFlight) {
+  struct Ends : SimObserver {
+    int n = 0;
+    void OnOpEnd(int64_t, const Op&, int64_t) override { ++n; }
+  };
+  PlanBuilder b(TestCluster());
+  int32_t half = -1;
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t c = b.Copy(1, 100);
+    if (i == 999) half = c;
+  }
+  b.Copy(0, 2'000'000, {kStreamCompute, -1, {half}});
+  const Plan plan = b.Build();
+  const Prediction full = Simulate(plan);
+  ASSERT_GT(full.time_ns, 1'040'000);
+  const double limit_s = static_cast<double>(full.time_ns - 20'000) * 1e-9;
+  Ends ends;
+  SimOptions o;
+  o.observer = &ends;
+  EXPECT_FALSE(SimulateWithin(plan, limit_s, o).has_value());
+  EXPECT_LT(ends.n, 2000);
+  const std::optional<Prediction> p = SimulateWithin(plan, static_cast<double>(full.time_ns) * 1e-9);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->op_end_ns, full.op_end_ns);
+}
+
 TEST(Simulate, GroupIssuesTogetherAndEndsTogether) {
   // Group 7: GPU0 {send 1000 B to GPU1, recv 3000 B from GPU2 (deps: copy)},
   // GPU1 {recv}, GPU2 {send}. GPU0's copy of 4000 B at 2 B/ns ends at 2000, so
