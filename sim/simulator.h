@@ -216,8 +216,9 @@ class Simulator {
   Prediction Run() const;
   // As Run, but nullopt as soon as the plan is sure to take longer than
   // `limit_s` (a candidate that cannot beat the plan in hand is not run to its
-  // end): the clock passes it, or the clock plus some port's bytes of flows
-  // not yet started, at that port's fastest rate, does. A prediction it
+  // end): the clock passes it, or the clock plus some port's bytes still to
+  // cross it (flows not yet started, and what flows in flight have left), at
+  // that port's fastest rate, does. A prediction it
   // returns ends at most 1 ns after limit_s (the whole ns above it). Whatever
   // Run would throw after it gave up is not found.
   std::optional<Prediction> RunWithin(double limit_s) const;
