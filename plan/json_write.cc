@@ -54,7 +54,9 @@ void RegionJson(std::string& out, const Region& g) {
   if (g.plane_stride_bytes != 0) Field(out, "plane_stride_bytes", g.plane_stride_bytes);
 }
 
-void Ints(std::string& out, const int64_t* v, size_t n) {
+// [a,b,...] of any integers.
+template <class T>
+void Ints(std::string& out, const T* v, size_t n) {
   out += '[';
   for (size_t i = 0; i < n; ++i) {
     if (i > 0) out += ',';
@@ -75,12 +77,8 @@ bool AppendOpJson(std::string& out, const Op& op) {
   Field(out, "stream", op.stream);
   if (op.group != -1) Field(out, "group", op.group);
   if (!op.deps.empty()) {
-    out += ",\"deps\":[";
-    for (size_t i = 0; i < op.deps.size(); ++i) {
-      if (i > 0) out += ',';
-      Int(out, op.deps[i]);
-    }
-    out += ']';
+    out += ",\"deps\":";
+    Ints(out, op.deps.data(), op.deps.size());
   }
   if (op.buffer != -1) Field(out, "buffer", op.buffer);
   if (!op.copies.empty()) {

@@ -112,8 +112,8 @@ void FlowNetwork::AddBytesLeft(int64_t t, std::vector<double>& per_port) const {
   for (int32_t s = 0; s < active_; ++s) {
     const double left = std::max(0.0, remaining_[s] - rate_[s] * static_cast<double>(t - last_ns_[s]));
     const std::array<int32_t, kMaxFlowPorts>& route = slot_ports_[s];
-    for (int32_t k = 0; k < kMaxFlowPorts && route[k] >= 0; ++k)
-      if (std::find(route.begin(), route.begin() + k, route[k]) == route.begin() + k) per_port[route[k]] += left;
+    const auto n = static_cast<int32_t>(std::find(route.begin(), route.end(), -1) - route.begin());
+    ForEachDistinctPort(route, n, [&](int32_t p) { per_port[p] += left; });
   }
 }
 

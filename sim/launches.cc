@@ -422,10 +422,8 @@ void Simulator::State::StartFlow(int32_t id, int64_t t) {
     FinishFlow(id, t);
     return;
   }
-  const Route& r = f.route;
-  for (int32_t k = 0; k < r.num_ports && !unstarted_bytes.empty(); ++k)  // as CountUnstartedBytes counted them
-    if (std::find(r.ports.begin(), r.ports.begin() + k, r.ports[k]) == r.ports.begin() + k)
-      unstarted_bytes[r.ports[k]] -= f.bytes;
+  if (!unstarted_bytes.empty())  // as CountUnstartedBytes counted them
+    ForEachDistinctPort(f.route.ports, f.route.num_ports, [&](int32_t p) { unstarted_bytes[p] -= f.bytes; });
   net.Start(id, t);
 }
 

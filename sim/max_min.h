@@ -29,6 +29,7 @@
 // the smallest capacity among a flow's ports can never bind and is left out).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -41,6 +42,12 @@
 namespace reshard {
 
 inline constexpr int32_t kMaxFlowPorts = 4;
+// Calls fn(port) once per distinct port of ports[0 .. n) (a route may repeat one).
+template <class Fn>
+void ForEachDistinctPort(const std::array<int32_t, kMaxFlowPorts>& ports, int32_t n, Fn&& fn) {
+  for (int32_t k = 0; k < n; ++k)
+    if (std::find(ports.begin(), ports.begin() + k, ports[k]) == ports.begin() + k) fn(ports[k]);
+}
 
 struct SharedFlow {
   std::array<int32_t, kMaxFlowPorts> ports{-1, -1, -1, -1};  // indices into the ports; the first num_ports count

@@ -229,9 +229,7 @@ void Simulator::State::CountUnstartedBytes() {
   unstarted_bytes.assign(static_cast<size_t>(ports.NumPorts()), 0);
   for (int32_t i = 0; i < nops; ++i) {
     const Route r = OpRoute(i);
-    for (int32_t k = 0; k < r.num_ports; ++k)
-      if (std::find(r.ports.begin(), r.ports.begin() + k, r.ports[k]) == r.ports.begin() + k)
-        unstarted_bytes[r.ports[k]] += info[i].bytes;
+    ForEachDistinctPort(r.ports, r.num_ports, [&](int32_t p) { unstarted_bytes[p] += info[i].bytes; });
   }
   for (int32_t p = 0; p < ports.NumPorts(); ++p)
     if (unstarted_bytes[p] > 0) unstarted_ports.push_back(p);
