@@ -20,7 +20,8 @@
 //    or reaches the top): the top is re-keyed until its key is its share, and
 //    then no port has a smaller one;
 //  * the caps are put in a heap only once the smallest share reaches the
-//    smallest cap of any active flow (before that no cap can bind);
+//    smallest cap of the component's flows (before that no cap can bind;
+//    each port keeps the smallest cap of its flows);
 //  * a port's flows are frozen without a branch per flow;
 //  * the largest component is kept between calls instead of found again by
 //    a BFS over its flows (big_component.cc), and re-shared only where a
@@ -84,7 +85,7 @@ void FlowNetwork::Init(const PortModel& model, SimObserver* obs, int32_t max_flo
   outside_old_.assign(np, 0);
   outside_new_.assign(np, 0);
   waiting_.assign(np, 0);
-  cap_floor_ = std::numeric_limits<double>::infinity();
+  port_min_cap_.assign(np, std::numeric_limits<double>::infinity());
 }
 
 int32_t FlowNetwork::Add(const Flow& f) {
@@ -157,7 +158,6 @@ void FlowNetwork::Start(int32_t id, int64_t t) {
   rate_[s] = 0;
   new_rate_[s] = 0;
   cap_[s] = f.cap;
-  cap_floor_ = std::min(cap_floor_, f.cap);
   last_ns_[s] = t;
   finish_ns_[s] = -1;
   touched_flows_.push_back(id);
@@ -181,6 +181,7 @@ void FlowNetwork::Start(int32_t id, int64_t t) {
     if (others > 1) e.other = PortFlow::kMany;
     p.flows.push_back(e);
     p.bytes += f.bytes;
+    port_min_cap_[route[k]] = std::min(port_min_cap_[route[k]], f.cap);
     dirty_.push_back(route[k]);
   }
 }
@@ -218,6 +219,7 @@ void FlowNetwork::Stop(int32_t id, int64_t t) {
       p.flows.pop_back();
       if (moved.Slot() != s) slot_pos_[moved.Slot()][moved.Index()] = pos;
       port_load_[pid] -= rate_[s];
+      if (cap_[s] <= port_min_cap_[pid]) RefreshMinCap(pid);  // it may have been the smallest
       if (p.flows.empty()) {
         p.busy_ns += t - p.busy_since;
         port_load_[pid] = 0;
@@ -243,10 +245,18 @@ void FlowNetwork::SetCap(int32_t id, double cap) {
   f.cap = cap;
   if (f.slot >= 0) {
     cap_[f.slot] = cap;
-    cap_floor_ = std::min(cap_floor_, cap);
     touched_flows_.push_back(id);
-    for (int32_t k = 0; k < f.route.num_ports; ++k) dirty_.push_back(f.route.ports[k]);
+    for (int32_t k = 0; k < f.route.num_ports; ++k) {
+      RefreshMinCap(f.route.ports[k]);
+      dirty_.push_back(f.route.ports[k]);
+    }
   }
+}
+
+void FlowNetwork::RefreshMinCap(int32_t q) {
+  double m = std::numeric_limits<double>::infinity();
+  for (const PortFlow& e : ports[q].flows) m = std::min(m, cap_[e.Slot()]);
+  port_min_cap_[q] = m;
 }
 
 void FlowNetwork::Discover(int32_t start) {
@@ -430,9 +440,13 @@ void FlowNetwork::LowerNear() {
 void FlowNetwork::WaterFill() {
   // Ports with flows, their capacity and first share (as MaxMinFairRates).
   initial_shares_.clear();
+  // No cap binds below the smallest cap on the component's ports (with a
+  // part's outside ports: every flow of the part crosses one or the other).
+  double cap_floor = std::numeric_limits<double>::infinity();
   for (int32_t q : comp_ports_) {
     const PortState& p = ports[q];
     if (p.flows.empty()) continue;
+    cap_floor = std::min(cap_floor, port_min_cap_[q]);
     port_capacity_[q] = CapacityOf(q);
     port_left_[q] = port_capacity_[q];
     port_unfrozen_[q] = static_cast<int32_t>(p.flows.size());
@@ -447,6 +461,7 @@ void FlowNetwork::WaterFill() {
       port_left_[q] = port_capacity_[q];
       port_key_[q] = ShareOf(q);
       initial_shares_.emplace_back(q, port_key_[q]);
+      cap_floor = std::min(cap_floor, port_min_cap_[q]);
     }
   }
   shares_.Build(initial_shares_);
@@ -454,8 +469,8 @@ void FlowNetwork::WaterFill() {
 
   // Caps that can bind, (cap, flow id) smallest first: those below the
   // smallest capacity of the flow's ports. Gathered (from the unfrozen flows
-  // of the ports still in the heap) once the smallest share reaches the
-  // floor of every cap; frozen flows are skipped when popped.
+  // of the ports still in the heap) once the smallest share reaches
+  // cap_floor; frozen flows are skipped when popped.
   bool caps_built = false;
   by_cap_.clear();
   auto later = [](const MaxMinScratch::CapEntry& a, const MaxMinScratch::CapEntry& b) {
@@ -511,7 +526,7 @@ void FlowNetwork::WaterFill() {
       share_next = share;
       break;
     }
-    if (!caps_built && share_next >= cap_floor_) build_caps();
+    if (!caps_built && share_next >= cap_floor) build_caps();
     int32_t capped = -1;
     while (!by_cap_.empty() && by_cap_.front().cap <= share_next) {
       if (!frozen_[by_cap_.front().flow]) {
@@ -576,7 +591,6 @@ void FlowNetwork::Share(int64_t t) {
     for (int32_t q : comp_ports_) port_comp_[q] = comp_mark_;
   }
   const int32_t m = scan ? active_ : n;
-  double floor = std::numeric_limits<double>::infinity();
   // Lists a flow when its rate changed (a new flow's rate, 0, always does).
   int32_t changed = 0;
   auto settle = [&](int32_t s) {
@@ -598,10 +612,6 @@ void FlowNetwork::Share(int64_t t) {
   }
   if (!obs_) {
     for (int32_t i = 0; i < changed; ++i) SetRate(changed_[i], t);
-  }
-  if (n == active_) {  // every active flow is here: the floor of the caps can rise
-    for (int32_t s = 0; s < active_; ++s) floor = std::min(floor, cap_[s]);
-    cap_floor_ = floor;
   }
   if (!obs_) return;
   for (int32_t q : comp_ports_) {
