@@ -295,8 +295,10 @@ class FlowNetwork {
   std::vector<int32_t> dirty_;
   uint32_t stamp_ = 0, slot_mark_ = 0;  // port marks per Recompute; slot marks per BFS (routes repeating a port)
   // Per port: the smallest cap of its flows (+inf without flows), kept exact
-  // as flows start, stop and are re-capped; a component's smallest is the
-  // share below which no cap can bind (WaterFill).
+  // as flows start, stop and are re-capped (a stop that may take the smallest
+  // away, or a re-cap, reads the port's list again: O(its flows), as the
+  // re-share that follows); a component's smallest is the share below which
+  // no cap can bind (WaterFill).
   std::vector<double> port_min_cap_;
   void RefreshMinCap(int32_t q);  // recomputed from the port's flows
   bool repeated_ports_ = false;  // some route lists a port twice
