@@ -222,6 +222,25 @@ BENCHMARK_CAPTURE(BM_SimulateScenario, deepseek_v3_256_to_256_estimated,
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 
+// The plan `reshard plan` keeps for a scenario file of the results (planned
+// once, with its candidates simulated, outside the timing). llama3-8b on 144
+// GB200 NVL72: relay waves whose NVLink relays form components of ~250 flows
+// (each on 4 ports), below the 512 at which the simulator keeps a component
+// between calls, re-shared at each of ~120 K changes: the water-filling's
+// mid-size case (bench/results/2026-12-06-cpu-component-cap-floor).
+void BM_SimulateScenarioFile(benchmark::State& state, const std::string& path) {
+  const PlanResult r = MakePlan(LoadScenario(std::string(RESHARD_SOURCE_DIR) + "/" + path), {});
+  if (!r.ok()) {
+    state.SkipWithError(("does not fit: " + r.message).c_str());
+    return;
+  }
+  TimeSimulation(state, r.plan);
+}
+BENCHMARK_CAPTURE(BM_SimulateScenarioFile, llama3_8b_gb200_nvl72_relay_waves,
+                  std::string("bench/results/2026-12-02-cpu-at-scale/llama3-8b-gb200-nvl72-disagg.yaml"))
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
 // The routing-independent lower bound (sim/topology_bound.h) of the plan of a
 // built-in scenario (planned once, by the port-model estimate, outside the
 // timing). The target: well under a second on one core at 512 GPUs. `bf16`:
