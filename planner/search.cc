@@ -49,7 +49,7 @@ class Search {
         cache_(cache),
         routes_(routes),
         routing_(routes.Key()),
-        now_(routes.Now()),
+        now_(routes.Slot()),
         sizes_(std::move(sizes)),
         directs_(std::move(directs)),
         per_rounds_(std::move(per_rounds)),
@@ -326,11 +326,11 @@ class Search {
   Candidate& Kept() {
     Candidate& c = *best_;
     if (!c.answer_only) return c;
-    const int32_t was = routes_.Now();
-    routes_.Use(now_);
+    const int32_t was = routes_.Slot();
+    routes_.UseSlot(now_);
     RESHARD_CHECK(routes_.Key() == routing_, "a candidate is emitted under the routing it was planned on");
     EmittedPlan e = EmitPlan(prob_, *c.schedule, c.policy);
-    routes_.Use(was);
+    routes_.UseSlot(was);
     RESHARD_CHECK(e.fits && e.planned_peak == c.emitted.planned_peak, "a plan fits as its memory answer said");
     try {
       ForEachIssueStep(e.plan, [](const IssueStep&) {});
@@ -362,7 +362,7 @@ class Search {
   ScheduleCache& cache_;
   Routings& routes_;
   const int32_t routing_;  // Routings::Key() of the problem's routing
-  const int32_t now_;      // and the Routings::Now() it was planned on
+  const int32_t now_;      // and the Routings::Slot() it was planned on
   const std::vector<int64_t> sizes_, directs_;
   const std::vector<int32_t> per_rounds_;
   const std::vector<PlanPolicy> policies_;
@@ -425,11 +425,8 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   const std::vector<int32_t> per_rounds = PerRounds(options);
   // `beat_s` / `wins_ties`: see Search.
   auto order_of = [&](const Problem& p) { return SizeOrder(p, sizes, per_rounds, options, small); };
-  bool remake_send = false;  // the kept plan's sender relays on the plain routing: made again before the next use
-  auto remake = [&] { if (remake_send) routes.SendRelayedBytes(Routings::kPlain), remake_send = false; };
   auto run = [&](const Problem& p, const Order& order, double beat_s, bool wins_ties,
                  std::vector<PlanPolicy> policies = {}, bool relays_in_place = false) {
-    remake();
     if (policies.empty()) policies = Policies(s, options);
     auto search = std::make_unique<Search>(p, cache, routes, sizes, DirectThresholds(s, options, small),
                                            per_rounds, std::move(policies), small, beat_s, wins_ties,
@@ -572,9 +569,8 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   const bool relays_near = !small && relay_first_s < plain_first_s * (1 + kRelayBand);
   if (options.simulate && !use_relays && search->best() && options.send_relays != std::optional<bool>{false} &&
       relay_first_s < kNone) {
-    const int32_t before = routes.Now();
+    const int32_t before = routes.Slot();
     const double held_bound_s = PortBoundSeconds(prob);  // the plan in hand's routing
-    search->Kept();  // before its routing may be made again on another base
     const bool made = routes.SendRelayedBytes(Routings::kRelayed) > 0;
     const bool bound_wins = made && PortBoundSeconds(prob) < held_bound_s * (1 - kRelayBand);
     if (made && (relays_near || bound_wins)) {
@@ -592,8 +588,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       };
       if (!(relays_near && try_both(won_order(*search))) && bound_wins) try_both(orders.order);
     }
-    if (!use_relays && before == Routings::kSendRelayed) remake_send = true;
-    else if (!use_relays) routes.Use(before);
+    if (!use_relays) routes.UseSlot(before);
   }
   // Large plans rank candidates by the round estimate, close for a round per phase but optimistic for rounds (ports
   // idle while a round's flows ramp up, wait for peers or end early). So the plan in hand is simulated, and the
@@ -703,7 +698,6 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     if (const Search::Candidate& b = *search->best();
         !b.schedule->all_in_one_round && GrowsPerRound(options) &&
         predicted->time_s >= b.schedule->estimate_s * (1 + kRoundsIdleBand)) {
-      remake();  // the kept plan's routing, probed before any search makes it
       if (const int32_t most = MostPerRoundThatFits(prob, cache, routes.Key(), *b.schedule, b.policy); most > 0)
         keep_if_faster(run(prob, Order{{search->BestSize(), most}}, predicted->time_s, false, {b.policy}));
     }

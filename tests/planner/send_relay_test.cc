@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "planner/emitter.h"
 #include "planner/planner.h"
 #include "planner/problem.h"
+#include "planner/routings.h"
 #include "planner/segments.h"
 #include "tests/planner/planner_test_util.h"
 
@@ -305,6 +307,56 @@ TEST(SendRelays, EveryByteOnceAndRelayedBytesArriveBeforeTheyAreSentOn) {
     }
   }
   EXPECT_GT(relayed_plans, 20);
+}
+
+// Routings keeps the sender-relayed routing of each base (plain, relayed):
+// the search tries it on the relayed base after keeping the plain one's and
+// comes back to that one without making it again. Each routing it hands back
+// is the one made first, entry for entry, under its own cache key; the bases
+// are what a fresh problem makes.
+TEST(SendRelays, RoutingsKeepEachBasesSenderRelays) {
+  const Scenario s = planner_testing::TwoNodeRelayScenario();
+  using Entry = std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t, int64_t, bool, bool, int32_t, bool>;
+  auto entries = [](const Problem& p) {
+    std::vector<Entry> out;
+    for (const SourcedFragment& sf : p.sourced)
+      out.emplace_back(sf.src_gpu, sf.dst_gpu, sf.src_slot, sf.dst_rank, sf.frag, sf.elems, sf.relay, sf.feeds, sf.via,
+                       sf.via_recv);
+    return out;
+  };
+  Problem fresh(s);
+  const std::vector<Entry> plain = entries(fresh);
+  ASSERT_GT(fresh.AddRelays(), 0);
+  const std::vector<Entry> relayed = entries(fresh);
+
+  Problem prob(s);
+  Routings routes(prob);
+  ASSERT_GT(routes.RelayedBytes(), 0);
+  const int64_t on_plain = routes.SendRelayedBytes(Routings::kPlain);
+  ASSERT_GT(on_plain, 0);
+  EXPECT_EQ(routes.Now(), Routings::kSendRelayed);
+  EXPECT_EQ(routes.Key(), Routings::kSendRelayed);
+  const std::vector<Entry> send_plain = entries(prob);
+  const int64_t on_relayed = routes.SendRelayedBytes(Routings::kRelayed);
+  ASSERT_GT(on_relayed, 0);
+  EXPECT_EQ(routes.Slot(), Routings::kSendOnRelayed);
+  EXPECT_EQ(routes.Key(), Routings::kSendOnRelayed);
+  const std::vector<Entry> send_relayed = entries(prob);
+  EXPECT_NE(send_plain, send_relayed);
+
+  EXPECT_EQ(routes.SendRelayedBytes(Routings::kPlain), on_plain);  // kept, not made again
+  EXPECT_EQ(entries(prob), send_plain);
+  EXPECT_EQ(prob.send_relayed_bytes + prob.recv_relayed_bytes, on_plain);
+  routes.Use(Routings::kRelayed);
+  EXPECT_EQ(entries(prob), relayed);
+  routes.UseSlot(Routings::kSendOnRelayed);
+  EXPECT_EQ(entries(prob), send_relayed);
+  EXPECT_EQ(prob.send_relayed_bytes + prob.recv_relayed_bytes, on_relayed);
+  routes.Use(Routings::kSendRelayed);  // the base SendRelayedBytes last named: plain
+  EXPECT_EQ(entries(prob), send_plain);
+  routes.Use(Routings::kPlain);
+  EXPECT_EQ(entries(prob), plain);
+  EXPECT_EQ(routes.Key(), Routings::kPlain);
 }
 
 }  // namespace
