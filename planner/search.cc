@@ -479,9 +479,13 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     // Small plans: the routing of the lower port bound goes first, so the
     // other's candidates can be skipped where its port bound loses.
     plain_first_s = small ? PortBoundSeconds(prob) : first_estimate(prob, plain_order);
+    const std::pair<int64_t, double> plain_load{small ? 0 : NetworkBytes(prob), small ? 0 : PortBoundSeconds(prob)};
     relayed_bytes = routes.RelayedBytes();
     routes.Use(Routings::kRelayed);
-    if (relayed_bytes == 0) {
+    // Large plans: relays that change next to nothing are not searched, nor sender relays on top of them (below).
+    const bool negligible = !small && relayed_bytes > 0 && NegligibleRelays(prob, plain_load);
+    if (relayed_bytes == 0 || negligible) {
+      routes.Use(Routings::kPlain);
       plain = run(prob, plain_order, kNone, true);
     } else {
       relay_orders = order_of(prob);
@@ -590,12 +594,10 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     }
     if (!use_relays) routes.UseSlot(before);
   }
-  // Relays that lost to a round per phase where, relayed, no round per phase fit and rounds of a few segments won:
-  // those rounds filled with as many segments as fit (MostPerRoundThatFits), kept where simulated faster, where the
-  // relayed routing's port bound is kRelayBand below the plan in hand's. Its few full rounds run much as a round per
-  // phase would, on the routing that moves fewer bytes (deepseek-v3 TP1xPP16xEP8 -> TP8xDP16 EP128 on 128 H200,
-  // memory nearly full: plain round per phase kept on estimates, 0.348 s against relayed 7 MiB x 2 0.359, simulated
-  // 376.1 ms; relayed 7 MiB x 1024, estimated 0.315, 364.5 ms).
+  // Relays that lost where, relayed, no round per phase fit and rounds of a few segments won: those rounds filled
+  // (MostPerRoundThatFits), kept where simulated faster, where their port bound is kRelayBand below the plan in hand's
+  // (deepseek-v3 TP1xPP16xEP8 -> TP8xDP16 EP128 on 128 H200, memory nearly full: the plain round per phase 376.1 ms,
+  // kept on estimates over relayed 7 MiB x 2; relayed 7 MiB x 1024, 364.5 ms).
   if (!small && options.simulate && !use_relays && relayed && relayed->best() && search->best() &&
       GrowsPerRound(options) && !relayed->best()->schedule->all_in_one_round && relayed->best()->schedule->rounds > 2) {
     const int32_t before = routes.Slot();

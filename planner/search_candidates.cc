@@ -28,6 +28,20 @@ std::shared_ptr<const Schedule> ScheduleCache::Get(const Problem& prob, int32_t 
   return e;
 }
 
+int64_t NetworkBytes(const Problem& prob) {
+  const Cluster& c = prob.scenario.cluster;
+  int64_t bytes = 0;
+  for (const PairBytes& pb : prob.pairs)
+    if (pb.src_gpu != pb.dst_gpu && c.Between(pb.src_gpu, pb.dst_gpu) == LinkClass::kNetwork) bytes += pb.bytes;
+  return bytes;
+}
+
+bool NegligibleRelays(const Problem& relayed, std::pair<int64_t, double> plain) {
+  const auto [plain_bytes, plain_bound_s] = plain;
+  return static_cast<double>(plain_bytes - NetworkBytes(relayed)) < kNegligibleRelayShare * static_cast<double>(plain_bytes) &&
+         PortBoundSeconds(relayed) > plain_bound_s * (1 - kNegligibleRelayShare);
+}
+
 PlanResult InfeasibleResult(const Feasibility& floor) {
   PlanResult res;
   res.status = PlanStatus::kInfeasible;

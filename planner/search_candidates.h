@@ -117,6 +117,18 @@ inline constexpr double kRelaysInPlaceMinShare = 0.2;
 // than this on the round estimate, sender-side relays are tried on top of
 // them too (PlanProblem), and the simulator decides.
 inline constexpr double kRelayBand = 0.05;
+// Large plans: receive-side relays that take less than this share of the
+// network's bytes off it and leave the busiest port's bound within this
+// share of the plain routing's make a routing that is the plain one but for
+// a relay phase: it is not searched (llama3-70b colocated on 8192 H100:
+// 3.0 GB of 54.2 TB, port bounds 0.189216 and 0.189206 s; its search cut two
+// schedules, ~2 s, and lost on estimates).
+inline constexpr double kNegligibleRelayShare = 1e-3;
+// The bytes the problem's routing sends over the network. O(pairs).
+int64_t NetworkBytes(const Problem& prob);
+// Whether the problem's relayed routing is negligible against the plain
+// one's (network bytes, port bound seconds): kNegligibleRelayShare. O(pairs).
+bool NegligibleRelays(const Problem& relayed, std::pair<int64_t, double> plain);
 // Large plans: rounds are filled with more segments (MostPerRoundThatFits) only where the plan kept simulates this
 // much over its schedule estimate, which has no idle port: llama3-405b TP8xPP8 -> TP8xDP16 9 % on 128 GB200 (214.1 ->
 // 144.0 ms in rounds of 128) and on H200 (2068 -> 1887), deepseek-v3 TP2xPP8xEP16 on H200 12 % (372.4 -> 322.4);
