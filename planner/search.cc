@@ -426,9 +426,10 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   // `beat_s` / `wins_ties`: see Search.
   auto order_of = [&](const Problem& p) { return SizeOrder(p, sizes, per_rounds, options, small); };
   auto run = [&](const Problem& p, const Order& order, double beat_s, bool wins_ties,
-                 std::vector<PlanPolicy> policies = {}, bool relays_in_place = false) {
+                 std::vector<PlanPolicy> policies = {}, bool relays_in_place = false, std::vector<int64_t> directs = {}) {
     if (policies.empty()) policies = Policies(s, options);
-    auto search = std::make_unique<Search>(p, cache, routes, sizes, DirectThresholds(s, options, small),
+    if (directs.empty()) directs = DirectThresholds(s, options, small);
+    auto search = std::make_unique<Search>(p, cache, routes, sizes, std::move(directs),
                                            per_rounds, std::move(policies), small, beat_s, wins_ties,
                                            options.relay_waves == 0, options.phase_chunks == 0,
                                            GrowsPerRound(options), relays_in_place);
@@ -594,27 +595,21 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     }
     if (!use_relays) routes.UseSlot(before);
   }
-  // Relays that lost where, relayed, no round per phase fit and rounds of a few segments won: those rounds filled
-  // (MostPerRoundThatFits), kept where simulated faster, where their port bound is kRelayBand below the plan in hand's
-  // (deepseek-v3 TP1xPP16xEP8 -> TP8xDP16 EP128 on 128 H200, memory nearly full: the plain round per phase 376.1 ms,
-  // kept on estimates over relayed 7 MiB x 2; relayed 7 MiB x 1024, 364.5 ms).
+  // Relays that lost where, relayed, rounds of a few segments won: those rounds filled (MostPerRoundThatFits), kept
+  // where simulated faster, where their port bound is kRelayBand below the plan in hand's (grid deepseek-v3 below).
   if (!small && options.simulate && !use_relays && relayed && relayed->best() && search->best() &&
       GrowsPerRound(options) && !relayed->best()->schedule->all_in_one_round && relayed->best()->schedule->rounds > 2) {
     const int32_t before = routes.Slot();
     const double held_bound_s = PortBoundSeconds(prob);  // the plan in hand's routing
-    routes.Use(Routings::kRelayed);
-    if (PortBoundSeconds(prob) < held_bound_s * (1 - kRelayBand)) {
+    if (routes.Use(Routings::kRelayed); PortBoundSeconds(prob) < held_bound_s * (1 - kRelayBand)) {
       const Search::Candidate& r = *relayed->best();
       if (const int32_t most = MostPerRoundThatFits(prob, cache, routes.Key(), *r.schedule, r.policy); most > 0) {
         if (!predicted) predicted = predict(search->Kept().emitted.plan);
-        std::unique_ptr<Search> grown =
-            run(prob, Order{{relayed->BestSize(), most}}, predicted->time_s, false, {r.policy});
-        if (grown->best()) {
-          std::optional<Prediction> p = predict_within(grown->Kept().emitted.plan, predicted->time_s);
-          if (p && p->time_s < predicted->time_s) {
-            search = std::move(grown), predicted = std::move(*p), use_relays = true;
-            relayed_bytes = prob.relayed_bytes, send_relayed_bytes = 0, recv_relayed_bytes = 0;
-          }
+        std::unique_ptr<Search> grown = run(prob, Order{{relayed->BestSize(), most}}, predicted->time_s, false, {r.policy});
+        std::optional<Prediction> p = grown->best() ? predict_within(grown->Kept().emitted.plan, predicted->time_s) : std::nullopt;
+        if (p && p->time_s < predicted->time_s) {
+          search = std::move(grown), predicted = std::move(*p), use_relays = true;
+          relayed_bytes = prob.relayed_bytes, send_relayed_bytes = 0, recv_relayed_bytes = 0;
         }
       }
     }
@@ -626,17 +621,18 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   if (!small && options.simulate && search->best()) {
     // A sweep's memory policy that changes nothing: the last plan's prediction (known_plan.h).
     if (!predicted) predicted = predict(search->Kept().emitted.plan);
-    auto keep_if_faster = [&](std::unique_ptr<Search> other) {  // where predicted faster
-      if (!other->best()) return;
+    auto keep_if_faster = [&](std::unique_ptr<Search> other) {  // where predicted faster; false: it found none
+      if (!other->best()) return false;
       std::optional<Prediction> p = predict_within(other->Kept().emitted.plan, predicted->time_s);
       if (p && p->time_s < predicted->time_s) search = std::move(other), predicted = std::move(*p);
+      return true;
     };
     const SizeOrders& o = send_relayed_bytes + recv_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
     // Where rounds won and a round per phase estimates below the plan in hand: at its best size, then (no fit) at
     // kAllFallbackBytes and its halves (deepseek-v3 171.1 -> 165.5 ms), also where it went first in another routing.
-    if (!search->best()->schedule->all_in_one_round && !o.all.empty() &&
-        o.all_estimate_s < predicted->time_s)
-      keep_if_faster(run(prob, o.all, predicted->time_s, false));
+    bool all_none = false;  // none fit (or beat the plan in hand): tried in place last, below
+    if (!search->best()->schedule->all_in_one_round && !o.all.empty() && o.all_estimate_s < predicted->time_s)
+      all_none = !keep_if_faster(run(prob, o.all, predicted->time_s, false));
     // Where the relay phase is a large share of the refit and its relays are packed: relays and their feeds in place
     // (Schedule::relays_in_place), kept where simulated faster; a round per phase that won at its size and policy,
     // rounds that won as a round per phase, which stages less in place and may fit where packed it did not (llama3-405b
@@ -731,6 +727,10 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       if (const int32_t most = MostPerRoundThatFits(prob, cache, routes.Key(), *b.schedule, b.policy); most > 0)
         keep_if_faster(run(prob, Order{{search->BestSize(), most}}, predicted->time_s, false, {b.policy}));
     }
+    // Rounds kept where no round per phase fit: one with every contiguous piece in place (stages less), after the rounds
+    // are filled (grid deepseek-v3 on H200: TP1xPP16xEP8 rounds 364.5 ms, in place 319.6; TP2xPP8xEP16 320.2, 325.6).
+    if (all_none && !search->best()->schedule->all_in_one_round && options.direct_min_bytes < 0 && s.plan.direct_min_bytes < 0)
+      keep_if_faster(run(prob, o.all, predicted->time_s, false, {}, false, {0}));
   }
   PlanResult res;
   res.stats.fragments = prob.Fragments();
