@@ -6,8 +6,8 @@
 // copies after the first.
 #pragma once
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "model/error.h"
