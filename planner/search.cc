@@ -7,9 +7,7 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <optional>
-#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -19,14 +17,11 @@
 #include "planner/emitter.h"
 #include "planner/known_plan.h"
 #include "planner/problem.h"
-#include "planner/quantize.h"
 #include "planner/round_estimate.h"
 #include "planner/routings.h"
 #include "planner/search_candidates.h"
 #include "planner/search_predict.h"
 #include "planner/segments.h"
-#include "sim/ports.h"
-#include "sim/topology_bound.h"
 #include "sim/simulator.h"
 
 namespace reshard {
@@ -39,9 +34,8 @@ using namespace search_predict;     // NOLINT: and their predictions
 // The candidates planned so far: the fastest that fits, and the infeasible one closest to fitting.
 class Search {
  public:
-  // `beat_s`: large plans only emit candidates that may be faster than this
-  // (the plan another search found); equal ones only if `wins_ties`.
-  // `routes` holds the problem's routing that the search plans on.
+  // `beat_s`: large plans only emit candidates that may be faster than this (the plan another search found); equal
+  // ones only if `wins_ties`. `routes` holds the problem's routing that the search plans on.
   Search(const Problem& prob, ScheduleCache& cache, Routings& routes, std::vector<int64_t> sizes,
          std::vector<int64_t> directs, std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small,
          double beat_s, bool wins_ties, bool try_waves, bool try_chunks, bool grow_per_round, bool relays_in_place)
@@ -68,7 +62,7 @@ class Search {
   // optimizer offload to one that did not fit is not emitted when PredictMissingBytes (exact) says it cannot fit
   // either. Returns true when a large plan's schedule estimate already loses (nothing emitted).
   bool Consider(size_t size_index, int64_t direct_min_bytes, int32_t per_round) {
-    fit_and_lost_ = false;
+    fit_and_lost_ = false, missed_bytes_ = 0;
     // Large plans: a schedule of at most two segments per round whose port bound (at most its estimate, less the
     // roundings of summing its rounds) already loses to the plan in hand is not even cut.
     if (!small_ && per_round <= 2 && beat_s_ < std::numeric_limits<double>::infinity()) {
@@ -84,8 +78,7 @@ class Search {
     }
     const std::shared_ptr<const Schedule> sched =
         cache_.Get(prob_, routing_, sizes_[size_index], direct_min_bytes, per_round, relays_in_place_);
-    // Thresholds that leave every piece in the same class give the same plan:
-    // plan it once (most MoE and small-piece plans).
+    // Thresholds leaving every piece in the same class give one plan: planned once (most MoE, small-piece plans).
     auto& tried = tried_[size_index];
     if (std::any_of(tried.begin(), tried.end(), [&](const auto& v) {
           return v.first == per_round && SameSegments(v.second, sched->segments);
@@ -125,6 +118,7 @@ class Search {
       if (!small_ && Loses(OptimizerOffloadSeconds(prob_, OptimizerSlots(policy), policy.offload_fraction)))
         break;
       auto fail = [&](EmittedPlan& e) {
+        missed_bytes_ = e.missing_bytes;
         NoteInfeasible(sched, policy, e.missing_bytes, e.worst_gpu, std::move(e.planned_peak));
         failed[key] = Failed{policy.offload_fraction, std::move(e.start_missing), std::move(e.shortfall)};
       };
@@ -197,7 +191,8 @@ class Search {
 
   // Every candidate, in order (planner/search.h). Large plans: the first candidate that fits is kept; the ones
   // after a candidate of the same round family (rounds, or a round per phase) are its memory fallbacks (SizeOrder), no
-  // better by the round estimate: where it lost on its estimate they are not cut at all.
+  // better by the round estimate: where it lost on its estimate they are not cut at all, nor a round per phase's
+  // smaller sizes where its memory answers say none can fit (SmallerSizesCannotFit).
   void Run(const std::vector<std::pair<size_t, int32_t>>& order) {
     RunCandidates(order);
     if (!small_ || !best_) return;
@@ -261,11 +256,16 @@ class Search {
   void RunCandidates(const std::vector<std::pair<size_t, int32_t>>& order) {
     std::optional<bool> lost_family;  // the family (a round per phase?) whose candidate lost
     int32_t losses = 0;  // small plans: sizes in a row that fit and lost
+    std::pair<int64_t, int64_t> all_missed{0, 0};  // large plans: a round per phase's last (size, bytes missing)
     for (const auto& [oi, per_round] : order) {
       const bool all = per_round == kPerRoundAll;
       if (!small_ && lost_family == all) continue;
       if (Consider(oi, directs_.front(), per_round)) lost_family = all;
       if (best_ && !small_) break;  // large plans: the first candidate that fits
+      if (!small_ && all && missed_bytes_ > 0) {
+        if (SmallerSizesCannotFit(all_missed, {sizes_[oi], missed_bytes_})) lost_family = true;
+        all_missed = {sizes_[oi], missed_bytes_};
+      }
       losses = fit_and_lost_ ? losses + 1 : best_ && best_->schedule->segment_bytes == sizes_[oi] ? 0 : losses;
       if (small_ && losses >= kSmallSizeLosses) break;
     }
@@ -373,8 +373,7 @@ class Search {
   const bool try_chunks_;  // small plans: phase chunks searched (PlannerOptions::phase_chunks == 0)
   const bool grow_per_round_;  // segments per round not given: more than 2 tried where rounds win
   const bool relays_in_place_;  // Schedule::relays_in_place
-  // Small plans: PortBoundSeconds is a lower bound of every simulation (no
-  // link of the cluster runs faster both ways than one way).
+  // Small plans: PortBoundSeconds is a lower bound of every simulation (no link runs faster both ways than one way).
   const bool prune_small_ = PortBoundIsAFloor(prob_.scenario.cluster);
   bool Loses(double time_s) const { return wins_ties_ ? time_s > beat_s_ : time_s >= beat_s_; }
   std::optional<double> port_bound_s_;  // PortBoundSeconds(prob_), once asked
@@ -382,6 +381,7 @@ class Search {
   std::vector<std::vector<std::pair<int32_t, std::vector<Segment>>>> tried_;
   std::optional<Candidate> best_;
   bool fit_and_lost_ = false;  // the last Consider's plan fit under some policy and none was kept
+  int64_t missed_bytes_ = 0;   // the last Consider's plan did not fit by this much (under its last policy tried)
   std::optional<Infeasible> closest_infeasible_;
   std::map<int32_t, std::vector<std::vector<int64_t>>> optimizer_slots_;  // by OptimizerStatesUnder
   const std::vector<std::vector<int64_t>>& OptimizerSlots(const PlanPolicy& policy) {

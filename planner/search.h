@@ -62,7 +62,9 @@ class ScheduleCache;
 // Sender-side relays (Problem::AddSendRelays) and receiver-side NIC relays (Problem::AddRecvRelays) are then added to
 // the routing chosen and searched the same way, with the plan in hand to beat: kept only if predicted faster.
 // A round per phase holds all of a GPU's staged segments at once: it is planned under the first policy only (never
-// bought with a memory saver); where that does not fit, large plans try it at 64, 32, 16 MiB, then the next one.
+// bought with a memory saver); where that does not fit, large plans try it at 64, 32, 16 MiB, then the next one, except
+// the sizes below two that missed where the fall in memory between them says none can cover what is still missing
+// (search_candidates.h SmallerSizesCannotFit).
 // Memory pressure: once a policy does not fit, the next ones are emitted for their memory answer only
 // (planner/emitter.h's kMemoryOnly) before the full plan, and one that only adds optimizer offload to a policy that did
 // not fit is skipped when the exact prediction (PredictMissingBytes) says it misses bytes too.

@@ -36,6 +36,16 @@ int64_t NetworkBytes(const Problem& prob) {
   return bytes;
 }
 
+bool SmallerSizesCannotFit(std::pair<int64_t, int64_t> larger, std::pair<int64_t, int64_t> smaller) {
+  const auto [s1, m1] = larger;
+  const auto [s2, m2] = smaller;
+  if (s2 <= 0 || s1 <= s2 || m1 <= 0 || m2 <= 0) return false;
+  // At most (m1 - m2) / (s1 - s2) per byte of size (none where the smaller size missed as much or more).
+  const double most_saved = static_cast<double>(std::max<int64_t>(0, m1 - m2)) * static_cast<double>(s2) /
+                            static_cast<double>(s1 - s2);
+  return static_cast<double>(m2) > kFallbackSkipMargin * most_saved;
+}
+
 bool NegligibleRelays(const Problem& relayed, std::pair<int64_t, double> plain) {
   const auto [plain_bytes, plain_bound_s] = plain;
   return static_cast<double>(plain_bytes - NetworkBytes(relayed)) < kNegligibleRelayShare * static_cast<double>(plain_bytes) &&

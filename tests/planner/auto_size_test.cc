@@ -20,6 +20,7 @@
 #include "model/scenario.h"
 #include "plan/plan.h"
 #include "planner/planner.h"
+#include "planner/segments.h"
 #include "tests/planner/planner_test_util.h"
 
 namespace reshard {
@@ -164,6 +165,27 @@ TEST(Relays, RelaysThatLostFillTheirRoundsOrGoInPlaceWhereNoRoundPerPhaseFits) {
   EXPECT_TRUE(chosen.stats.round_per_phase);
   EXPECT_EQ(chosen.plan.summary.direct_min_bytes, 0);
   EXPECT_LT(chosen.plan.summary.predicted_time_s, without.plan.summary.predicted_time_s * 0.9);
+}
+
+// A round per phase that does not fit at its best size is tried at 64 MiB and its halves, down to 16 MiB; the
+// smaller ones are skipped where the two answers before say their staging cannot cover what is missing
+// (search_candidates.h SmallerSizesCannotFit). llama3-405b TP4xPP16 -> TP16xDP8 colocated: on 128 H100 it is 271.4
+// GB short at 1 GiB and 67.6 at 64 MiB, and 32 and 16 MiB, skipped, do not fit either; on 128 H200 it is 206.8 and
+// 3.0 GB short, and 32 MiB, tried, fits: the plan kept is that round per phase.
+TEST(AutoSize, RoundPerPhaseSizesSkippedOnlyWhereTheyCannotFit) {
+  const std::string dir = std::string(RESHARD_SOURCE_DIR) + "/bench/results/";
+  const Scenario h100 = LoadScenario(dir + "2026-12-02-cpu-planner-pressure/llama3-405b-dgx-h100-tp4pp16-to-tp16dp8.yaml");
+  for (const int64_t mib : {32, 16}) {
+    PlannerOptions o;
+    o.segment_bytes = mib << 20;
+    o.per_round = kPerRoundAll;
+    EXPECT_FALSE(MakePlan(h100, o).ok()) << mib << " MiB";
+  }
+  const Scenario h200 = LoadScenario(dir + "2026-12-05-cpu-direct-threshold/llama3-405b-dgx-h200-tp4pp16-to-tp16dp8.yaml");
+  const PlanResult chosen = MakePlan(h200, {});
+  ASSERT_TRUE(chosen.ok());
+  EXPECT_TRUE(chosen.stats.round_per_phase);
+  EXPECT_EQ(chosen.plan.summary.segment_bytes, int64_t{32} << 20);
 }
 
 }  // namespace
