@@ -201,8 +201,7 @@ class Search {
     PhaseChunks();
   }
 
-  // Small phases may not repay a second lane's group (comm_lanes.h): the
-  // plan kept is simulated with one lane too (once, not per candidate).
+  // Small phases may not repay a second lane's group (comm_lanes.h): the plan kept is simulated with one lane too.
   void OneLane() {
     PlanPolicy one = best_->policy;
     one.comm_lanes = false;
@@ -257,13 +256,14 @@ class Search {
     std::optional<bool> lost_family;  // the family (a round per phase?) whose candidate lost
     int32_t losses = 0;  // small plans: sizes in a row that fit and lost
     std::pair<int64_t, int64_t> all_missed{0, 0};  // large plans: a round per phase's last (size, bytes missing)
+    bool all_cannot_fit = false;                   // and whether its smaller sizes cannot fit
     for (const auto& [oi, per_round] : order) {
       const bool all = per_round == kPerRoundAll;
-      if (!small_ && lost_family == all) continue;
+      if (!small_ && (lost_family == all || (all && all_cannot_fit))) continue;
       if (Consider(oi, directs_.front(), per_round)) lost_family = all;
       if (best_ && !small_) break;  // large plans: the first candidate that fits
       if (!small_ && all && missed_bytes_ > 0) {
-        if (SmallerSizesCannotFit(all_missed, {sizes_[oi], missed_bytes_})) lost_family = true;
+        all_cannot_fit = SmallerSizesCannotFit(all_missed, {sizes_[oi], missed_bytes_});
         all_missed = {sizes_[oi], missed_bytes_};
       }
       losses = fit_and_lost_ ? losses + 1 : best_ && best_->schedule->segment_bytes == sizes_[oi] ? 0 : losses;
