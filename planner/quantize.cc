@@ -8,9 +8,11 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "plan/issue_order.h"
 #include "planner/quantize_parts.h"
 #include "planner/quantize_source.h"
 #include "planner/search.h"
+#include "planner/segments.h"
 
 namespace reshard {
 
@@ -229,7 +231,8 @@ PlannerOptions QuantizedOptions(const Scenario& s, const PlannerOptions& given) 
   // The quantize rewrites add ops the byte plan's issue check never saw; a
   // round per phase (planner/segments.h) can close a cycle through them
   // (quantize before a send, in one group with receives it waits for), so
-  // quantized plans keep rounds of 1 and 2 unless asked.
+  // quantized plans keep rounds of 1 and 2 unless asked (MakeQuantizedPlan
+  // then tries the placement kept as a round per phase).
   PlannerOptions options = given;
   if (options.per_round == 0 && options.per_round_candidates.empty()) options.per_round_candidates = {1, 2};
   if (s.dtype != DType::kBF16)
@@ -246,20 +249,38 @@ PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& given) {
   std::optional<bool> forced = options.quantize_at_source;
   if (!forced && s.plan.quantize_at != PlanOptions::QuantizeAt::kAuto)
     forced = s.plan.quantize_at == PlanOptions::QuantizeAt::kSource;
-  if (forced == std::optional<bool>{false}) return PlanAtDestination(s, options);
-  if (forced == std::optional<bool>{true}) {
-    std::optional<PlanResult> at_source = PlanAtSource(s, options, {});
-    return at_source ? std::move(*at_source) : PlanAtDestination(s, options);
-  }
-  // Each placement planned and predicted; the fastest that fits kept, ties
-  // to the earlier placement (the destination first).
+  // One placement (mask of weights quantized at their source; empty: every one that can be).
+  auto plan_at = [&](const PlannerOptions& o, bool at_source, const std::vector<bool>& mask) {
+    std::optional<PlanResult> r = at_source ? PlanAtSource(s, o, mask) : std::nullopt;
+    return r ? std::move(*r) : PlanAtDestination(s, o);
+  };
   std::optional<PlanResult> best;
-  for (const QuantizePlacement& c : QuantizePlacements(s)) {
-    std::optional<PlanResult> r =
-        c.at_source_count == 0 ? std::optional<PlanResult>(PlanAtDestination(s, options)) : PlanAtSource(s, options, c.at_source);
-    if (!r) continue;
-    if (!best || (r->ok() && (!best->ok() || r->plan.summary.predicted_time_s < best->plan.summary.predicted_time_s)))
-      best = std::move(r);
+  std::vector<bool> best_mask;
+  if (forced) {
+    best = plan_at(options, *forced, {});
+  } else {
+    // Each placement planned and predicted; the fastest that fits kept, ties
+    // to the earlier placement (the destination first).
+    for (const QuantizePlacement& c : QuantizePlacements(s)) {
+      std::optional<PlanResult> r = c.at_source_count == 0 ? std::optional<PlanResult>(PlanAtDestination(s, options))
+                                                           : PlanAtSource(s, options, c.at_source);
+      if (!r) continue;
+      if (!best || (r->ok() && (!best->ok() || r->plan.summary.predicted_time_s < best->plan.summary.predicted_time_s)))
+        best = std::move(r), best_mask = c.at_source_count == 0 ? std::vector<bool>{} : c.at_source;
+    }
+  }
+  // The placement kept, planned again as a round per phase where no segments per round were asked: kept where it
+  // fits, can be issued (QuantizedOptions) and is predicted faster (deepseek-v3 PP16xEP16 -> vLLM TP8xDP32 EP256 fp8
+  // on 256+256 H100: rounds of 2 at 304.4 MiB 164.0 ms, a round per phase 153.3).
+  if (!best->ok() || !options.simulate || given.per_round != 0 || !given.per_round_candidates.empty()) return std::move(*best);
+  PlannerOptions all = options;
+  all.per_round = kPerRoundAll;
+  const bool at_source = forced ? *forced : !best_mask.empty();
+  try {
+    PlanResult r = plan_at(all, at_source, best_mask);
+    if (r.ok() && r.stats.round_per_phase && r.plan.summary.predicted_time_s < best->plan.summary.predicted_time_s)
+      return r;
+  } catch (const PlanRefused&) {
   }
   return std::move(*best);
 }

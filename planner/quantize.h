@@ -68,7 +68,11 @@ PlanResult PlanQuantizedAt(const Scenario& s, const PlannerOptions& options, con
 
 // MakePlan for a scenario with a quantized destination: plans every
 // placement of QuantizePlacements, predicts each and keeps the fastest
-// (ties: the earlier, so the destination over the source).
+// (ties: the earlier, so the destination over the source). Their searches
+// keep rounds of 1 and 2 (a round per phase can close a cycle through the
+// quantize ops); where none was asked, the placement kept is then planned
+// as a round per phase too, kept where it fits, can be issued and is
+// predicted faster (deepseek-v3 PP16xEP16 -> TP8xDP32 fp8: 164.0 -> 153.7 ms).
 PlanResult MakeQuantizedPlan(const Scenario& s, const PlannerOptions& options);
 
 // Bytes of what a plan sends, by what it sends, when quantized tensors travel

@@ -121,20 +121,25 @@ Choice PlanAllThree(const Scenario& s) {
   return c;
 }
 
-// Disaggregated over two nodes: every byte crosses the network; at the
-// source half the expert and attention bytes cross it (plus one fp32 scale
-// per 64 x 64 block, 4 / 4096 bytes per element). Where the network binds
-// (NICs slowed to 5 GB/s, so the tiny model's transfers outweigh its per-op
-// costs, which decide at 400 Gb/s) the planner quantizes there.
-TEST(Fp8Planner, TheNetworkBindsSoTheSourceQuantizes) {
-  const Scenario s = ParseScenario(R"(
+// Disaggregated over two nodes: the tiny MoE from EP4 x DP4 to TP2 x DP4 EP8 in fp8.
+Scenario TwoNodeMoe() {
+  return ParseScenario(R"(
 name: fp8-moe-two-nodes
 model: tiny-moe
 cluster: {preset: dgx-h100, nodes: 2}
 source: {tp: 2, ep: 4, dp: 4, gpus: "0-7"}
 destination: {tp: 2, dp: 4, ep: 8, dtype: fp8_e4m3, quantization: {block: [64, 64]}, gpus: "8-15"}
 )",
-                                   "<fp8-two-nodes>");
+                       "<fp8-two-nodes>");
+}
+
+// Disaggregated over two nodes: every byte crosses the network; at the
+// source half the expert and attention bytes cross it (plus one fp32 scale
+// per 64 x 64 block, 4 / 4096 bytes per element). Where the network binds
+// (NICs slowed to 5 GB/s, so the tiny model's transfers outweigh its per-op
+// costs, which decide at 400 Gb/s) the planner quantizes there.
+TEST(Fp8Planner, TheNetworkBindsSoTheSourceQuantizes) {
+  const Scenario s = TwoNodeMoe();
   const Choice c = PlanAllThree(s);
   Scenario slow = s;
   slow.cluster.network.bytes_per_s = 5e9;
@@ -149,6 +154,28 @@ destination: {tp: 2, dp: 4, ep: 8, dtype: fp8_e4m3, quantization: {block: [64, 6
   EXPECT_EQ(net_dst - net_src, q.bf16_bytes - q.fp8_bytes - q.scale_bytes);
   // The trainer's GPUs hold fp8 staging while they send: their peak grows.
   EXPECT_TRUE(Verify(c.at_source.plan).ok());
+}
+
+// Quantized plans keep rounds of 1 and 2 in their search (a round per phase can close a cycle through the quantize
+// ops); the placement kept is then planned as a round per phase, and that is kept only where it is predicted faster
+// (and can be issued). So the answer is never slower than the rounds alone, and a round per phase is kept only for
+// a gain.
+TEST(Fp8Planner, ARoundPerPhaseIsKeptOnlyWherePredictedFaster) {
+  const Scenario s = TwoNodeMoe();
+  for (const double network_bytes_per_s : {50e9, 5e9}) {
+    Scenario v = s;
+    v.cluster.network.bytes_per_s = network_bytes_per_s;
+    PlannerOptions rounds;
+    rounds.per_round_candidates = {1, 2};
+    const PlanResult chosen = MakePlan(v, {}), only_rounds = MakePlan(v, rounds);
+    ASSERT_TRUE(chosen.ok() && only_rounds.ok());
+    EXPECT_FALSE(only_rounds.stats.round_per_phase);
+    EXPECT_LE(chosen.plan.summary.predicted_time_s, only_rounds.plan.summary.predicted_time_s) << network_bytes_per_s;
+    if (chosen.stats.round_per_phase) {
+      EXPECT_LT(chosen.plan.summary.predicted_time_s, only_rounds.plan.summary.predicted_time_s) << network_bytes_per_s;
+    }
+    EXPECT_TRUE(Verify(chosen.plan).ok());
+  }
 }
 
 // One GPU: no wire; both place every weight by copies. The choice is the
