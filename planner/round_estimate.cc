@@ -50,7 +50,7 @@ class EfficiencyMemo {
 int PhaseOf(const PairBytes& pb) { return pb.pre ? 0 : pb.relay ? 2 : 1; }
 
 double AllInOneRoundEstimate(const Problem& prob, const std::vector<EstimatePairs::Pair>& pairs,
-                             int64_t segment_bytes, int phase) {
+                             int64_t segment_bytes, int phase, bool copies) {
   const Cluster& c = prob.scenario.cluster;
   const int32_t gpus = c.Gpus();
   constexpr int kClasses = 4;  // LinkClass values
@@ -109,7 +109,7 @@ double AllInOneRoundEstimate(const Problem& prob, const std::vector<EstimatePair
     front_s = std::max({front_s, issue_s, pack_s[g] * lane0 + p * event_gpu_s});
     back_s = std::max(back_s, unpack_s[g] + u * event_gpu_s);
   }
-  return front_s + std::max(port_s, flow_s) + back_s;
+  return copies ? front_s + std::max(port_s, flow_s) + back_s : std::max(port_s, flow_s);
 }
 
 // Rounds: per_round segments of the largest size share each port, no flow
@@ -123,9 +123,9 @@ double AllInOneRoundEstimate(const Problem& prob, const std::vector<EstimatePair
 // colocated (its plan 1.44 s, against 1.16 at the 38 MiB this count ranks
 // first).
 double PhaseEstimate(const Problem& prob, const EstimatePairs& all, int64_t segment_bytes, int32_t per_round,
-                     int phase) {
+                     int phase, bool copies = true) {
   const std::vector<EstimatePairs::Pair>& pairs = all.phases[static_cast<size_t>(phase)];
-  if (per_round == kPerRoundAll) return AllInOneRoundEstimate(prob, pairs, segment_bytes, phase);
+  if (per_round == kPerRoundAll) return AllInOneRoundEstimate(prob, pairs, segment_bytes, phase, copies);
   const Cluster& c = prob.scenario.cluster;
   const int32_t gpus = c.Gpus();
   std::vector<int64_t> out(gpus, 0), in(gpus, 0);
@@ -178,6 +178,12 @@ EstimatePairs EstimatePairsOf(const Problem& prob) {
 double QuickEstimate(const Problem& prob, const EstimatePairs& pairs, int64_t segment_bytes, int32_t per_round) {
   double total_s = 0;  // phases one after another: sender-relay first hops, direct, relayed
   for (int phase : {0, 1, 2}) total_s += PhaseEstimate(prob, pairs, segment_bytes, per_round, phase);
+  return total_s;
+}
+
+double AllInOneRoundWireEstimate(const Problem& prob, const EstimatePairs& pairs, int64_t segment_bytes) {
+  double total_s = 0;
+  for (int phase : {0, 1, 2}) total_s += PhaseEstimate(prob, pairs, segment_bytes, kPerRoundAll, phase, false);
   return total_s;
 }
 

@@ -41,5 +41,9 @@ EstimatePairs EstimatePairsOf(const Problem& prob);
 double QuickEstimate(const Problem& prob, const EstimatePairs& pairs, int64_t segment_bytes, int32_t per_round);
 // The same, building the pairs.
 double QuickEstimate(const Problem& prob, int64_t segment_bytes, int32_t per_round);
+// A round per phase's estimate without its packs before and unpacks after
+// (which it charges every segment, though a piece sent in place has none):
+// its ports' and flows' time alone, phase after phase. O(pairs).
+double AllInOneRoundWireEstimate(const Problem& prob, const EstimatePairs& pairs, int64_t segment_bytes);
 
 }  // namespace reshard

@@ -189,10 +189,9 @@ class Search {
     return false;
   }
 
-  // Every candidate, in order (planner/search.h). Large plans: the first candidate that fits is kept; the ones
-  // after a candidate of the same round family (rounds, or a round per phase) are its memory fallbacks (SizeOrder), no
-  // better by the round estimate: where it lost on its estimate they are not cut at all, nor a round per phase's
-  // smaller sizes where its memory answers say none can fit (SmallerSizesCannotFit).
+  // Every candidate, in order (planner/search.h). Large plans: the first that fits is kept; the ones after a candidate
+  // of the same round family (rounds, or a round per phase) are its memory fallbacks (SizeOrder), not cut where it
+  // lost on its estimate, nor a round per phase's smaller sizes where its memory answers say none can fit.
   void Run(const std::vector<std::pair<size_t, int32_t>>& order) {
     RunCandidates(order);
     if (!small_ || !best_) return;
@@ -628,10 +627,11 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       return true;
     };
     const SizeOrders& o = send_relayed_bytes + recv_relayed_bytes > 0 ? send_orders : use_relays ? relay_orders : plain_orders;
-    // Where rounds won and a round per phase estimates below the plan in hand: at its best size, then (no fit) at
-    // kAllFallbackBytes and its halves (deepseek-v3 171.1 -> 165.5 ms), also where it went first in another routing.
+    // Where rounds won and a round per phase's wire estimate (SizeOrders::all_wire_s) is below the plan in hand: at its
+    // best size, then (no fit) at kAllFallbackBytes and its halves (deepseek-v3 171.1 -> 165.5 ms; llama3-405b TP8xPP16
+    // -> TP8xPP2xDP8 on 128 GB200 66.8 -> 63.1), also where it went first in another routing.
     bool all_none = false;  // none fit (or beat the plan in hand): tried in place last, below
-    if (!search->best()->schedule->all_in_one_round && !o.all.empty() && o.all_estimate_s < predicted->time_s)
+    if (!search->best()->schedule->all_in_one_round && !o.all.empty() && o.all_wire_s < predicted->time_s)
       all_none = !keep_if_faster(run(prob, o.all, predicted->time_s, false));
     // Where the relay phase is a large share of the refit and its relays are packed: relays and their feeds in place
     // (Schedule::relays_in_place), kept where simulated faster; a round per phase that won at its size and policy,
