@@ -150,10 +150,9 @@ class Search {
       }
       // An emitter bug must not reach the user as a plan that cannot run. A small plan's simulation walks the issue
       // order itself where it models the host (HostIssueTimes) and refuses such a plan the same way: the walk is not
-      // made twice (~7 % of llama3-70b disaggregated's planning).
-      // A small plan's simulation gives up once the candidate cannot be kept (KeepLimit; not beat_s: a best slower
-      // than that still leads this search's later candidates); its host issue, which walks the issue order, runs
-      // before the clock starts.
+      // made twice (~7 % of llama3-70b disaggregated's planning). It gives up once the candidate cannot be kept
+      // (KeepLimit; not beat_s: a best slower than that still leads this search's later candidates); its host issue,
+      // which walks the issue order, runs before the clock starts.
       std::optional<Prediction> simulated;
       bool gave_up = false;
       try {
@@ -167,6 +166,7 @@ class Search {
         if (unissuable_.empty()) unissuable_ = fmt::format("{} under {}", refused.problem(), policy.Name());
         continue;
       }
+      if (small_ && sched->all_in_one_round && e.comm_lanes && !lost_all_) lost_all_ = {sched, policy};
       if (gave_up) {  // fits and loses: as after Keep below
         fit_and_lost_ = !kept_any;
         if (pi == 0) break;
@@ -210,9 +210,9 @@ class Search {
     if (p && p->time_s < best_->time_s) best_ = Candidate{best_->schedule, one, std::move(o), p->time_s, std::move(p)};
   }
 
-  // Relay waves (comm_lanes.h) where the plan kept has a relay phase: kRelayWaves (8 was slower on llama3-8b NVL72:
-  // each wave's groups wait for their slowest pair, and relay ops are cut where receives end); more only where fewer
-  // won, as for large plans (llama3-8b NVL72's search with sender relays: 4 lost after 2 did, 1.4 CPU-s).
+  // Relay waves (comm_lanes.h) where the plan kept has a relay phase: kRelayWaves (8 was slower on llama3-8b NVL72: a
+  // wave's groups wait for their slowest pair, relay ops are cut where receives end); more only where fewer won, as
+  // for large plans (llama3-8b NVL72's search with sender relays: 4 lost after 2 did, 1.4 CPU-s).
   void RelayWaves() {
     const Schedule& sc = *best_->schedule;
     if (!try_waves_ || !sc.all_in_one_round || sc.relay_rounds == 0) return;
@@ -229,25 +229,27 @@ class Search {
     }
   }
 
-  // Phase chunks (comm_lanes.h PhaseChunks) where the plan kept is a round per phase on two lanes without relay
-  // waves and copies hold up its critical path: kPhaseChunks, each also with the relay phase after chunk 0
-  // (PlanPolicy::early_relay_phase) where that applies, each kept where simulated faster.
+  // Phase chunks (comm_lanes.h PhaseChunks) where the plan kept is a round per phase on two lanes without relay waves
+  // and copies hold up its critical path, or where rounds were kept, of the first round per phase that fit and lost
+  // (grid qwen3-235b TP4xPP2xEP16 -> TP8xDP4 EP32 on 128 GB200: rounds 26.2 ms, a round per phase 27.9, in 8 chunks
+  // 24.8): kPhaseChunks, each also with the relay phase after chunk 0 where that applies, kept where simulated faster.
   void PhaseChunks() {
-    if (!try_chunks_ || !best_->schedule->all_in_one_round || !best_->emitted.comm_lanes ||
-        best_->policy.relay_waves > 1 || !best_->prediction || !CopiesMayRepayChunks(*best_->prediction))
+    const bool kept = best_->schedule->all_in_one_round;
+    if (!try_chunks_ || (kept ? !best_->emitted.comm_lanes || best_->policy.relay_waves > 1 || !best_->prediction ||
+                                    !CopiesMayRepayChunks(*best_->prediction) : !lost_all_))
       return;
+    const auto [sched, base] = kept ? std::make_pair(best_->schedule, best_->policy) : *lost_all_;
     for (int32_t chunks : kPhaseChunks)
       for (bool early : {false, true}) {
-        PlanPolicy p = best_->policy;  // the same policy but for its chunks
+        PlanPolicy p = base;  // the same policy but for its chunks
         p.phase_chunks = chunks, p.early_relay_phase = early;
-        if (early && !EarlyRelayPhase(*best_->schedule, p)) continue;
-        EmittedPlan w = EmitPlan(prob_, *best_->schedule, p);
+        if (early && !EarlyRelayPhase(*sched, p)) continue;
+        EmittedPlan w = EmitPlan(prob_, *sched, p);
         std::optional<Prediction> pred;
         try {  // as in Consider: a plan that cannot be issued is passed over
           if (w.fits && w.comm_lanes) pred = SimulateCandidateWithin(w.plan, VariantLimit());
         } catch (const PlanRefused&) {}
-        if (pred && pred->time_s < best_->time_s)
-          best_ = Candidate{best_->schedule, p, std::move(w), pred->time_s, std::move(pred)};
+        if (pred && pred->time_s < best_->time_s) best_ = Candidate{sched, p, std::move(w), pred->time_s, std::move(pred)};
       }
   }
 
@@ -302,8 +304,7 @@ class Search {
       if (best_->schedule == held) break;
     }
     // A round per phase has no rounds to fill evenly: its segment size sets only the ops (fewest at the largest size),
-    // its threshold the staging (every staged segment is held at once). Tried at the largest size under every
-    // threshold.
+    // its threshold the staging (every staged segment held at once). Tried at the largest size under every threshold.
     if (std::find(per_rounds_.begin() + 1, per_rounds_.end(), kPerRoundAll) == per_rounds_.end()) return;
     const size_t largest = static_cast<size_t>(std::max_element(sizes_.begin(), sizes_.end()) - sizes_.begin());
     for (int64_t d : directs_) Consider(largest, d, kPerRoundAll);
@@ -381,6 +382,7 @@ class Search {
   std::optional<Candidate> best_;
   bool fit_and_lost_ = false;  // the last Consider's plan fit under some policy and none was kept
   int64_t missed_bytes_ = 0;   // the last Consider's plan did not fit by this much (under its last policy tried)
+  std::optional<std::pair<std::shared_ptr<const Schedule>, PlanPolicy>> lost_all_;  // small: the first round per phase
   std::optional<Infeasible> closest_infeasible_;
   std::map<int32_t, std::vector<std::vector<int64_t>>> optimizer_slots_;  // by OptimizerStatesUnder
   const std::vector<std::vector<int64_t>>& OptimizerSlots(const PlanPolicy& policy) {
@@ -402,9 +404,8 @@ class Search {
     const double margin = per_round > best_->schedule->per_round ? kPerRoundGain : 1e-9;
     return best_->time_s * (1 - margin);
   }
-  // Where the simulation of a variant of the plan kept gives up (OneLane, RelayWaves: they come after the
-  // candidates, so a best they do not replace changes no later choice): past the plan kept, or past beat_s, where
-  // the search loses to the other one's plan (a tie, which wins_ties may let pass, is not past it).
+  // Where a variant's simulation gives up (OneLane, RelayWaves: after the candidates, so a best they do not replace
+  // changes no later choice): past the plan kept, or past beat_s, where the search loses to the other's plan.
   double VariantLimit() const { return std::min(best_->time_s, beat_s_); }
   void NoteInfeasible(const std::shared_ptr<const Schedule>& sched, const PlanPolicy& policy, int64_t missing_bytes,
                       int32_t worst_gpu, std::vector<int64_t> planned_peak) {
@@ -476,8 +477,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   } else {
     routes.Use(Routings::kPlain);
     plain_orders = order_of(prob);
-    // Small plans: the routing of the lower port bound goes first, so the
-    // other's candidates can be skipped where its port bound loses.
+    // Small plans: the routing of the lower port bound goes first, so the other's candidates can be skipped where its loses.
     plain_first_s = small ? PortBoundSeconds(prob) : first_estimate(prob, plain_order);
     const std::pair<int64_t, double> plain_load{small ? 0 : NetworkBytes(prob), small ? 0 : PortBoundSeconds(prob)};
     relayed_bytes = routes.RelayedBytes();

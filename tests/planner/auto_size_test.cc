@@ -216,5 +216,12 @@ TEST(AutoSize, RoundPerPhaseTriedWhereItsWireBeatsTheRounds) {
   ExpectRoundPerPhaseBeatsRounds("2026-12-05-cpu-direct-threshold/llama3-405b-gb200-nvl72-tp8pp16-to-tp8pp2dp8.yaml");
 }
 
+// A small plan keeps a candidate on its own simulation, and a round per phase is chunked only once kept; where
+// rounds are kept, the first round per phase that fit and lost is chunked too: grid qwen3-235b TP4xPP2xEP16 ->
+// TP8xDP4 EP32 on 128 GB200, rounds of 2 26.2 ms, a round per phase at 1 GiB 27.9, in 8 chunks 24.8.
+TEST(AutoSize, SmallPlanChunksTheRoundPerPhaseThatLost) {
+  ExpectRoundPerPhaseBeatsRounds("2026-12-05-cpu-direct-threshold/qwen3-235b-a22b-gb200-nvl72-tp4pp2ep16-to-tp8dp4ep32.yaml");
+}
+
 }  // namespace
 }  // namespace reshard
