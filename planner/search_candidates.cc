@@ -167,7 +167,6 @@ SizeOrders SizeOrder(const Problem& prob, const std::vector<int64_t>& sizes, con
   if (!first) first = all, all = nullptr;
   if (all) {
     out.all.emplace_back(all->size, all->per_round);
-    out.all_estimate_s = all->estimate_s;
     out.all_wire_s = AllInOneRoundWireEstimate(prob, pairs, sizes[all->size]);
     // Where it does not fit: at kAllFallbackBytes and its halves, whose
     // staging slots (the largest staged segment each) waste less.

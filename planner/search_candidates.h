@@ -194,14 +194,14 @@ using Order = std::vector<std::pair<size_t, int32_t>>;
 
 // The (size index, segments per round) candidates in the order they are
 // tried, and for large plans each round family's own: rounds of 1 or 2 and
-// a round per phase (with its best round estimate).
+// a round per phase (with its wire estimate).
 struct SizeOrders {
   Order order;
   Order rounds, all;  // each family's candidates (in `order` or not)
-  double all_estimate_s = std::numeric_limits<double>::infinity();
-  // Its ports' and flows' time alone (AllInOneRoundWireEstimate): the estimate charges every segment a pack and an
-  // unpack, though a piece sent in place has none (llama3-405b TP8xPP16 -> TP8xPP2xDP8 on 128 GB200, its rounds at 128
-  // MiB 43680 of 44559 segments in place: 81.1 ms estimated, 61.2 on the wire, 63.1 simulated against rounds' 74.1).
+  // The round per phase's ports' and flows' time alone (AllInOneRoundWireEstimate): its round estimate charges every
+  // segment a pack and an unpack, though a piece sent in place has none (llama3-405b TP8xPP16 -> TP8xPP2xDP8 on 128
+  // GB200, its rounds at 128 MiB 43680 of 44559 segments in place: 81.1 ms estimated, 61.2 on the wire, 63.1
+  // simulated against rounds' 74.1).
   double all_wire_s = std::numeric_limits<double>::infinity();
   bool all_first = false;  // `order` starts with the round-per-phase family
 };
