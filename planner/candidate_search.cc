@@ -176,22 +176,24 @@ void Search::RelayWaves() {
 
 void Search::PhaseChunks() {
   const bool kept = best_->schedule->all_in_one_round;
-  if (!try_chunks_ || (kept ? !best_->emitted.comm_lanes || best_->policy.relay_waves > 1 || !best_->prediction ||
+  if (chunk_ramps_.empty() || (kept ? !best_->emitted.comm_lanes || best_->policy.relay_waves > 1 || !best_->prediction ||
                                   !CopiesMayRepayChunks(*best_->prediction) : !lost_all_))
     return;
   const auto [sched, base] = kept ? std::make_pair(best_->schedule, best_->policy) : *lost_all_;
-  for (int32_t chunks : kPhaseChunks)
-    for (bool early : {false, true}) {
-      PlanPolicy p = base;  // the same policy but for its chunks
-      p.phase_chunks = chunks, p.early_relay_phase = early;
-      if (early && !EarlyRelayPhase(*sched, p)) continue;
-      EmittedPlan w = EmitPlan(prob_, *sched, p);
-      std::optional<Prediction> pred;
-      try {  // as in Consider: a plan that cannot be issued is passed over
-        if (w.fits && w.comm_lanes) pred = SimulateCandidateWithin(w.plan, VariantLimit());
-      } catch (const PlanRefused&) {}
-      if (pred && pred->time_s < best_->time_s) best_ = Candidate{sched, p, std::move(w), pred->time_s, std::move(pred)};
-    }
+  for (double ramp : chunk_ramps_)
+    for (int32_t chunks : kPhaseChunks)
+      for (bool early : {false, true}) {
+        PlanPolicy p = base;  // the same policy but for its chunks
+        p.phase_chunks = chunks, p.early_relay_phase = early, p.chunk_ramp = ramp;
+        if (early && !EarlyRelayPhase(*sched, p)) continue;
+        EmittedPlan w = EmitPlan(prob_, *sched, p);
+        std::optional<Prediction> pred;
+        try {  // as in Consider: a plan that cannot be issued is passed over
+          if (w.fits && w.comm_lanes) pred = SimulateCandidateWithin(w.plan, VariantLimit());
+        } catch (const PlanRefused&) {}
+        if (pred && pred->time_s < best_->time_s)
+          best_ = Candidate{sched, p, std::move(w), pred->time_s, std::move(pred)};
+      }
 }
 
 void Search::RunCandidates(const std::vector<std::pair<size_t, int32_t>>& order) {

@@ -30,7 +30,8 @@ class Search {
   Search(const Problem& prob, search_candidates::ScheduleCache& cache, Routings& routes,
          std::vector<int64_t> sizes,
          std::vector<int64_t> directs, std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small,
-         double beat_s, bool wins_ties, bool try_waves, bool try_chunks, bool grow_per_round, bool relays_in_place)
+         double beat_s, bool wins_ties, bool try_waves, std::vector<double> chunk_ramps, bool grow_per_round,
+         bool relays_in_place)
       : prob_(prob),
         cache_(cache),
         routes_(routes),
@@ -44,7 +45,7 @@ class Search {
         beat_s_(beat_s),
         wins_ties_(wins_ties),
         try_waves_(try_waves),
-        try_chunks_(try_chunks),
+        chunk_ramps_(std::move(chunk_ramps)),
         grow_per_round_(grow_per_round),
         relays_in_place_(relays_in_place),
         tried_(sizes_.size()) {}
@@ -71,7 +72,8 @@ class Search {
   // Phase chunks (comm_lanes.h PhaseChunks) where the plan kept is a round per phase on two lanes without relay waves
   // and copies hold up its critical path, or where rounds were kept, of the first round per phase that fit and lost
   // (grid qwen3-235b TP4xPP2xEP16 -> TP8xDP4 EP32 on 128 GB200: rounds 26.2 ms, a round per phase 27.9, in 8 chunks
-  // 24.8): kPhaseChunks, each also with the relay phase after chunk 0 where that applies, kept where simulated faster.
+  // 24.8, ramped 24.0): kPhaseChunks, each also with the relay phase after chunk 0 where that applies, each of
+  // chunk_ramps, kept where simulated faster.
   void PhaseChunks();
 
   void RunCandidates(const std::vector<std::pair<size_t, int32_t>>& order);
@@ -119,7 +121,9 @@ class Search {
   const double beat_s_;
   const bool wins_ties_;
   const bool try_waves_;  // small plans: relay waves searched (PlannerOptions::relay_waves == 0)
-  const bool try_chunks_;  // small plans: phase chunks searched (PlannerOptions::phase_chunks == 0)
+  // Small plans: phase chunks searched (PlannerOptions::phase_chunks == 0) with these PlanPolicy::chunk_ramp; empty:
+  // not searched.
+  const std::vector<double> chunk_ramps_;
   const bool grow_per_round_;  // segments per round not given: more than 2 tried where rounds win
   const bool relays_in_place_;  // Schedule::relays_in_place
   // Small plans: PortBoundSeconds is a lower bound of every simulation (no link runs faster both ways than one way).

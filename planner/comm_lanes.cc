@@ -165,8 +165,16 @@ bool FeedsFitChunkZeroOnEveryPort(const Schedule& sc, const Cluster& c, int32_t 
   return *std::max_element(feeds.begin(), feeds.end()) * chunks <= *std::max_element(all.begin(), all.end());
 }
 
+std::vector<double> ChunkShares(int32_t chunks, double ramp) {
+  std::vector<double> share(static_cast<size_t>(std::max(chunks, 0)));
+  double sum = 0;
+  for (int32_t k = 0; k < chunks; ++k) sum += share[k] = std::pow(ramp, std::min(k, chunks - 1 - k));
+  for (double& v : share) v /= sum;
+  return share;
+}
+
 std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t chunks, std::vector<uint8_t>& lanes,
-                                bool early) {
+                                bool early, double ramp) {
   std::vector<int8_t> chunk(sc.segments.size(), -1);
   if (!sc.all_in_one_round || lanes.size() != sc.segments.size() || chunks < 2 || chunks > 64) return chunk;
   const int32_t phase = sc.rounds - sc.relay_rounds - 1;
@@ -197,7 +205,7 @@ std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t ch
     std::copy_if(order.begin(), order.end(), std::back_inserter(hops), second);
     order.erase(std::remove_if(order.begin(), order.end(), second), order.end());
   }
-  const std::vector<double> share(chunks, 1.0 / chunks);
+  const std::vector<double> share = ChunkShares(chunks, ramp);
   std::vector<double> later = share;
   later[0] = 0;
   LargestFirst(sc, hops);

@@ -139,9 +139,19 @@ std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t w
 // Sets `lanes` of the chunked segments (and of the first hops moved); per
 // segment its chunk, kFirstHopsBesideChunkZero for first hops moved, -1 for
 // the others (or all, where there is no such phase). O(S log S + S K).
+// `ramp` > 1: chunk k's share of the phase grows by that ratio from each end
+// toward the middle (ChunkShares), so chunk 0 waits for fewer packs and the
+// last chunk leaves fewer unpacks.
 inline constexpr int8_t kFirstHopsBesideChunkZero = -2;
 std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t chunks, std::vector<uint8_t>& lanes,
-                                bool early = false);
+                                bool early = false, double ramp = 1);
+// Each chunk's share of the phase: ramp^min(k, chunks - 1 - k), normalised
+// to sum 1 (ramp 1: even). Where packs and unpacks take a share of the
+// transfers' time comparable to a chunk's (NVLink on GB200: ~1.7 TB/s of
+// packs against 0.7 of NVLink), the first chunk's packs and the last
+// chunk's unpacks are what the ports wait for; smaller end chunks shorten
+// both. O(chunks).
+std::vector<double> ChunkShares(int32_t chunks, double ramp);
 // Whether the segments feeding relays fit in chunk 0: they are at most a
 // `chunks`-th of the phase's bytes (then PlanPolicy::early_relay_phase can
 // start the relay phase after chunk 0). O(S).

@@ -43,7 +43,7 @@ class Emitter {
       whole_ = SegmentWaves(sc, c_, waves_, policy.relay_first_wave);
     const bool early = EarlyRelayPhase(sc, policy);
     if (!lane_.empty() && waves_ == 1 && policy.phase_chunks > 1)
-      chunk_ = PhaseChunks(sc, c_, policy.phase_chunks, lane_, early);
+      chunk_ = PhaseChunks(sc, c_, policy.phase_chunks, lane_, early, policy.chunk_ramp);
     if (std::all_of(chunk_.begin(), chunk_.end(), [](int8_t k) { return k < 0; })) chunk_.clear();
     early_relays_ = early && !chunk_.empty();
     // Feeds in chunk 1 (second hops of sender relays, comm_lanes.h PhaseChunks): the early relay phase waits for

@@ -75,6 +75,9 @@ struct PlanPolicy {
   // many chunks alternating over the two lanes (comm_lanes.h PhaseChunks);
   // needs comm_lanes and no relay waves. The search tries it.
   int32_t phase_chunks = 1;
+  // With phase chunks: > 1, their shares grow by this ratio from each end
+  // toward the middle (comm_lanes.h ChunkShares); 1, even. The search tries it.
+  double chunk_ramp = 1;
   // With phase chunks and every segment feeding relays in chunk 0: the relay
   // phase on lane 0 right after chunk 0 instead of after the phase (lane 0's
   // later chunks wait for it; lane 1's run meanwhile); after chunk 2 where

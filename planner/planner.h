@@ -105,6 +105,10 @@ struct PlannerOptions {
   // With phase_chunks forced (> 2): the relay phase right after chunk 0
   // (PlanPolicy::early_relay_phase) where every feed is in chunk 0.
   bool early_relay_phase = false;
+  // Phase chunks' shares (PlanPolicy::chunk_ramp): 0, small plans' search
+  // tries even chunks and chunks ramped by search_candidates.h kChunkRamp
+  // (large plans: even); > 0, that ratio (1: even).
+  double chunk_ramp = 0;
   // Predict with the simulator (false: the planner's own per-port estimate).
   bool simulate = true;
   // Plans with at most this many (destination rank, fragment) pairs choose

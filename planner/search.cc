@@ -47,7 +47,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     if (directs.empty()) directs = DirectThresholds(s, options, small);
     auto search = std::make_unique<Search>(p, cache, routes, sizes, std::move(directs),
                                            per_rounds, std::move(policies), small, beat_s, wins_ties,
-                                           options.relay_waves == 0, options.phase_chunks == 0,
+                                           options.relay_waves == 0, ChunkRampsSearched(options),
                                            GrowsPerRound(options), relays_in_place);
     search->Run(order);
     return search;
@@ -247,8 +247,36 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     // best size, then (no fit) at kAllFallbackBytes and its halves (deepseek-v3 171.1 -> 165.5 ms; llama3-405b TP8xPP16
     // -> TP8xPP2xDP8 on 128 GB200 66.8 -> 63.1), also where it went first in another routing.
     bool all_none = false;  // none fit (or beat the plan in hand): tried in place last, below
-    if (!search->best()->schedule->all_in_one_round && !o.all.empty() && o.all_wire_s < predicted->time_s)
-      all_none = !keep_if_faster(run(prob, o.all, predicted->time_s, false));
+    // Phase chunks (comm_lanes.h) of a round per phase on two lanes without relay waves, each kept where simulated
+    // faster: with the relay phase after chunk 0 where that applies, then without it where that did not win
+    // (search_candidates.h kPhaseChunksLarge), then at each of `ramps` (ChunkShares) where none won.
+    auto chunked = [&](const std::shared_ptr<const Schedule>& sched, const PlanPolicy& base, const Order& order,
+                       std::initializer_list<double> ramps) {
+      PlanPolicy p = base, early = base;
+      p.phase_chunks = kPhaseChunksLarge, early.phase_chunks = kPhaseChunksLargeEarly, early.early_relay_phase = true;
+      const double held_s = predicted->time_s;
+      if (EarlyRelayPhase(*sched, early)) keep_if_faster(run(prob, order, kNone, false, {early}, sched->relays_in_place));
+      for (double ramp : ramps) {
+        if (predicted->time_s < held_s) break;
+        p.chunk_ramp = ramp;
+        keep_if_faster(run(prob, order, kNone, false, {p}, sched->relays_in_place));
+      }
+    };
+    if (!search->best()->schedule->all_in_one_round && !o.all.empty() && o.all_wire_s < predicted->time_s) {
+      std::unique_ptr<Search> all = run(prob, o.all, predicted->time_s, false);
+      all_none = !all->best();
+      // Its round estimate lost: chunked it may not.
+      if (all_none && options.phase_chunks == 0) all = run(prob, o.all, kNone, false);
+      // Where it fit and lost, in chunks too, even and ramped (grid qwen3-235b TP4xPP4xEP8 -> TP8xDP4 on 32 GB200:
+      // rounds 26.6 ms, a round per phase at 1 GiB 27.2, in 8 chunks ramped 24.8).
+      const std::shared_ptr<const Schedule> sched = all->best() ? all->best()->schedule : nullptr;
+      const PlanPolicy base = sched ? all->best()->policy : PlanPolicy{};
+      const bool lanes = sched && all->Kept().emitted.comm_lanes && base.relay_waves <= 1;
+      const Order all_order = sched ? won_order(*all) : Order{};
+      keep_if_faster(std::move(all));
+      if (lanes && options.phase_chunks == 0 && search->best()->schedule != sched)
+        chunked(sched, base, all_order, {1, kChunkRamp});
+    }
     // Where the relay phase is a large share of the refit and its relays are packed: relays and their feeds in place
     // (Schedule::relays_in_place), kept where simulated faster; a round per phase that won at its size and policy,
     // rounds that won as a round per phase, which stages less in place and may fit where packed it did not (llama3-405b
@@ -309,20 +337,13 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         if (predicted->time_s >= held_s) break;
       }
     }
-    // Phase chunks (comm_lanes.h) where a round per phase on two lanes without relay waves was kept and copies hold up
-    // its critical path: kPhaseChunksLarge with the relay phase after chunk 0 where that applies, then without it where
-    // that did not win (search_candidates.h), each kept where simulated faster.
+    // Phase chunks where a round per phase on two lanes without relay waves (nor chunks) was kept and copies hold up
+    // its critical path: even only (ramped chunks lost on the rows whose network transfers dwarf their copies).
     if (const Search::Candidate& b = search->Kept(); options.phase_chunks == 0 && b.schedule->all_in_one_round &&
                                                      b.emitted.comm_lanes && b.policy.relay_waves <= 1 &&
-                                                     CopiesMayRepayChunks(*predicted)) {
-      PlanPolicy p = b.policy, early = b.policy;
-      p.phase_chunks = kPhaseChunksLarge, early.phase_chunks = kPhaseChunksLargeEarly, early.early_relay_phase = true;
+                                                     b.policy.phase_chunks <= 1 && CopiesMayRepayChunks(*predicted)) {
       const std::shared_ptr<const Schedule> sched = b.schedule;  // b goes with the search a try replaces
-      const double held_s = predicted->time_s;
-      if (EarlyRelayPhase(*sched, early))
-        keep_if_faster(run(prob, won_order(*search), kNone, false, {early}, sched->relays_in_place));
-      if (predicted->time_s >= held_s)
-        keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, sched->relays_in_place));
+      chunked(sched, b.policy, won_order(*search), {1});
     }
     // The first policy that fits is kept; where it releases memory, allocating destination layers late can be faster
     // (llama3-405b at full offload: 19 %).

@@ -93,9 +93,15 @@ std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
         out.back().relay_waves = std::max(1, o.relay_waves);
         out.back().relay_waves_by_segment = o.relay_waves_by_segment.value_or(false);
         out.back().phase_chunks = std::max(1, o.phase_chunks);
+        out.back().chunk_ramp = o.chunk_ramp > 0 ? o.chunk_ramp : 1;
         out.back().early_relay_phase = o.early_relay_phase;
       }
   return out;
+}
+
+std::vector<double> ChunkRampsSearched(const PlannerOptions& o) {
+  if (o.phase_chunks != 0) return {};
+  return o.chunk_ramp > 0 ? std::vector<double>{o.chunk_ramp} : std::vector<double>{1, kChunkRamp};
 }
 
 std::vector<int64_t> SegmentSizes(const Scenario& s, const PlannerOptions& options, bool small) {

@@ -90,6 +90,13 @@ inline constexpr int32_t kRelayWavesBySegment = 8;
 // plan is the same (bench/results/2026-12-06-cpu-chunks-large-eight).
 inline constexpr int32_t kPhaseChunks[] = {4, 6, 8};
 inline constexpr int32_t kPhaseChunksLarge = 8;
+// Small plans try their phase chunks even and ramped (comm_lanes.h ChunkShares), each kept where simulated faster.
+// Where packs and unpacks are slow beside the transfers (NVLink on GB200) the ramp shortens the first chunk's wait
+// for its packs and the last chunk's unpacks: grid qwen3-235b on 128 GB200 TP4xPP2xEP16 -> TP8xDP4 EP32 24.8 ->
+// 24.0 ms, TP2xPP8xEP4 -> TP4xDP8 EP32 28.7 -> 28.3; forced on the rows where network transfers dwarf their copies,
+// ramps of 1.06-1.5 moved them by -0.8 to +10 % (the chunks' NIC loads shift; none a steady gain), so large plans
+// keep even chunks (bench/results/2026-12-06-cpu-chunk-ramp). Ramps 1.2 / 1.5 / 2 (capped at 4x) / 3 were tried.
+inline constexpr double kChunkRamp = 1.5;
 // With the relay phase after chunk 0, large plans try 8 chunks (the K sweep's
 // best there: deepseek-v3 147.4 ms against 148.1 at 6, NVL72 116.3 / 117.0;
 // in the search H200 TP8xPP4 245.6 / 250.3, GB200 TP8xPP4 76.9 / 77.8,
@@ -189,6 +196,9 @@ std::vector<int64_t> SegmentSizes(const Scenario& s, const PlannerOptions& optio
 std::vector<int32_t> PerRounds(const PlannerOptions& options);
 // Not given: where rounds win, more segments per round are tried too (MostPerRoundThatFits).
 inline bool GrowsPerRound(const PlannerOptions& o) { return o.per_round == 0 && o.per_round_candidates.empty(); }
+// The chunk ramps (PlanPolicy::chunk_ramp) a small plan's search tries where phase chunks are searched
+// (PlannerOptions::phase_chunks == 0): even and kChunkRamp, or the one given; none where chunks are not searched.
+std::vector<double> ChunkRampsSearched(const PlannerOptions& o);
 
 using Order = std::vector<std::pair<size_t, int32_t>>;
 

@@ -223,5 +223,26 @@ TEST(AutoSize, SmallPlanChunksTheRoundPerPhaseThatLost) {
   ExpectRoundPerPhaseBeatsRounds("2026-12-05-cpu-direct-threshold/qwen3-235b-a22b-gb200-nvl72-tp4pp2ep16-to-tp8dp4ep32.yaml");
 }
 
+// Where a large plan's rounds win and a round per phase's wire estimate beats them, the round per phase that fit and
+// lost (its round estimate too) is chunked too, even and ramped (comm_lanes.h ChunkShares): grid qwen3-235b TP4xPP4xEP8
+// -> TP8xDP4 on 32 GB200, rounds of 2 at 152 MiB 26.6 ms, a round per phase at 1 GiB 27.2, in 8 ramped chunks 24.8.
+TEST(AutoSize, LargePlanChunksTheRoundPerPhaseThatLost) {
+  ExpectRoundPerPhaseBeatsRounds("2026-12-05-cpu-direct-threshold/qwen3-235b-a22b-gb200-nvl72-tp4pp4ep8-to-tp8dp4.yaml");
+}
+
+// A small plan tries its phase chunks ramped as well as even (PlanPolicy::chunk_ramp), kept where simulated faster:
+// grid qwen3-235b TP4xPP2xEP16 -> TP8xDP4 EP32 on 128 GB200, 8 even chunks 24.8 ms, ramped by 1.5 24.0.
+TEST(AutoSize, SmallPlanRampsItsChunksWhereFaster) {
+  const Scenario s = LoadScenario(std::string(RESHARD_SOURCE_DIR) +
+                                  "/bench/results/2026-12-05-cpu-direct-threshold/"
+                                  "qwen3-235b-a22b-gb200-nvl72-tp4pp2ep16-to-tp8dp4ep32.yaml");
+  PlannerOptions even;
+  even.chunk_ramp = 1;
+  const PlanResult chosen = MakePlan(s, {}), only_even = MakePlan(s, even);
+  ASSERT_TRUE(chosen.ok() && only_even.ok());
+  EXPECT_TRUE(chosen.stats.round_per_phase);
+  EXPECT_LT(chosen.plan.summary.predicted_time_s, only_even.plan.summary.predicted_time_s * 0.98);
+}
+
 }  // namespace
 }  // namespace reshard

@@ -184,6 +184,42 @@ TEST(PhaseChunks, FeedsGoFirstWithoutAnEarlyRelayPhaseOnlyWhereEveryPortHasRoom)
   }
 }
 
+// Ramped chunks (PlanPolicy::chunk_ramp): shares growing by the ramp from
+// each end. ChunkShares(6, 1.5): weights 1, 1.5, 2.25, 2.25, 1.5, 1 (sum
+// 9.5), so the end chunks hold 1 / 9.5 = 10.5 % each instead of 1 / 6. A
+// hand-made phase of 95 segments of 1 MB from GPU 0 to GPU 1 (one port
+// pair): balanced whole, each chunk holds within one segment of 95 x its
+// share (10, 15, 22.5, 22.5, 15, 10).
+TEST(PhaseChunks, RampedChunksAreSmallAtBothEnds) {
+  const std::vector<double> even = ChunkShares(4, 1);
+  for (double v : even) EXPECT_DOUBLE_EQ(v, 0.25);
+  const std::vector<double> share = ChunkShares(6, 1.5);
+  ASSERT_EQ(share.size(), 6u);
+  EXPECT_NEAR(share[0], 1 / 9.5, 1e-12);
+  EXPECT_NEAR(share[1], 1.5 / 9.5, 1e-12);
+  EXPECT_NEAR(share[2], 2.25 / 9.5, 1e-12);
+  for (size_t k = 0; k < 3; ++k) EXPECT_DOUBLE_EQ(share[k], share[5 - k]) << "chunk " << k;
+  EXPECT_NEAR(ChunkShares(7, 2)[3], 8.0 / 22, 1e-12) << "odd K: 1 2 4 8 4 2 1, sum 22";
+
+  const Scenario s = planner_testing::Tp2ToTp4RelayScenario();
+  Schedule sc;
+  sc.all_in_one_round = true;
+  sc.rounds = 1;
+  for (int32_t i = 0; i < 95; ++i) AddSegment(sc, 0, 1, 1, 0);
+  for (double ramp : {1.0, 1.5}) {
+    std::vector<uint8_t> lanes(sc.segments.size(), 0);
+    const std::vector<int8_t> chunk = PhaseChunks(sc, s.cluster, 6, lanes, false, ramp);
+    std::vector<int32_t> count(6, 0);
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      ASSERT_GE(chunk[i], 0) << "segment " << i;
+      ++count[chunk[i]];
+      EXPECT_EQ(lanes[i], chunk[i] % 2) << "segment " << i;
+    }
+    const std::vector<double> want = ChunkShares(6, ramp);
+    for (int32_t k = 0; k < 6; ++k) EXPECT_NEAR(count[k], 95 * want[k], 1.0) << "chunk " << k << ", ramp " << ramp;
+  }
+}
+
 // Sender relays' first hops (a phase of their own, Schedule::pre_rounds)
 // beside chunk 0: they go on lane 1 (kFirstHopsBesideChunkZero), their
 // second hops in later chunks, and chunk 0's packs go before theirs, so chunk
