@@ -253,8 +253,9 @@ SweepResult Sweep(const Scenario& s, const SweepGrid& grid, const SweepOptions& 
     const Layout dst = MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path);
     CheckPlanFragments(dst, BuildTransferSet(s.model, src, dst), s.path);
   }
+  // The cluster's own domain size is the scenario's, valid as loaded (a partial last domain plans with a warning).
   for (int32_t d : g.nvlink_domain_nodes)
-    if (!ValidDomain(s.cluster, d))
+    if (d != s.cluster.nvlink_domain_nodes && !ValidDomain(s.cluster, d))
       throw InputError("<cli>", "--domains",
                        fmt::format("nvlink_domain_nodes {} is not valid on {} nodes of cluster {}", d, s.cluster.nodes,
                                    s.cluster.name));

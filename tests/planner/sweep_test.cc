@@ -357,6 +357,27 @@ TEST(SweepGrid, MultiNodeSweepsTheClustersOwnDomain) {
   EXPECT_EQ(Sweep(s, g, {}).points.size(), 8u);
 }
 
+// A cluster smaller than its NVLink domain (2 GB200 trays of an 18-tray rack): `plan` plans it as one partial
+// domain with a warning, and the sweep's default domain axis is the cluster's own value, so it sweeps too (it once
+// refused it as a --domains value larger than the cluster). Other values are still checked.
+TEST(SweepGrid, PartialDomainSweepsLikePlan) {
+  const Scenario s = FromYaml(Yaml("tiny-llama", "{preset: gb200-nvl72, nodes: 2}", "{tp: 2, gpus: \"0-1\"}",
+                                   "{tp: 4, gpus: \"4-7\"}"));
+  ASSERT_GT(s.cluster.nvlink_domain_nodes, s.cluster.nodes);
+  ASSERT_TRUE(MakePlan(s, {}).ok());
+  SweepGrid g;
+  g.segment_bytes = {int64_t{4} << 20};
+  g.offload_fractions = {0};
+  const SweepResult r = Sweep(s, g, {});
+  ASSERT_EQ(r.points.size(), 4u);
+  for (const SweepPoint& p : r.points) {
+    EXPECT_EQ(p.nvlink_domain_nodes, s.cluster.nvlink_domain_nodes);
+    EXPECT_TRUE(p.fits);
+  }
+  g.nvlink_domain_nodes = {3};  // asked for: more nodes than the cluster has
+  EXPECT_THROW(Sweep(s, g, {}), InputError);
+}
+
 TEST(SweepRun, BadGridIsInputError) {
   const Scenario s = BuiltinScenario("tiny-llama-tp2-to-tp1x2");
   SweepGrid g;
