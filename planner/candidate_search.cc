@@ -147,6 +147,7 @@ void Search::Run(const std::vector<std::pair<size_t, int32_t>>& order) {
   if (best_->emitted.comm_lanes) OneLane();
   RelayWaves();
   PhaseChunks();
+  HalveChunked();
 }
 
 void Search::OneLane() {
@@ -194,6 +195,28 @@ void Search::PhaseChunks() {
         if (pred && pred->time_s < best_->time_s)
           best_ = Candidate{sched, p, std::move(w), pred->time_s, std::move(pred)};
       }
+}
+
+void Search::HalveChunked() {
+  if (!best_->schedule->all_in_one_round || best_->policy.phase_chunks <= 1) return;
+  const PlanPolicy policy = best_->policy;
+  const int64_t direct = best_->schedule->direct_min_bytes;
+  std::vector<size_t> smaller;  // powers of two below the kept size, largest first
+  for (size_t i = 0; i < sizes_.size(); ++i)
+    if (sizes_[i] < best_->schedule->segment_bytes && sizes_[i] >= kChunkedMinBytes && (sizes_[i] & (sizes_[i] - 1)) == 0)
+      smaller.push_back(i);
+  std::sort(smaller.begin(), smaller.end(), [&](size_t a, size_t b) { return sizes_[a] > sizes_[b]; });
+  for (size_t i : smaller) {
+    const std::shared_ptr<const Schedule> sched = cache_.Get(prob_, routing_, sizes_[i], direct, kPerRoundAll,
+                                                             relays_in_place_);
+    EmittedPlan w = EmitPlan(prob_, *sched, policy);
+    std::optional<Prediction> pred;
+    try {  // as in Consider: a plan that cannot be issued is passed over
+      if (w.fits && w.comm_lanes) pred = SimulateCandidateWithin(w.plan, VariantLimit());
+    } catch (const PlanRefused&) {}
+    if (!pred || pred->time_s >= best_->time_s) return;
+    best_ = Candidate{sched, policy, std::move(w), pred->time_s, std::move(pred)};
+  }
 }
 
 void Search::RunCandidates(const std::vector<std::pair<size_t, int32_t>>& order) {

@@ -304,10 +304,13 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     // halving while no slower than the best (down to 16 MiB), emitted whatever their estimate.
     constexpr size_t kCheapOps = 50000;
     if (won->all_in_one_round && search->Kept().emitted.plan.ops.size() <= kCheapOps) {
+      // A chunked one (kept above, where a round per phase lost to rounds) is halved in its chunks.
+      std::vector<PlanPolicy> chunked_policy;
+      if (search->best()->policy.phase_chunks > 1) chunked_policy = {search->best()->policy};
       for (size_t i = sizes.size(); i-- > 0;) {
-        if (sizes[i] >= won->segment_bytes || sizes[i] < (int64_t{16} << 20) || (sizes[i] & (sizes[i] - 1)) != 0)
+        if (sizes[i] >= won->segment_bytes || sizes[i] < kChunkedMinBytes || (sizes[i] & (sizes[i] - 1)) != 0)
           continue;
-        std::unique_ptr<Search> other = run(prob, Order{{i, kPerRoundAll}}, kNone, false);
+        std::unique_ptr<Search> other = run(prob, Order{{i, kPerRoundAll}}, kNone, false, chunked_policy);
         if (!other->best()) break;
         std::optional<Prediction> p = predict_within(other->Kept().emitted.plan, predicted->time_s);
         if (!p || p->time_s > predicted->time_s) break;

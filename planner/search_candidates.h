@@ -97,6 +97,9 @@ inline constexpr int32_t kPhaseChunksLarge = 8;
 // ramps of 1.06-1.5 moved them by -0.8 to +10 % (the chunks' NIC loads shift; none a steady gain), so large plans
 // keep even chunks (bench/results/2026-12-06-cpu-chunk-ramp). Ramps 1.2 / 1.5 / 2 (capped at 4x) / 3 were tried.
 inline constexpr double kChunkRamp = 1.5;
+// A chunked round per phase kept is tried at halved sizes down to this (small plans: Search::HalveChunked; large
+// ones: as any round per phase kept, where cheap to simulate, planner/search.cc).
+inline constexpr int64_t kChunkedMinBytes = int64_t{16} << 20;
 // With the relay phase after chunk 0, large plans try 8 chunks (the K sweep's
 // best there: deepseek-v3 147.4 ms against 148.1 at 6, NVL72 116.3 / 117.0;
 // in the search H200 TP8xPP4 245.6 / 250.3, GB200 TP8xPP4 76.9 / 77.8,

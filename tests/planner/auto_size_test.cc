@@ -244,5 +244,30 @@ TEST(AutoSize, SmallPlanRampsItsChunksWhereFaster) {
   EXPECT_LT(chosen.plan.summary.predicted_time_s, only_even.plan.summary.predicted_time_s * 0.98);
 }
 
+// A chunked round per phase is also planned at halved sizes in the same chunks, kept while simulated faster: the
+// plan chosen is a round per phase below 1 GiB, faster than the search at 1 GiB alone by more than 1 %.
+void ExpectChunkedRoundPerPhaseHalved(const std::string& path) {
+  const Scenario s = LoadScenario(std::string(RESHARD_SOURCE_DIR) + "/bench/results/" + path);
+  PlannerOptions largest;
+  largest.segment_bytes = int64_t{1} << 30;
+  const PlanResult chosen = MakePlan(s, {}), at_largest = MakePlan(s, largest);
+  ASSERT_TRUE(chosen.ok() && at_largest.ok());
+  EXPECT_TRUE(chosen.stats.round_per_phase);
+  EXPECT_LT(chosen.plan.summary.segment_bytes, int64_t{1} << 30);
+  EXPECT_LT(chosen.plan.summary.predicted_time_s, at_largest.plan.summary.predicted_time_s * 0.99);
+}
+
+// Small plan (Search::HalveChunked): grid qwen3-235b TP2xPP8xEP4 -> TP4xDP8 EP32 on 32 GB200, 8 ramped chunks at
+// 1 GiB 28.3 ms, halved while faster down to 128 MiB, 27.5.
+TEST(AutoSize, SmallPlanHalvesItsChunkedRoundPerPhase) {
+  ExpectChunkedRoundPerPhaseHalved("2026-12-05-cpu-direct-threshold/qwen3-235b-a22b-gb200-nvl72-tp2pp8ep4-to-tp4dp8ep32.yaml");
+}
+
+// Large plan (the halving of a round per phase kept, in its chunks): grid qwen3-235b TP4xPP4xEP8 -> TP8xDP4 on 32
+// GB200, 8 ramped chunks at 1 GiB 24.8 ms, 512 MiB 24.4.
+TEST(AutoSize, LargePlanHalvesItsChunkedRoundPerPhase) {
+  ExpectChunkedRoundPerPhaseHalved("2026-12-05-cpu-direct-threshold/qwen3-235b-a22b-gb200-nvl72-tp4pp4ep8-to-tp8dp4.yaml");
+}
+
 }  // namespace
 }  // namespace reshard
