@@ -331,14 +331,24 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
           options.relay_waves_by_segment.value_or(search->Kept().emitted.plan.ops.size() > kRelayWavesMaxOps);
       const std::vector<int32_t> tries = by_segment ? std::vector<int32_t>{kRelayWavesBySegment}
                                                     : std::vector<int32_t>(std::begin(kRelayWaves), std::end(kRelayWaves));
+      const double unwaved_s = predicted->time_s;
+      const int64_t kept_bytes = kept_sc.segment_bytes;  // kept_sc goes with the search a try replaces
+      PlanPolicy p = base;
       for (int32_t waves : tries) {
-        PlanPolicy p = base;
+        p = base;
         p.comm_lanes = true, p.relay_waves = waves, p.relay_waves_by_segment = by_segment;
         if (!by_segment || waves == 2) p.relay_first_wave = FirstWaveShare(kept_sc, s.cluster, waves);
         const double held_s = predicted->time_s;
         keep_if_faster(run(prob, won_order(*search), kNone, false, {p}, in_place));
         if (predicted->time_s >= held_s) break;
       }
+      // Waves of whole segments are coarse where the segments are large: where they lost, once more at
+      // kRelayWavesBySegmentBytes (llama3-405b TP8xPP8 -> TP8xDP16 on 128 GB200, a relay phase of ~61 of 133 ms: at 1
+      // GiB 132.6 ms with or without waves, at 128 MiB with them 128.2).
+      const auto fine = std::find(sizes.begin(), sizes.end(), kRelayWavesBySegmentBytes);
+      if (by_segment && predicted->time_s >= unwaved_s && kept_bytes > kRelayWavesBySegmentBytes && fine != sizes.end())
+        keep_if_faster(run(prob, Order{{static_cast<size_t>(fine - sizes.begin()), kPerRoundAll}}, kNone, false, {p},
+                           in_place));
     }
     // Phase chunks where a round per phase on two lanes without relay waves (nor chunks) was kept and copies hold up
     // its critical path: even only (ramped chunks lost on the rows whose network transfers dwarf their copies).

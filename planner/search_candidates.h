@@ -67,6 +67,10 @@ inline constexpr double kRelayWavesMinInPlace = 0.5;
 // bench/results/2026-12-05-cpu-relay-waves-by-segment).
 inline constexpr size_t kRelayWavesMaxOps = 500000;
 inline constexpr int32_t kRelayWavesBySegment = 8;
+// Where waves by segment lost at a larger size, they are tried once more at this one (planner/search.cc): whole
+// segments of 1 GiB made 8 waves too coarse on llama3-405b TP8xPP8 -> TP8xDP16 on 128 GB200 (132.6 ms with or without
+// them; 128 MiB with them 128.2, 256 MiB 132.7; 64 MiB is over the segment limit), its sweep's best point.
+inline constexpr int64_t kRelayWavesBySegmentBytes = int64_t{128} << 20;
 // Phase chunks (PlanPolicy::phase_chunks) tried where a round per phase on
 // two lanes without relay waves was kept, each kept where simulated faster:
 // small plans each of kPhaseChunks, large ones kPhaseChunksLarge (one more

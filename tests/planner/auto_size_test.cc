@@ -20,6 +20,7 @@
 #include "model/scenario.h"
 #include "plan/plan.h"
 #include "planner/planner.h"
+#include "planner/search_candidates.h"
 #include "planner/segments.h"
 #include "tests/planner/planner_test_util.h"
 
@@ -267,6 +268,23 @@ TEST(AutoSize, SmallPlanHalvesItsChunkedRoundPerPhase) {
 // GB200, 8 ramped chunks at 1 GiB 24.8 ms, 512 MiB 24.4.
 TEST(AutoSize, LargePlanHalvesItsChunkedRoundPerPhase) {
   ExpectChunkedRoundPerPhaseHalved("2026-12-05-cpu-direct-threshold/qwen3-235b-a22b-gb200-nvl72-tp4pp4ep8-to-tp8dp4.yaml");
+}
+
+// Relay waves of whole segments (plans over kRelayWavesMaxOps) are coarse where the segments are large: where they
+// lost at the size kept, they are tried at kRelayWavesBySegmentBytes. llama3-405b TP8xPP8 -> TP8xDP16 on 128 GB200
+// (relay phase ~61 of 133 ms): a round per phase at 1 GiB 132.6 ms with or without waves, at 128 MiB with them 128.2
+// (its sweep's best point; bench/results/2026-12-06-devicecpu-auto-vs-sweep).
+TEST(AutoSize, RelayWavesBySegmentTriedAtFinerSegments) {
+  const Scenario s = LoadScenario(std::string(RESHARD_SOURCE_DIR) +
+                                  "/bench/results/2026-12-05-cpu-direct-threshold/"
+                                  "llama3-405b-gb200-nvl72-tp8pp8-to-tp8dp16.yaml");
+  PlannerOptions largest;
+  largest.segment_bytes = int64_t{1} << 30;
+  const PlanResult chosen = MakePlan(s, {}), at_largest = MakePlan(s, largest);
+  ASSERT_TRUE(chosen.ok() && at_largest.ok());
+  EXPECT_TRUE(chosen.stats.round_per_phase);
+  EXPECT_EQ(chosen.plan.summary.segment_bytes, search_candidates::kRelayWavesBySegmentBytes);
+  EXPECT_LT(chosen.plan.summary.predicted_time_s, at_largest.plan.summary.predicted_time_s * 0.98);
 }
 
 }  // namespace
