@@ -187,14 +187,19 @@ void Search::PhaseChunks() {
         PlanPolicy p = base;  // the same policy but for its chunks
         p.phase_chunks = chunks, p.early_relay_phase = early, p.chunk_ramp = ramp;
         if (early && !EarlyRelayPhase(*sched, p)) continue;
-        EmittedPlan w = EmitPlan(prob_, *sched, p);
-        std::optional<Prediction> pred;
-        try {  // as in Consider: a plan that cannot be issued is passed over
-          if (w.fits && w.comm_lanes) pred = SimulateCandidateWithin(w.plan, VariantLimit());
-        } catch (const PlanRefused&) {}
-        if (pred && pred->time_s < best_->time_s)
-          best_ = Candidate{sched, p, std::move(w), pred->time_s, std::move(pred)};
+        KeepIfFasterOnLanes(sched, p);
       }
+}
+
+bool Search::KeepIfFasterOnLanes(const std::shared_ptr<const Schedule>& sched, const PlanPolicy& policy) {
+  EmittedPlan w = EmitPlan(prob_, *sched, policy);
+  std::optional<Prediction> pred;
+  try {  // as in Consider: a plan that cannot be issued is passed over
+    if (w.fits && w.comm_lanes) pred = SimulateCandidateWithin(w.plan, VariantLimit());
+  } catch (const PlanRefused&) {}
+  if (!pred || pred->time_s >= best_->time_s) return false;
+  best_ = Candidate{sched, policy, std::move(w), pred->time_s, std::move(pred)};
+  return true;
 }
 
 void Search::HalveChunked() {
@@ -207,15 +212,8 @@ void Search::HalveChunked() {
       smaller.push_back(i);
   std::sort(smaller.begin(), smaller.end(), [&](size_t a, size_t b) { return sizes_[a] > sizes_[b]; });
   for (size_t i : smaller) {
-    const std::shared_ptr<const Schedule> sched = cache_.Get(prob_, routing_, sizes_[i], direct, kPerRoundAll,
-                                                             relays_in_place_);
-    EmittedPlan w = EmitPlan(prob_, *sched, policy);
-    std::optional<Prediction> pred;
-    try {  // as in Consider: a plan that cannot be issued is passed over
-      if (w.fits && w.comm_lanes) pred = SimulateCandidateWithin(w.plan, VariantLimit());
-    } catch (const PlanRefused&) {}
-    if (!pred || pred->time_s >= best_->time_s) return;
-    best_ = Candidate{sched, policy, std::move(w), pred->time_s, std::move(pred)};
+    if (!KeepIfFasterOnLanes(cache_.Get(prob_, routing_, sizes_[i], direct, kPerRoundAll, relays_in_place_), policy))
+      return;
   }
 }
 

@@ -82,6 +82,10 @@ class Search {
   // GB200: 8 ramped chunks at 1 GiB 28.3 ms, halved while faster down to 128 MiB, 27.5; its sweep's best 27.4).
   void HalveChunked();
 
+  // Emits `sched` under `policy` on two lanes and keeps it where it fits, can be issued and is simulated faster than
+  // the plan kept (within VariantLimit). Returns whether it was kept.
+  bool KeepIfFasterOnLanes(const std::shared_ptr<const Schedule>& sched, const PlanPolicy& policy);
+
   void RunCandidates(const std::vector<std::pair<size_t, int32_t>>& order);
 
   struct Candidate {
