@@ -61,7 +61,12 @@ void QuantizeAtDestination(const Scenario& s, Plan& p) {
   for (size_t i = 0; i < p.destinations.size(); ++i) pieces[p.destinations[i].buffer].push_back(static_cast<int32_t>(i));
   std::vector<std::vector<int32_t>> writers(nbuf);
   std::vector<int32_t> alloc_of(nbuf, -1);
+  std::vector<int32_t> group_last;  // per NCCL group: its last op
   for (const Op& op : p.ops) {
+    if (op.group >= 0) {
+      if (static_cast<size_t>(op.group) >= group_last.size()) group_last.resize(static_cast<size_t>(op.group) + 1, -1);
+      group_last[op.group] = std::max(group_last[op.group], op.id);
+    }
     if (op.kind == OpKind::kAlloc) alloc_of[op.buffer] = op.id;
     if (op.kind == OpKind::kRecv) writers[op.region.buffer].push_back(op.id);
     if (op.kind == OpKind::kCopy || op.kind == OpKind::kReload)
@@ -131,7 +136,12 @@ void QuantizeAtDestination(const Scenario& s, Plan& p) {
     p.buffers[b].name = old.name + " bf16";
 
     const std::vector<int32_t>& w = writers[b];
-    const int32_t last = *std::max_element(w.begin(), w.end());
+    int32_t last = *std::max_element(w.begin(), w.end());
+    // A receive's group is issued at once: spliced after the receive, the ops below would sit on the compute stream
+    // before the allocations the group's later receives wait for (a dependency cycle: llama3-8b TP1xPP8 -> vLLM
+    // TP2xDP4 fp8 in rounds of two 1 GiB segments, where a round receives the end of one layer and the start of the
+    // next); after the group's last op instead.
+    if (p.ops[last].group >= 0) last = group_last[p.ops[last].group];
     // On the compute stream of the buffer's GPU: alloc the new buffer, copy
     // the bf16 pieces there, quantize the rest, free the assembly buffer.
     auto op_on = [&](OpKind kind, std::vector<int32_t> deps, std::string label) {

@@ -9,6 +9,7 @@
 #include "model/error.h"
 #include "model/model.h"
 #include "model/scenario.h"
+#include "plan/issue_order.h"
 #include "planner/planner.h"
 #include "planner/quantize.h"
 
@@ -100,6 +101,35 @@ plan: {segment_bytes: 256KiB}
   EXPECT_LT(a.plan.summary.lower_bound_s, b.plan.summary.lower_bound_s);
   EXPECT_TRUE(PlanScenarioProblems(a.plan, s).empty() || a.plan.scenario_fingerprint.empty());
   EXPECT_TRUE(Verify(a.plan).ok());
+}
+
+// Quantizing at the destination splices an alloc, a copy, a quantize and a free after each assembly buffer's last
+// write. Where that write is a receive in an NCCL group, they go after the group: right after the receive they sat on
+// the compute stream before the allocation the group's next receive waits for, and the plan had a dependency cycle
+// (llama3-8b TP1xPP8 -> vLLM TP2xDP4 fp8 with neither kind of relay, in rounds of two 1 GiB segments: a round
+// receives the end of one layer and the start of the next).
+TEST(Fp8Planner, QuantizeAtDestinationAfterAGroupThatEndsOneLayerAndStartsTheNext) {
+  const Scenario s = ParseScenario(R"(
+name: fp8-layer-seam
+model: llama3-8b
+cluster: {preset: dgx-h100, nodes: 2}
+source: {engine: megatron, tp: 1, pp: 8, gpus: "0-7"}
+destination: {engine: vllm, tp: 2, dp: 4, dtype: fp8_e4m3, gpus: "8-15"}
+memory: {kv_cache_gib: 10, reserve_gib: 2}
+)", "<fp8>");
+  PlannerOptions po;
+  po.quantize_at_source = false;
+  po.relays = false;
+  po.send_relays = false;
+  po.per_round = 2;
+  po.segment_bytes = int64_t{1} << 30;
+  PlanResult r;
+  ASSERT_NO_THROW(r = MakePlan(s, po));  // the rewritten plan is simulated: a cycle is refused there
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_NE(r.plan.summary.memory_policy.find("quantize-at-destination"), std::string::npos);
+  EXPECT_EQ(r.stats.per_round, 2);
+  EXPECT_NO_THROW(IssueOrder(r.plan));
+  EXPECT_TRUE(Verify(r.plan).ok());
 }
 
 // Where to quantize is chosen by predicted time: the chosen plan is never
