@@ -6,7 +6,10 @@
 // bf16 assembly buffer: once its last byte has landed, one quantize op
 // writes its pieces as fp8 values plus block scales into a new destination
 // buffer (its bf16 pieces, norms and the like, are copied there by one
-// copy op), and the assembly buffer is freed. The extra memory (the new
+// copy op), and the assembly buffer is freed; these ops follow the last
+// write in op order, or its NCCL group's last op where that write is a
+// receive (inside the group they could precede an allocation a later
+// receive of the group waits for). The extra memory (the new
 // buffer beside the assembly buffer, for the length of one quantize) is in
 // the plan's alloc / free ops, so the simulator's peak counts it.
 //
