@@ -307,7 +307,13 @@ bool Search::Keep(Candidate&& cand, int32_t per_round) {
 
 void Search::NoteInfeasible(const std::shared_ptr<const Schedule>& sched, const PlanPolicy& policy, int64_t missing_bytes,
                             int32_t worst_gpu, std::vector<int64_t> planned_peak) {
-  if (sched->all_in_one_round) return;  // tried under one policy only: not the most frugal answer
+  // A round per phase is tried under one policy only, so its answer is not the most frugal one: kept only while no
+  // plan in rounds has answered (a search of rounds per phase alone, PlannerOptions::per_round = kPerRoundAll, had no
+  // answer to give: "GPU -1 is 0 B short").
+  if (closest_infeasible_ && sched->all_in_one_round != closest_infeasible_->schedule->all_in_one_round) {
+    if (sched->all_in_one_round) return;
+    closest_infeasible_.reset();
+  }
   if (!closest_infeasible_ || missing_bytes < closest_infeasible_->missing_bytes)
     closest_infeasible_ = Infeasible{sched, policy, missing_bytes, worst_gpu, std::move(planned_peak)};
 }

@@ -413,8 +413,10 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     res.status = PlanStatus::kInfeasible;
     res.gpu = closest.worst_gpu;
     res.missing_bytes = closest.missing_bytes;
-    res.message = fmt::format("GPU {} is {} short of memory even with the most frugal policy", res.gpu,
-                              FormatBytes(res.missing_bytes));
+    // A round per phase is tried under one policy only (Search::NoteInfeasible).
+    const bool one_policy = closest.schedule && closest.schedule->all_in_one_round;
+    res.message = fmt::format("GPU {} is {} short of memory {}", res.gpu, FormatBytes(res.missing_bytes),
+                              one_policy ? "as a round per phase" : "even with the most frugal policy");
     res.stats.planned_peak_bytes = closest.planned_peak;
     return res;
   }

@@ -536,6 +536,24 @@ TEST(Planner, InfeasibleNamesGpuAndBytes) {
   EXPECT_NE(r.message.find("GPU"), std::string::npos);
 }
 
+// Rounds per phase alone (PlannerOptions::per_round = kPerRoundAll) that do not fit: the answer is the round per
+// phase's, a GPU and its shortfall (it was "GPU -1 is 0 B short": only rounds' answers were kept).
+// On 72 GiB GPUs llama3-8b TP2 -> TP1 x DP2 fits in rounds and is 1.13 GiB short as a round per phase.
+TEST(Planner, InfeasibleRoundPerPhaseNamesGpuAndBytes) {
+  const Scenario s = FromYaml(Yaml("llama3-8b", "{preset: h200-x2, gpu_memory: 72GiB}", "{tp: 2}", "{tp: 1, dp: 2}",
+                                   "memory: {optimizer: {bytes_per_param: 12, offload: none}, kv_cache_gib: 2, reserve_gib: 1}\n"));
+  ASSERT_TRUE(MakePlan(s).ok());
+  PlannerOptions all;
+  all.per_round = kPerRoundAll;
+  PlanResult r = MakePlan(s, all);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status, PlanStatus::kInfeasible);
+  EXPECT_GE(r.gpu, 0);
+  EXPECT_LT(r.gpu, 2);
+  EXPECT_GT(r.missing_bytes, 0);
+  EXPECT_NE(r.message.find("as a round per phase"), std::string::npos) << r.message;
+}
+
 TEST(Planner, OverfullSourceOnlyGpuIsInfeasible) {
   // Disaggregated: GPU 0 holds the trainer (weights 16 GB + optimizer 96 GB at
   // 12 B/param) on a 64 GiB GPU and receives nothing; it still cannot fit.
