@@ -132,13 +132,13 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     use_relays = r && r->time_s < p.time_s;
     predicted = std::move(use_relays ? *r : p);
   }
-  // Small plans: where the relayed routing's best lost to the plain one's by less than kRelayBand (simulated), the
-  // sender relays on top of it are searched too (below), at the size and segments per round that won and the
-  // neighbours a small plan's search tries from there (grid qwen3-235b TP4xPP2xEP16 -> TP8xDP4 EP32 on 32 H200
-  // colocated: relayed 300.75 against plain 300.23 ms; with sender relays on the plain routing 64 MiB x 2 185.62,
-  // on the relayed one 64 MiB x 8 183.24).
-  const bool small_near = small && !use_relays && relayed && relayed->best() && plain && plain->best() &&
-                          time_of(relayed) < time_of(plain) * (1 + kRelayBand);
+  // Relays that lost by < kRelayBand (tried again with sender relays below): on their first candidates' estimates
+  // (large plans), or simulated (small plans, whose sender relays then search from the size and segments per round
+  // that won: grid qwen3-235b TP4xPP2xEP16 -> TP8xDP4 EP32 on 32 H200 colocated, relayed 300.75 against plain 300.23
+  // ms; with sender relays on the plain routing 64 MiB x 2 185.62, on the relayed one 64 MiB x 8 183.24).
+  const bool relays_near = small ? relayed && relayed->best() && plain && plain->best() &&
+                                       time_of(relayed) < time_of(plain) * (1 + kRelayBand)
+                                 : relay_first_s < plain_first_s * (1 + kRelayBand);
   std::unique_ptr<Search> search = std::move(use_relays ? relayed : plain);
   if (!use_relays) relayed_bytes = 0;
   routes.Use(use_relays && relayed_bytes > 0 ? Routings::kRelayed : Routings::kPlain);
@@ -192,16 +192,14 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   // port bound is kRelayBand below the plan in hand's (deepseek-v3 TP1xPP16xEP8 -> TP8xDP16 on 128 GB200 colocated:
   // relayed 132 ms, plain with sender relays 112, both 77; port bounds 85 and 59 ms; TP8xPP4xEP32 -> TP16xDP8: at
   // the won 1 GiB round per phase nothing fits, anew 81 against 107 ms). Not emitted where the estimate loses to the
-  // plan in hand's prediction (llama3-70b colocated on 8192 GPUs). Small plans: at the size and round that won where
-  // their relays lost by < kRelayBand simulated (small_near, above).
-  const bool relays_near = !small && relay_first_s < plain_first_s * (1 + kRelayBand);
+  // plan in hand's prediction (llama3-70b colocated on 8192 GPUs). relays_near: above.
   if (options.simulate && !use_relays && search->best() && options.send_relays != std::optional<bool>{false} &&
       relay_first_s < kNone) {
     const int32_t before = routes.Slot();
     const double held_bound_s = PortBoundSeconds(prob);  // the plan in hand's routing
     const bool made = routes.SendRelayedBytes(Routings::kRelayed) > 0;
     const bool bound_wins = made && PortBoundSeconds(prob) < held_bound_s * (1 - kRelayBand);
-    if (made && (relays_near || bound_wins || small_near)) {
+    if (made && (relays_near || bound_wins)) {
       SizeOrders orders = order_of(prob);
       auto try_both = [&](const Order& order) {
         if (!predicted) predicted = search->best()->prediction ? *search->best()->prediction : predict(search->Kept().emitted.plan);
@@ -215,7 +213,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         recv_relayed_bytes = prob.recv_relayed_bytes;
         return true;
       };
-      if (!((relays_near || small_near) && try_both(won_order(*search))) && bound_wins) try_both(orders.order);
+      if (!(relays_near && try_both(won_order(*search))) && bound_wins) try_both(orders.order);
     }
     if (!use_relays) routes.UseSlot(before);
   }
