@@ -100,10 +100,11 @@ void Run(const PlanCmdOptions& o) {
     std::cout << fmt::format("NIC relays      {} received over the NIC of another GPU of the receiver's domain that "
                              "sends them on over NVLink (NVLink above includes them)\n",
                              FormatBytes(r.stats.recv_relayed_bytes));
-  std::cout << fmt::format("segments        {} of at most {} ({} direct), {} rounds of up to {} per GPU, direction and link class, "
+  std::cout << fmt::format("segments        {} of at most {} ({} direct), {} rounds of up to {} per GPU, direction and link class{}, "
                            "{} NCCL groups, {} ops\n",
                            r.stats.segments, FormatBytes(sum.segment_bytes), r.stats.direct, r.stats.rounds,
-                           r.stats.per_round, r.stats.groups, r.stats.ops);
+                           r.stats.per_round, r.stats.round_lanes ? " (alternating over two NCCL communicators)" : "",
+                           r.stats.groups, r.stats.ops);
   std::cout << fmt::format("memory policy   {} (optimizer offload fraction {:.2f})\n", sum.memory_policy,
                            sum.offload_fraction);
   std::cout << fmt::format("lower bound     {:.3f} ms (any plan; this plan's routing bound {:.3f} ms)\n",
@@ -133,6 +134,7 @@ nlohmann::json PlanJson(const Scenario& s, const PlanResult& r, const std::strin
   j["rounds"] = r.stats.rounds;
   j["segments_per_round"] = r.stats.per_round;
   j["round_per_phase"] = r.stats.round_per_phase;
+  j["round_lanes"] = r.stats.round_lanes;
   j["relayed_bytes"] = r.stats.relayed_bytes;
   j["send_relayed_bytes"] = r.stats.send_relayed_bytes;
   j["recv_relayed_bytes"] = r.stats.recv_relayed_bytes;

@@ -6,6 +6,7 @@
 
 #include "model/error.h"
 #include "plan/issue_order.h"
+#include "planner/comm_lanes.h"
 #include "planner/round_estimate.h"
 
 namespace reshard::search_internal {
@@ -145,6 +146,7 @@ void Search::Run(const std::vector<std::pair<size_t, int32_t>>& order) {
   RunCandidates(order);
   if (!small_ || !best_) return;
   if (best_->emitted.comm_lanes) OneLane();
+  RoundLanes();
   RelayWaves();
   PhaseChunks();
   HalveChunked();
@@ -157,6 +159,20 @@ void Search::OneLane() {
   if (!o.fits) return;
   std::optional<Prediction> p = SimulateCandidateWithin(o.plan, VariantLimit());
   if (p && p->time_s < best_->time_s) best_ = Candidate{best_->schedule, one, std::move(o), p->time_s, std::move(p)};
+}
+
+void Search::RoundLanes() {
+  if (!try_round_lanes_ || best_->policy.round_lanes || reshard::RoundLanes(*best_->schedule).empty()) return;
+  PlanPolicy p = best_->policy;
+  p.round_lanes = true;
+  if (!KeepIfFasterOnLanes(best_->schedule, p, kPerRoundGain)) return;
+  const size_t at = BestSize();
+  const int64_t direct = best_->schedule->direct_min_bytes;
+  for (int32_t pr = 2 * best_->schedule->per_round; grow_per_round_ && pr < kPerRoundAll; pr *= 2) {
+    const std::shared_ptr<const Schedule> sched = cache_.Get(prob_, routing_, sizes_[at], direct, pr, relays_in_place_);
+    if (sched->per_round < pr || reshard::RoundLanes(*sched).empty() || !KeepIfFasterOnLanes(sched, p, kPerRoundGain))
+      return;
+  }
 }
 
 void Search::RelayWaves() {
@@ -191,13 +207,13 @@ void Search::PhaseChunks() {
       }
 }
 
-bool Search::KeepIfFasterOnLanes(const std::shared_ptr<const Schedule>& sched, const PlanPolicy& policy) {
+bool Search::KeepIfFasterOnLanes(const std::shared_ptr<const Schedule>& sched, const PlanPolicy& policy, double gain) {
   EmittedPlan w = EmitPlan(prob_, *sched, policy);
   std::optional<Prediction> pred;
   try {  // as in Consider: a plan that cannot be issued is passed over
     if (w.fits && w.comm_lanes) pred = SimulateCandidateWithin(w.plan, VariantLimit());
   } catch (const PlanRefused&) {}
-  if (!pred || pred->time_s >= best_->time_s) return false;
+  if (!pred || pred->time_s >= best_->time_s * (1 - gain)) return false;
   best_ = Candidate{sched, policy, std::move(w), pred->time_s, std::move(pred)};
   return true;
 }

@@ -31,7 +31,7 @@ class Search {
          std::vector<int64_t> sizes,
          std::vector<int64_t> directs, std::vector<int32_t> per_rounds, std::vector<PlanPolicy> policies, bool small,
          double beat_s, bool wins_ties, bool try_waves, std::vector<double> chunk_ramps, bool grow_per_round,
-         bool relays_in_place)
+         bool relays_in_place, bool try_round_lanes)
       : prob_(prob),
         cache_(cache),
         routes_(routes),
@@ -48,6 +48,7 @@ class Search {
         chunk_ramps_(std::move(chunk_ramps)),
         grow_per_round_(grow_per_round),
         relays_in_place_(relays_in_place),
+        try_round_lanes_(try_round_lanes),
         tried_(sizes_.size()) {}
 
   // Plans (size index, threshold, segments per round) under the policies in order. Once one policy did not fit, the
@@ -82,9 +83,15 @@ class Search {
   // GB200: 8 ramped chunks at 1 GiB 28.3 ms, halved while faster down to 128 MiB, 27.5; its sweep's best 27.4).
   void HalveChunked();
 
+  // Rounds kept (small plans): on two lanes (comm_lanes.h RoundLanes), kept where simulated kPerRoundGain faster (a
+  // second communicator's buffers per peer); then, while kept so, at twice the segments per round (two rounds in
+  // flight overlap their seams, so fuller rounds idle less: qwen3-235b TP2xPP8xEP4 -> TP4xDP8 EP32 on 32 H200
+  // colocated at 32 MiB, one lane x 8 298.9 ms, two lanes x 8 293.6, x 16 290.0).
+  void RoundLanes();
+
   // Emits `sched` under `policy` on two lanes and keeps it where it fits, can be issued and is simulated faster than
-  // the plan kept (within VariantLimit). Returns whether it was kept.
-  bool KeepIfFasterOnLanes(const std::shared_ptr<const Schedule>& sched, const PlanPolicy& policy);
+  // the plan kept by more than `gain` (a share; within VariantLimit). Returns whether it was kept.
+  bool KeepIfFasterOnLanes(const std::shared_ptr<const Schedule>& sched, const PlanPolicy& policy, double gain = 0);
 
   void RunCandidates(const std::vector<std::pair<size_t, int32_t>>& order);
 
@@ -136,6 +143,7 @@ class Search {
   const std::vector<double> chunk_ramps_;
   const bool grow_per_round_;  // segments per round not given: more than 2 tried where rounds win
   const bool relays_in_place_;  // Schedule::relays_in_place
+  const bool try_round_lanes_;  // rounds on two lanes searched (PlannerOptions::round_lanes unset)
   // Small plans: PortBoundSeconds is a lower bound of every simulation (no link runs faster both ways than one way).
   const bool prune_small_ = search_candidates::PortBoundIsAFloor(prob_.scenario.cluster);
   bool Loses(double time_s) const { return wins_ties_ ? time_s > beat_s_ : time_s >= beat_s_; }

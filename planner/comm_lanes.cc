@@ -40,6 +40,21 @@ std::vector<uint8_t> CommLanes(const Schedule& sc, int32_t gpus) {
   return lanes;
 }
 
+std::vector<uint8_t> RoundLanes(const Schedule& sc) {
+  if (sc.all_in_one_round || sc.rounds < 2) return {};
+  std::vector<uint8_t> lanes(sc.segments.size(), 0);
+  for (size_t i = 0; i < sc.segments.size(); ++i) {
+    const Segment& sg = sc.segments[i];
+    const bool first_hop = sg.hop == 1 && !sg.via_recv;  // in the round before its second hop (segments.cc)
+    lanes[i] = static_cast<uint8_t>((sg.round + (first_hop ? 1 : 0)) % 2);
+  }
+  return lanes;
+}
+
+std::vector<uint8_t> LanesWithoutWaves(const Schedule& sc, bool round_lanes, int32_t gpus) {
+  return round_lanes && !sc.all_in_one_round ? RoundLanes(sc) : CommLanes(sc, gpus);
+}
+
 std::vector<uint8_t> RelayWaveLanes(const Schedule& sc, int32_t gpus) {
   if (!sc.all_in_one_round || sc.relay_rounds == 0) return {};
   std::vector<uint8_t> lanes = CommLanes(sc, gpus);

@@ -77,6 +77,22 @@ namespace reshard {
 // split (rounds, not a round per phase, or no GPU sends two segments in one).
 std::vector<uint8_t> CommLanes(const Schedule& sc, int32_t gpus);
 
+// Rounds on two lanes (PlanPolicy::round_lanes): round r on lane r % 2, a
+// sender relay's first hop on its second hop's lane (the round before, so
+// the second hop waits for an earlier group of its own lane only). One lane
+// runs a GPU's rounds one group after another, each ending with its slowest
+// pair, so the GPU's NIC idles at every seam; on two lanes round r + 1's
+// group starts once its packs and staging allow (two rounds of slots) while
+// round r's slowest pairs still run (qwen3-235b TP2xPP8xEP4 -> TP4xDP8 EP32
+// on 32 H200 colocated, rounds of 8 x 32 MiB: NICs busy 93 % of the refit,
+// 297.6 ms; on two lanes 96 %, 290.4, at 16 per round 284.2). Each lane
+// costs its own NCCL buffers per peer. Empty where the schedule is a round
+// per phase or has fewer than two rounds. O(S).
+std::vector<uint8_t> RoundLanes(const Schedule& sc);
+// A plan's lanes without relay waves: RoundLanes where `round_lanes` and the
+// schedule is in rounds, else CommLanes.
+std::vector<uint8_t> LanesWithoutWaves(const Schedule& sc, bool round_lanes, int32_t gpus);
+
 // Lanes with relay waves: the phase the relay phase follows on lane 0, the
 // relay phase on lane 1, earlier phases as CommLanes splits them; empty where
 // the schedule is not a round per phase with a relay phase.

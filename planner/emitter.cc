@@ -38,11 +38,11 @@ class Emitter {
       : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster), mode_(mode), full_(mode == EmitMode::kFull) {
     if (lanes && policy.relay_waves > 1) lane_ = RelayWaveLanes(sc, c_.Gpus());
     if (!lane_.empty()) waves_ = policy.relay_waves, wave_ends_ = WaveEnds(waves_, policy.relay_first_wave);
-    else if (lanes) lane_ = CommLanes(sc, c_.Gpus());
+    else if (lanes) lane_ = LanesWithoutWaves(sc, policy.round_lanes, c_.Gpus());
     if (waves_ > 1 && policy.relay_waves_by_segment)
       whole_ = SegmentWaves(sc, c_, waves_, policy.relay_first_wave);
     const bool early = EarlyRelayPhase(sc, policy);
-    if (!lane_.empty() && waves_ == 1 && policy.phase_chunks > 1)
+    if (!lane_.empty() && waves_ == 1 && policy.phase_chunks > 1 && sc.all_in_one_round)
       chunk_ = PhaseChunks(sc, c_, policy.phase_chunks, lane_, early, policy.chunk_ramp);
     if (std::all_of(chunk_.begin(), chunk_.end(), [](int8_t k) { return k < 0; })) chunk_.clear();
     early_relays_ = early && !chunk_.empty();
@@ -206,24 +206,28 @@ class Emitter {
 
   // Staging slot k of `gpu`'s sending (receiving) side, made and allocated at
   // its first use.
-  int32_t StagingSlot(int32_t gpu, bool send, int32_t k) {
+  int32_t StagingSlot(int32_t gpu, bool send, int32_t k, int32_t recv_stream = kStreamComm) {
     Direction& d = DirectionOf(gpu, send);
     if (d.slot_buffer[k] < 0) {
       const int32_t buf = AddPlanBuffer(out_.plan, gpu, MemorySpace::kDevice, BufferRole::kStaging, d.slot_bytes, -1,
                                         false, fmt::format("{} stage{} gpu{}", send ? "send" : "recv", k, gpu));
       d.slot_buffer[k] = buf;
       buffers_.resize(out_.plan.buffers.size());
-      // A receive slot is allocated on the comm stream, just before its first
-      // transfer: on the compute stream it would wait behind the local copies
-      // emitted meanwhile and hold the transfer back.
-      buffers_[buf].alloc = memory_->Alloc(buf, send ? kStreamCompute : kStreamComm);
+      // A receive slot is allocated on a comm stream (AllocStream), just before its first transfer: on the compute
+      // stream it would wait behind the local copies emitted meanwhile and hold the transfer back.
+      buffers_[buf].alloc = memory_->Alloc(buf, send ? kStreamCompute : recv_stream);
     }
     return d.slot_buffer[k];
   }
 
-  // The relay peer's buffer a relay's first hop `seg` fills (its parts
-  // packed, in part order) and its second hop sends on: made and allocated
-  // (on the comm stream, before the first hop's group) at first use.
+  // The stream a receive buffer of segment `seg` is allocated on before its group: its lane's with rounds on two
+  // lanes (on the other lane's, the group would wait for that lane's group of the round before), else comm.
+  int32_t AllocStream(int32_t seg) const {
+    return policy_.round_lanes && !lane_.empty() && lane_[seg] ? kStreamCommLane2 : kStreamComm;
+  }
+
+  // The relay peer's buffer a relay's first hop `seg` fills (its parts packed, in part order) and its second hop
+  // sends on: made and allocated (on AllocStream, before the first hop's group) at first use.
   int32_t ForwardBuffer(int32_t seg) {
     SegmentOps& so = segment_ops_[seg];
     if (so.forward < 0) {
@@ -231,7 +235,7 @@ class Emitter {
       so.forward = AddPlanBuffer(out_.plan, sg.dst_gpu, MemorySpace::kDevice, BufferRole::kStaging, sg.bytes, -1,
                                  false, fmt::format("relay s{} gpu{}", seg, sg.dst_gpu));
       buffers_.resize(out_.plan.buffers.size());
-      buffers_[so.forward].alloc = memory_->Alloc(so.forward, kStreamComm);
+      buffers_[so.forward].alloc = memory_->Alloc(so.forward, AllocStream(seg));
     }
     return so.forward;
   }
@@ -251,7 +255,7 @@ class Emitter {
     const Segment& sg = sc_.segments[seg];
     const Direction& d = gpus_[sg.dst_gpu].recv;
     const int32_t k = segment_ops_[seg].recv_use;
-    const int32_t slot = StagingSlot(sg.dst_gpu, false, k % d.slots);
+    const int32_t slot = StagingSlot(sg.dst_gpu, false, k % d.slots, AllocStream(seg));
     deps.push_back(buffers_[slot].alloc);
     if (k >= d.slots) deps.push_back(segment_ops_[d.staged[k - d.slots]].unpack);
     return slot;
@@ -625,7 +629,8 @@ class Emitter {
       for (int32_t i = b0; i < b1; ++i) {
         const Segment& sg = sc_.segments[i];
         if (sg.hop == 1) ForwardBuffer(i);
-        else if (sg.Unpacks()) StagingSlot(sg.dst_gpu, false, segment_ops_[i].recv_use % gpus_[sg.dst_gpu].recv.slots);
+        else if (sg.Unpacks())
+          StagingSlot(sg.dst_gpu, false, segment_ops_[i].recv_use % gpus_[sg.dst_gpu].recv.slots, AllocStream(i));
       }
       // Groups: connected components of this round's transfers.
       for (int32_t i = b0; i < b1; ++i) {
@@ -781,7 +786,7 @@ EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& 
   // sweep's many points that do not fit would otherwise emit twice).
   if (!e.fits && e.comm_lanes) {
     const int32_t gpus = prob.scenario.cluster.Gpus();
-    const std::vector<int32_t> two = LanePeers(sc, CommLanes(sc, gpus), gpus);
+    const std::vector<int32_t> two = LanePeers(sc, LanesWithoutWaves(sc, policy.round_lanes, gpus), gpus);
     int64_t most = 0;
     for (int32_t g = 0; g < gpus; ++g) most = std::max<int64_t>(most, two[g] - sc.peers[g]);
     if (e.missing_bytes <= most * prob.scenario.cluster.overheads.nccl_bytes_per_peer)

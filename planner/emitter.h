@@ -84,6 +84,10 @@ struct PlanPolicy {
   // sender relays' second hops among the feeds go in chunk 1 (comm_lanes.h).
   // The search tries it.
   bool early_relay_phase = false;
+  // Rounds (not a round per phase) alternating over the two NCCL
+  // communicators (comm_lanes.h RoundLanes), so a GPU's next round need not
+  // wait for its slowest pair of this one. The search tries it.
+  bool round_lanes = false;
   std::string Name() const;
 };
 

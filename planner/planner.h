@@ -109,6 +109,10 @@ struct PlannerOptions {
   // tries even chunks and chunks ramped by search_candidates.h kChunkRamp
   // (large plans: even); > 0, that ratio (1: even).
   double chunk_ramp = 0;
+  // Rounds on two lanes (PlanPolicy::round_lanes): unset, tried where rounds
+  // were kept and kept if simulated faster; true: always (where rounds);
+  // false: never.
+  std::optional<bool> round_lanes;
   // Predict with the simulator (false: the planner's own per-port estimate).
   bool simulate = true;
   // Plans with at most this many (destination rank, fragment) pairs choose
@@ -141,6 +145,7 @@ struct PlanStats {
   int64_t rounds = 0;
   int32_t per_round = 1;        // segments per GPU and direction per round
   bool round_per_phase = false; // every segment of a phase in one round (per_round: the largest phase's)
+  bool round_lanes = false;     // rounds alternating over two NCCL communicators (PlanPolicy::round_lanes)
   int64_t local_copy_ops = 0;
   int64_t fragments = 0;        // (destination rank, fragment) pairs
   int64_t ops = 0;

@@ -48,7 +48,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     auto search = std::make_unique<Search>(p, cache, routes, sizes, std::move(directs),
                                            per_rounds, std::move(policies), small, beat_s, wins_ties,
                                            options.relay_waves == 0, ChunkRampsSearched(options),
-                                           GrowsPerRound(options), relays_in_place);
+                                           GrowsPerRound(options), relays_in_place, !options.round_lanes.has_value());
     search->Run(order);
     return search;
   };
@@ -449,6 +449,7 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
   res.stats.rounds = sc.rounds;
   res.stats.per_round = sc.per_round;
   res.stats.round_per_phase = sc.all_in_one_round;
+  res.stats.round_lanes = best->policy.round_lanes && best->emitted.comm_lanes && !sc.all_in_one_round;
   res.stats.groups = best->emitted.groups;
   res.stats.local_copy_ops = best->emitted.local_ops;
   res.stats.ops = static_cast<int64_t>(plan.ops.size());

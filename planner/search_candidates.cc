@@ -95,6 +95,7 @@ std::vector<PlanPolicy> Policies(const Scenario& s, const PlannerOptions& o) {
         out.back().phase_chunks = std::max(1, o.phase_chunks);
         out.back().chunk_ramp = o.chunk_ramp > 0 ? o.chunk_ramp : 1;
         out.back().early_relay_phase = o.early_relay_phase;
+        out.back().round_lanes = o.round_lanes.value_or(false);
       }
   return out;
 }

@@ -48,6 +48,23 @@ TEST_P(EndToEnd, TwoSegmentsPerRoundVerifyEveryElement) {
   testing::ExpectHostRunVerifies(r.plan, GetParam().name);
 }
 
+// Rounds alternating over two NCCL communicators (PlanPolicy::round_lanes,
+// forced): a GPU's next round may start before this one ends, its staging
+// slots two rounds deep; every element verified. (Tight colocated cases may
+// fall back to one lane where the second lane's buffers do not fit.)
+TEST_P(EndToEnd, RoundsOnTwoLanesVerifyEveryElement) {
+  const Scenario s = ParseScenario(testing::WithSegmentBytes(GetParam()), "<e2e>");
+  for (int32_t per_round : {1, 2}) {
+    PlannerOptions po;
+    po.simulate = false;
+    po.per_round = per_round;
+    po.round_lanes = true;
+    const PlanResult r = MakePlan(s, po);
+    ASSERT_TRUE(r.ok()) << r.message;
+    testing::ExpectHostRunVerifies(r.plan, fmt::format("{}, {} per round on two lanes", GetParam().name, per_round));
+  }
+}
+
 // The optimizer offloaded state by state (dest-per-layer with offload: a
 // buffer per optimizer state, each moved to host and freed on its own, the
 // destination layers allocated in the room they leave): every element verified.
@@ -266,6 +283,20 @@ TEST(EndToEndRelays, SenderRelayedPlanVerifiesEveryElement) {
     for (int32_t per_round : {1, 2, kPerRoundAll}) {
       const PlanResult r = PlanByPortModel(s, per_round, relays, true);
       ASSERT_TRUE(r.ok()) << r.message;
+      // Rounds on two lanes too (first hops on their second hop's lane).
+      if (per_round != kPerRoundAll) {
+        PlannerOptions po;
+        po.simulate = false;
+        po.per_round = per_round;
+        po.relays = relays;
+        po.send_relays = true;
+        po.round_lanes = true;
+        const PlanResult two = MakePlan(s, po);
+        ASSERT_TRUE(two.ok()) << two.message;
+        EXPECT_TRUE(two.stats.round_lanes) << destination;
+        EXPECT_GT(two.stats.send_relayed_bytes, 0) << destination;
+        testing::ExpectHostRunVerifies(two.plan, fmt::format("sender-relayed, {} per round on two lanes", per_round));
+      }
       EXPECT_EQ(r.stats.relayed_bytes > 0, relays) << destination;
       // Node 0's mean egress is an eighth: about 7/8 of the bytes go through a peer.
       EXPECT_GT(8 * r.stats.send_relayed_bytes, 6 * r.plan.summary.bytes_moved.network) << destination;

@@ -162,6 +162,28 @@ TEST(Relays, SmallPlanTriesSenderRelaysOnTheRelaysThatJustLost) {
   EXPECT_TRUE(Verify(chosen.plan).ok());
 }
 
+// Rounds on two lanes (PlanPolicy::round_lanes): qwen3-235b TP2xPP8xEP4 ->
+// TP4xDP8 EP32 on 32 H200 colocated fits no round per phase (a GPU ~10 GiB
+// short), so rounds win (32 MiB x 8, 298.9 ms); on one lane each GPU's NICs
+// idle at every round's seam (busy 93 % of the refit). On two lanes the next
+// round starts while this one's slowest pairs run: 32 MiB x 16, 290.0 ms.
+// Kept only where kPerRoundGain faster; never with round_lanes = false.
+TEST(RoundLanes, SmallPlanKeepsRoundsOnTwoLanesWhereTheyWin) {
+  const Scenario s = LoadScenario(std::string(RESHARD_SOURCE_DIR) +
+                                  "/bench/results/2026-12-05-cpu-direct-threshold/"
+                                  "qwen3-235b-a22b-dgx-h200-tp2pp8ep4-to-tp4dp8ep32.yaml");
+  PlannerOptions one;
+  one.round_lanes = false;
+  const PlanResult chosen = MakePlan(s, {}), without = MakePlan(s, one);
+  ASSERT_TRUE(chosen.ok() && without.ok());
+  EXPECT_FALSE(chosen.stats.round_per_phase);
+  EXPECT_TRUE(chosen.stats.round_lanes);
+  EXPECT_FALSE(without.stats.round_lanes);
+  EXPECT_LT(chosen.plan.summary.predicted_time_s,
+            without.plan.summary.predicted_time_s * (1 - search_candidates::kPerRoundGain));
+  EXPECT_TRUE(Verify(chosen.plan).ok());
+}
+
 // Relays that lost on estimates while, relayed, no round per phase fit and
 // rounds of two segments won: their rounds filled with as many segments as
 // fit, kept where simulated faster (PlanProblem); then, where no round per

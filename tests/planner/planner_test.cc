@@ -792,6 +792,7 @@ TEST(Planner, RoundsHoldAsManySegmentsAsFit) {
     o.segment_bytes = 128 << 10;
     o.direct_min_bytes = std::numeric_limits<int64_t>::max();
     o.per_round = per_round;
+    o.round_lanes = false;  // one lane: the rounds' own fill is under test
     const PlanResult r = MakePlan(s, o);
     EXPECT_TRUE(r.ok()) << per_round;
     return r;
@@ -809,6 +810,7 @@ TEST(Planner, RoundsHoldAsManySegmentsAsFit) {
     o.segment_bytes = 128 << 10;
     o.direct_min_bytes = std::numeric_limits<int64_t>::max();
     o.simulate_max_fragments = simulate_max;
+    o.round_lanes = false;
     PlanResult r = MakePlan(s, o);
     CheckPlan(s, r);
     EXPECT_FALSE(r.stats.round_per_phase) << simulate_max;
