@@ -322,6 +322,19 @@ TEST(EndToEndRelays, NicRelayedPlanVerifiesEveryElement) {
     EXPECT_GT(8 * r.stats.recv_relayed_bytes, 6 * r.plan.summary.bytes_moved.network);
     EXPECT_EQ(r.plan.summary.bytes_moved.nvlink, r.stats.recv_relayed_bytes + r.stats.send_relayed_bytes);
     testing::ExpectHostRunVerifies(r.plan, "NIC-relayed");
+    if (per_round == kPerRoundAll) continue;
+    // Rounds on two lanes too (the relay peers' receive buffers allocated on their round's lane).
+    PlannerOptions po;
+    po.simulate = false;
+    po.per_round = per_round;
+    po.relays = false;
+    po.send_relays = true;
+    po.round_lanes = true;
+    const PlanResult two = MakePlan(s, po);
+    ASSERT_TRUE(two.ok()) << two.message;
+    EXPECT_TRUE(two.stats.round_lanes);
+    EXPECT_GT(two.stats.recv_relayed_bytes, 0);
+    testing::ExpectHostRunVerifies(two.plan, fmt::format("NIC-relayed, {} per round on two lanes", per_round));
   }
 }
 
