@@ -99,14 +99,15 @@ Scenario TinyLlamaTwoNodes(const std::string& name, const std::string& source, c
 }
 
 // `s` planned by the port model (no simulation) with `per_round` segments
-// per round and relays forced as given (unset: searched).
+// per round and relays and round lanes forced as given (unset: searched).
 PlanResult PlanByPortModel(const Scenario& s, int32_t per_round, std::optional<bool> relays,
-                           std::optional<bool> send_relays) {
+                           std::optional<bool> send_relays, std::optional<bool> round_lanes = std::nullopt) {
   PlannerOptions po;
   po.simulate = false;
   po.per_round = per_round;
   po.relays = relays;
   po.send_relays = send_relays;
+  po.round_lanes = round_lanes;
   return MakePlan(s, po);
 }
 
@@ -285,13 +286,7 @@ TEST(EndToEndRelays, SenderRelayedPlanVerifiesEveryElement) {
       ASSERT_TRUE(r.ok()) << r.message;
       // Rounds on two lanes too (first hops on their second hop's lane).
       if (per_round != kPerRoundAll) {
-        PlannerOptions po;
-        po.simulate = false;
-        po.per_round = per_round;
-        po.relays = relays;
-        po.send_relays = true;
-        po.round_lanes = true;
-        const PlanResult two = MakePlan(s, po);
+        const PlanResult two = PlanByPortModel(s, per_round, relays, true, true);
         ASSERT_TRUE(two.ok()) << two.message;
         EXPECT_TRUE(two.stats.round_lanes) << destination;
         EXPECT_GT(two.stats.send_relayed_bytes, 0) << destination;
@@ -324,13 +319,7 @@ TEST(EndToEndRelays, NicRelayedPlanVerifiesEveryElement) {
     testing::ExpectHostRunVerifies(r.plan, "NIC-relayed");
     if (per_round == kPerRoundAll) continue;
     // Rounds on two lanes too (the relay peers' receive buffers allocated on their round's lane).
-    PlannerOptions po;
-    po.simulate = false;
-    po.per_round = per_round;
-    po.relays = false;
-    po.send_relays = true;
-    po.round_lanes = true;
-    const PlanResult two = MakePlan(s, po);
+    const PlanResult two = PlanByPortModel(s, per_round, false, true, true);
     ASSERT_TRUE(two.ok()) << two.message;
     EXPECT_TRUE(two.stats.round_lanes);
     EXPECT_GT(two.stats.recv_relayed_bytes, 0);
