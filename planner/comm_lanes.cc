@@ -227,6 +227,14 @@ std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t ch
   BalanceWhole(sc, c, hops, later, sent, received, chunk);
   LargestFirst(sc, order);
   BalanceWhole(sc, c, order, share, sent, received, chunk);
+  // The first hops of chunk k's second hops (k >= 2) in chunk k - 2, the group before it on its lane: only those
+  // of chunk 1's run beside chunk 0, so the relay peers get bytes to send on within a ms instead of after all
+  // first hops.
+  for (size_t i = 0; beside && phase == sc.pre_rounds && i < sc.segments.size(); ++i) {
+    const Segment& sg = sc.segments[i];
+    if (sg.hop == 2 && !sg.via_recv && sg.feed >= 0 && chunk[i] >= 2 && sc.segments[sg.feed].round < sc.pre_rounds)
+      chunk[sg.feed] = static_cast<int8_t>(chunk[i] - 2);
+  }
   for (size_t i = 0; i < sc.segments.size(); ++i)
     if (chunk[i] >= 0) lanes[i] = static_cast<uint8_t>(chunk[i] % 2);
     else if (beside && sc.segments[i].round < sc.pre_rounds) lanes[i] = 1, chunk[i] = kFirstHopsBesideChunkZero;

@@ -152,9 +152,23 @@ std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t w
 // TP8xPP4xEP32 76.9 -> 76.3, on 128 H200 245.6 -> 235.1 (with their
 // second-hop feeds in chunk 0, as the other feeds, chunk 0 waited for the
 // first hops: 76.9 -> 82.8).
-// Sets `lanes` of the chunked segments (and of the first hops moved); per
-// segment its chunk, kFirstHopsBesideChunkZero for first hops moved, -1 for
-// the others (or all, where there is no such phase). O(S log S + S K).
+// Only the first hops of chunk 1's second hops stay there: the first hop of
+// a second hop in chunk k >= 2 goes in chunk k - 2's group (the group before
+// chunk k on its lane, so stream order covers the wait), so the relay peers
+// get bytes to send on after ~3 ms instead of after every first hop. With
+// all first hops first (~290 GiB over NVLink, 1-13 ms, on deepseek-v3
+// TP8xPP4xEP32 -> TP16xDP8 EP128 on 128 GB200) chunk 1 started at 8-13 ms,
+// so chunk 0 ran alone, with only the senders that keep their bytes (their
+// egress in it 1.31 GB, 0.58 on average): the network at ~55 % of its rate
+// for 12 ms. Now chunk 1 starts at ~4 ms: 74.1 -> 69.7 ms (from
+// TP2xPP8xEP16 74.9 -> 69.1). Moving the first hops of chunks 0
+// and 1's second hops as well (second hops from chunk 2 on) lost (76.0):
+// chunks 0 and 1 then held only direct bytes (bench/results/
+// 2026-12-06-cpu-routing-and-first-hops).
+// Sets `lanes` of the chunked segments (and of the first hops); per
+// segment its chunk (a first hop moved: the chunk it runs in),
+// kFirstHopsBesideChunkZero for first hops beside chunk 0, -1 for the others
+// (or all, where there is no such phase). O(S log S + S K).
 // `ramp` > 1: chunk k's share of the phase grows by that ratio from each end
 // toward the middle (ChunkShares), so chunk 0 waits for fewer packs and the
 // last chunk leaves fewer unpacks.

@@ -35,21 +35,8 @@ constexpr int32_t kStreamCommLane2 = 4;  // kCommLane2StreamName, when the plan 
 class Emitter {
  public:
   Emitter(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode, bool lanes)
-      : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster), mode_(mode), full_(mode == EmitMode::kFull) {
-    if (lanes && policy.relay_waves > 1) lane_ = RelayWaveLanes(sc, c_.Gpus());
-    if (!lane_.empty()) waves_ = policy.relay_waves, wave_ends_ = WaveEnds(waves_, policy.relay_first_wave);
-    else if (lanes) lane_ = LanesWithoutWaves(sc, policy.round_lanes, c_.Gpus());
-    if (waves_ > 1 && policy.relay_waves_by_segment)
-      whole_ = SegmentWaves(sc, c_, waves_, policy.relay_first_wave);
-    const bool early = EarlyRelayPhase(sc, policy);
-    if (!lane_.empty() && waves_ == 1 && policy.phase_chunks > 1 && sc.all_in_one_round)
-      chunk_ = PhaseChunks(sc, c_, policy.phase_chunks, lane_, early, policy.chunk_ramp);
-    if (std::all_of(chunk_.begin(), chunk_.end(), [](int8_t k) { return k < 0; })) chunk_.clear();
-    early_relays_ = early && !chunk_.empty();
-    // Feeds in chunk 1 (second hops of sender relays, comm_lanes.h PhaseChunks): the early relay phase waits for
-    // chunk 1, so it goes after chunk 2 on lane 0 (turn 1) instead of idling lane 0 from chunk 0's end.
-    for (size_t i = 0; early_relays_ && i < chunk_.size(); ++i)
-      if (chunk_[i] == 1 && sc.segments[i].hop == 2 && sc.segments[i].feeds) early_turns_ = 2;
+      : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster), mode_(mode), full_(mode == EmitMode::kFull),
+        lay_(emitter_internal::MakeLaneLayout(sc, c_, policy, lanes)) {
     part_rot_ = emitter_internal::PartRotations(sc);
   }
 
@@ -58,13 +45,13 @@ class Emitter {
     const int32_t gpus = c_.Gpus();
     Plan& p = out_.plan;
     std::vector<std::string> streams{"compute", "comm", "host", "release"};
-    if (!lane_.empty()) streams.emplace_back(kCommLane2StreamName);  // stream 4
+    if (!lay_.lane.empty()) streams.emplace_back(kCommLane2StreamName);  // stream 4
     StartPlan(p, s, streams);
-    out_.comm_lanes = !lane_.empty();
+    out_.comm_lanes = !lay_.lane.empty();
     refit_ = AddRefitBuffers(p, s, prob_.src, prob_.dst, prob_.src_buffers, prob_.dst_buffers, prob_.dst_gpu,
                              prob_.memory_at_start, OptimizerStatesUnder(policy_, s), mode_ != EmitMode::kAnswerOnly);
     buffers_.assign(p.buffers.size(), BufferUse{});
-    memory_.emplace(p, c_, prob_.memory_at_start, lane_.empty() ? sc_.peers : LanePeers(sc_, lane_, gpus));
+    memory_.emplace(p, c_, prob_.memory_at_start, lay_.lane.empty() ? sc_.peers : LanePeers(sc_, lay_.lane, gpus));
     if (mode_ == EmitMode::kAnswerOnly) {
       AllocateEverything();
       return Result();
@@ -201,7 +188,7 @@ class Emitter {
           if (buffers_[refit_.src_first[r] + k].readers == 0)
             memory_->MoveToHost(refit_.src_first[r] + k, kStreamRelease, {}, false);
       }
-    emitter_internal::AssignStaging(sc_, c_.Gpus(), lane_, whole_, chunk_, gpus_, segment_ops_);
+    emitter_internal::AssignStaging(sc_, c_.Gpus(), lay_.lane, lay_.whole, lay_.chunk, gpus_, segment_ops_);
   }
 
   // Staging slot k of `gpu`'s sending (receiving) side, made and allocated at
@@ -223,7 +210,7 @@ class Emitter {
   // The stream a receive buffer of segment `seg` is allocated on before its group: its lane's with rounds on two
   // lanes (on the other lane's, the group would wait for that lane's group of the round before), else comm.
   int32_t AllocStream(int32_t seg) const {
-    return policy_.round_lanes && !lane_.empty() && lane_[seg] ? kStreamCommLane2 : kStreamComm;
+    return policy_.round_lanes && !lay_.lane.empty() && lay_.lane[seg] ? kStreamCommLane2 : kStreamComm;
   }
 
   // The relay peer's buffer a relay's first hop `seg` fills (its parts packed, in part order) and its second hop
@@ -309,14 +296,15 @@ class Emitter {
   void RelayPieces(int64_t k, std::vector<WavePiece>& out) const {
     range_writes_.Pieces(homes_[k].src_region, buffers_[homes_[k].src_buffer].write_wave, out);
   }
-  int32_t Chunk(size_t i) const { return chunk_.empty() ? -1 : chunk_[i]; }
+  int32_t Chunk(size_t i) const { return lay_.chunk.empty() ? -1 : lay_.chunk[i]; }
   // Phase chunks' turns of round r (chunk / 2), 1 without.
   int32_t Turns(int32_t r, const std::vector<int32_t>& round_begin) const {
-    return round_begin[r + 1] > round_begin[r] && Chunk(round_begin[r]) >= 0 ? (policy_.phase_chunks + 1) / 2 : 1;
+    const bool chunked = r >= sc_.pre_rounds && round_begin[r + 1] > round_begin[r] && Chunk(round_begin[r]) >= 0;
+    return chunked ? (policy_.phase_chunks + 1) / 2 : 1;
   }
   bool InWave(const Segment& sg, int32_t w) const {
-    if (!whole_.empty() && whole_[&sg - sc_.segments.data()] >= 0) return whole_[&sg - sc_.segments.data()] == w;
-    return emitter_internal::InWave(sg, w, waves_, wave_ends_, homes_, buffers_, range_writes_);
+    if (!lay_.whole.empty() && lay_.whole[&sg - sc_.segments.data()] >= 0) return lay_.whole[&sg - sc_.segments.data()] == w;
+    return emitter_internal::InWave(sg, w, lay_.waves, lay_.wave_ends, homes_, buffers_, range_writes_);
   }
 
   // Local batches [first, last) of one GPU as one copy op: its destinations
@@ -364,7 +352,7 @@ class Emitter {
     const int32_t sid = Emit(std::move(send));
     const int32_t rid = Emit(std::move(recv));
     Wrote(written, kStreamComm, rid);
-    if (waves_ > 1 && !relay_rounds_started_) range_writes_.Add(out_.plan.ops[rid].region, wave_, rid);
+    if (lay_.waves > 1 && !relay_rounds_started_) range_writes_.Add(out_.plan.ops[rid].region, wave_, rid);
     out_.plan.ops[sid].match = rid;
     out_.plan.ops[rid].match = sid;
     segment_ops_[seg].sends.push_back(sid);
@@ -407,7 +395,7 @@ class Emitter {
     };
     send.region.buffer = -1;
     // With a wave: its bytes only (relay phase: the pieces its receives wrote in that wave, else bytes [w0, w1)).
-    auto start = [&](int32_t w) { return WaveStartBytes(sg.bytes, w, waves_, wave_ends_); };
+    auto start = [&](int32_t w) { return WaveStartBytes(sg.bytes, w, lay_.waves, lay_.wave_ends); };
     const int64_t w0 = wave < 0 || sg.relay ? 0 : start(wave);
     const int64_t w1 = wave < 0 || sg.relay ? sg.bytes : start(wave + 1);
     std::vector<WavePiece> pieces;
@@ -474,7 +462,7 @@ class Emitter {
     // is released only once the round's groups are emitted (ReleaseGroupReads);
     // with waves, after the segment's last wave (a reader is counted per segment).
     bool last = true;
-    for (int32_t w = wave + 1; wave >= 0 && w < waves_; ++w)
+    for (int32_t w = wave + 1; wave >= 0 && w < lay_.waves; ++w)
       last = last && !InWave(sg, w);
     std::stable_sort(reads.begin(), reads.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     for (size_t a = 0; a < reads.size();) {
@@ -600,11 +588,11 @@ class Emitter {
     for (const Segment& sg : sc_.segments) ++round_begin[sg.round + 1];
     for (int32_t r = 0; r < R; ++r) round_begin[r + 1] += round_begin[r];
     // With lanes, lane 0's in-place receives must not wait for the destination allocs behind lane 1's packs.
-    if (!lane_.empty() && !policy_.destination_per_layer) AllocAllDest();
+    if (!lay_.lane.empty() && !policy_.destination_per_layer) AllocAllDest();
     for (int32_t g = 0; g < gpus; ++g) PackUpTo(g, 0, 0);
     // Per round, reset for the GPUs the round touches; an early relay phase has its own (its groups come
     // between the chunks of the phase before, whose groups need that phase's components).
-    UnionFind components(gpus), relay_components(early_relays_ ? gpus : 0);
+    UnionFind components(gpus), relay_components(lay_.early_relays ? gpus : 0);
     // Round r before its groups: packs and local copies due, receive slots, the groups' components.
     auto begin_round = [&](int32_t r, UnionFind& groups_of) {
       relay_rounds_started_ = r >= R - sc_.relay_rounds;
@@ -645,15 +633,18 @@ class Emitter {
     auto round_groups = [&](int32_t r, int32_t t0, int32_t t1, UnionFind& groups_of,
                             std::map<int32_t, int32_t>& group_of_root) {
       const int32_t b0 = round_begin[r], b1 = round_begin[r + 1];
-      const int32_t waves = waves_ > 1 && r >= R - sc_.relay_rounds - 1 ? waves_ : 1, turns = Turns(r, round_begin);
+      const int32_t waves = lay_.waves > 1 && r >= R - sc_.relay_rounds - 1 ? lay_.waves : 1, turns = Turns(r, round_begin);
+      // First hops moved into the chunks (LaneLayout::first_hops_in_chunks): in the chunked round, not in theirs.
+      const bool moved = lay_.first_hops_in_chunks && r == sc_.pre_rounds;
       for (int32_t turn = t0; turn < t1; ++turn)
-      for (int32_t lane = 0; lane < (lane_.empty() ? 1 : 2); ++lane)
+      for (int32_t lane = 0; lane < (lay_.lane.empty() ? 1 : 2); ++lane)
       for (wave_ = 0; wave_ < waves; ++wave_)
-      for (int32_t i = b0; i < b1; ++i) {
+      for (int32_t i = moved ? round_begin[0] : b0; i < b1; ++i) {
         const Segment& sg = sc_.segments[i];
-        if ((!lane_.empty() && lane_[i] != lane) || (turns > 1 && Chunk(i) / 2 != turn)) continue;
+        if ((!lay_.lane.empty() && lay_.lane[i] != lane) || (turns > 1 && Chunk(i) / 2 != turn)) continue;
+        if (i < b0 ? Chunk(i) < 0 : r < sc_.pre_rounds && Chunk(i) >= 0) continue;  // first hops where they run
         if (waves > 1 && !InWave(sg, wave_)) continue;
-        const bool split = waves > 1 && emitter_internal::Waved(sg) && (whole_.empty() || sg.relay);
+        const bool split = waves > 1 && emitter_internal::Waved(sg) && (lay_.whole.empty() || sg.relay);
         auto [it, fresh] = group_of_root.try_emplace(((2 * groups_of.Find(sg.src_gpu) + lane) * waves + wave_) * turns + turn, next_group_);
         if (fresh) ++next_group_;
         const int32_t group = it->second, stream = lane ? kStreamCommLane2 : kStreamComm;
@@ -673,10 +664,10 @@ class Emitter {
       const int32_t b0 = round_begin[r], b1 = round_begin[r + 1], turns = Turns(r, round_begin);
       const bool relays_next = sc_.all_in_one_round && sc_.relay_rounds > 0 && r + 1 == R - sc_.relay_rounds;
       for (int32_t turn = 0; turn < turns; ++turn)
-        for (int lane = 0; lane < (lane_.empty() ? 1 : 2); ++lane)
+        for (int lane = 0; lane < (lay_.lane.empty() ? 1 : 2); ++lane)
           for (int32_t i = b0; i < b1; ++i)
             if (sc_.segments[i].Unpacks() && (!relays_next || sc_.segments[i].feeds == (pass == 0)) &&
-                (lane_.empty() || lane_[i] == lane) && (turns == 1 || Chunk(i) / 2 == turn))
+                (lay_.lane.empty() || lay_.lane[i] == lane) && (turns == 1 || Chunk(i) / 2 == turn))
               EmitUnpack(i);
       for (int32_t g = 0; pass == 0 && g < gpus; ++g) PackUpTo(g, r + 1, r + 1);
     };
@@ -691,11 +682,13 @@ class Emitter {
       // other unpacks, so the relay group does not wait behind them all (deepseek-v3 NVL72: -5 ms).
       const bool relays_next = sc_.all_in_one_round && sc_.relay_rounds > 0 && r + 1 == R - sc_.relay_rounds;
       const int32_t turns = Turns(r, round_begin);
-      // PlanPolicy::early_relay_phase: the relay round (the last) right after the first turn (or two, early_turns_).
-      const bool early = relays_next && turns > 1 && early_relays_;
+      // PlanPolicy::early_relay_phase: the relay round (the last) right after the first turn (or two, lay_.early_turns).
+      const bool early = relays_next && turns > 1 && lay_.early_relays;
       begin_round(r, components);
+      for (int32_t i = 0; lay_.first_hops_in_chunks && r == sc_.pre_rounds && i < round_begin[r]; ++i)
+        if (Chunk(i) >= 0) components.Unite(sc_.segments[i].src_gpu, sc_.segments[i].dst_gpu);
       std::map<int32_t, int32_t> group_of_root;
-      const int32_t before_relays = std::min(early_turns_, turns - 1);  // turns of the phase before its relay phase
+      const int32_t before_relays = std::min(lay_.early_turns, turns - 1);  // turns of the phase before its relay phase
       round_groups(r, 0, early ? before_relays : turns, components, group_of_root);
       if (early) {
         unpacks(r, 0);
@@ -750,6 +743,7 @@ class Emitter {
   const Cluster& c_;
   const EmitMode mode_;
   const bool full_;                     // EmitMode::kFull: copies and labels too
+  const emitter_internal::LaneLayout lay_;  // lanes, relay waves, phase chunks (lane_layout.cc)
   EmittedPlan out_;
   RefitBuffers refit_;                  // the buffers the refit starts from
   std::optional<MemoryLedger> memory_;  // accounts out_.plan's device memory
@@ -760,13 +754,7 @@ class Emitter {
   std::vector<std::pair<int32_t, int32_t>> group_reads_;  // (source buffer, its last send) in this round's groups
   int32_t next_group_ = 0;
   bool relay_rounds_started_ = false;
-  std::vector<uint8_t> lane_;           // per segment its communicator lane (comm_lanes.h); empty: one lane
-  int32_t waves_ = 1, wave_ = 0;        // relay waves (comm_lanes.h), the one being emitted
-  std::vector<double> wave_ends_;       // their shares (WaveEnds; empty: even)
-  bool early_relays_ = false;           // PlanPolicy::early_relay_phase, where it applies
-  int32_t early_turns_ = 1;             // with it: the relay phase after this many turns (chunk pairs)
-  std::vector<int8_t> chunk_;           // phase chunks (comm_lanes.h PhaseChunks); empty: none
-  std::vector<int8_t> whole_;           // by segment (SegmentWaves): per segment its wave; empty: by bytes
+  int32_t wave_ = 0;                    // the relay wave being emitted
   std::vector<int64_t> part_rot_;       // per segment its first part (PartRotations); empty: none
   RangeWrites range_writes_;            // with relay waves: who wrote what before the relay phase
 };

@@ -10,7 +10,9 @@
 
 #include "model/layout.h"
 #include "plan/plan.h"
+#include "model/cluster.h"
 #include "planner/buffer_layout.h"
+#include "planner/emitter.h"
 #include "planner/problem.h"
 #include "planner/segments.h"
 
@@ -147,5 +149,23 @@ struct GpuEmission {
 void AssignStaging(const Schedule& sc, int32_t gpu_count, const std::vector<uint8_t>& lane,
                    const std::vector<int8_t>& whole, const std::vector<int8_t>& chunk, std::vector<GpuEmission>& gpus,
                    std::vector<SegmentOps>& ops);
+
+// How the emitter lays a schedule over the two communicator lanes
+// (comm_lanes.h): per segment its lane, the relay waves, the phase chunks and
+// where the relay phase goes among them (lane_layout.cc). `lanes`: two lanes
+// allowed (PlanPolicy::comm_lanes, unless one lane must save their buffers).
+// O(S log S + S K) for S segments and K chunks or waves.
+struct LaneLayout {
+  std::vector<uint8_t> lane;        // per segment its lane (0 or 1); empty: one lane
+  int32_t waves = 1;                // relay waves (PlanPolicy::relay_waves), where they apply
+  std::vector<double> wave_ends;    // their shares (WaveEnds; empty: even)
+  std::vector<int8_t> whole;        // by segment (SegmentWaves): per segment its wave; empty: by bytes
+  std::vector<int8_t> chunk;        // phase chunks (PhaseChunks): per segment its chunk; empty: none
+  bool early_relays = false;        // PlanPolicy::early_relay_phase, where it applies
+  int32_t early_turns = 1;          // with it: the relay phase after this many turns (chunk pairs)
+  // Sender relays' first hops moved into the chunks (PhaseChunks): emitted in the chunked round's groups.
+  bool first_hops_in_chunks = false;
+};
+LaneLayout MakeLaneLayout(const Schedule& sc, const Cluster& c, const PlanPolicy& policy, bool lanes);
 
 }  // namespace reshard::emitter_internal

@@ -28,6 +28,9 @@ void AssignStaging(const Schedule& sc, int32_t gpu_count, const std::vector<uint
   auto order = [&](int32_t i) { return chunk.empty() || chunk[i] < 0 ? static_cast<int32_t>(lane[i]) : chunk[i]; };
   const bool chunk0_first = std::find(chunk.begin(), chunk.end(), kFirstHopsBesideChunkZero) != chunk.end();
   auto key = [&](int32_t i) {
+    // First hops moved into a chunk (PhaseChunks): packed after that chunk's own segments.
+    if (!chunk.empty() && chunk[i] >= 0 && sc.segments[i].round < sc.pre_rounds)
+      return std::make_tuple(chunk0_first && chunk[i] == 0 ? -1 : sc.pre_rounds, order(i), 1);
     if (chunk0_first && chunk[i] == 0) return std::make_tuple(-1, 0, 0);
     return std::make_tuple(sc.segments[i].round, order(i), whole.empty() ? 0 : static_cast<int>(whole[i]));
   };

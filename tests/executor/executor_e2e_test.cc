@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "model/scenario.h"
+#include "planner/comm_lanes.h"
 #include "planner/emitter.h"
 #include "planner/planner.h"
 #include "planner/problem.h"
@@ -299,6 +300,39 @@ TEST(EndToEndRelays, SenderRelayedPlanVerifiesEveryElement) {
       testing::ExpectHostRunVerifies(r.plan, "sender-relayed");
     }
   }
+}
+
+// Sender relays' first hops moved into the phase chunks (comm_lanes.h
+// PhaseChunks: those of chunk k's second hops in chunk k - 2's group, those
+// of chunk 1's beside chunk 0): one holder (GPU 0) -> TP8 and TP2 x DP4 (with
+// receive-side relays) on node 1, a round per phase in 3, 4 and 6 chunks,
+// staged and in place. Every element verified on the host backend.
+TEST(EndToEndRelays, FirstHopsInTheChunksVerifyEveryElement) {
+  int32_t moved = 0;
+  for (const auto& [destination, relays] : {std::pair{"{tp: 8, gpus: \"8-15\"}", false},
+                                            std::pair{"{tp: 2, dp: 4, gpus: \"8-15\"}", true}}) {
+    const Scenario s = TinyLlamaTwoNodes("e2e-first-hops-in-chunks", "{tp: 1, gpus: \"0\"}", destination);
+    Problem prob(s);
+    if (relays) ASSERT_GT(prob.AddRelays(), 0);
+    ASSERT_GT(prob.AddSendRelays(), 0);
+    for (int64_t direct : {int64_t{0}, std::numeric_limits<int64_t>::max()}) {
+      const Schedule sc = MakeSchedule(prob, int64_t{64} << 10, direct, kPerRoundAll);
+      ASSERT_EQ(sc.pre_rounds, 1) << destination;
+      for (int32_t chunks : {3, 4, 6}) {
+        std::vector<uint8_t> lanes = CommLanes(sc, s.cluster.Gpus());
+        const std::vector<int8_t> chunk = PhaseChunks(sc, s.cluster, chunks, lanes);
+        for (size_t i = 0; i < chunk.size(); ++i) moved += sc.segments[i].round < sc.pre_rounds && chunk[i] >= 0;
+        PlanPolicy policy;
+        policy.phase_chunks = chunks;
+        EmittedPlan e = EmitPlan(prob, sc, policy);
+        ASSERT_TRUE(e.fits && e.comm_lanes) << destination;
+        e.plan.summary.bytes_moved = CountBytesMoved(e.plan);  // the search's summary, which this test skips
+        testing::ExpectHostRunVerifies(e.plan, fmt::format("first hops in {} chunks, threshold {}, {}", chunks,
+                                                           direct, destination));
+      }
+    }
+  }
+  EXPECT_GT(moved, 0) << "no first hop went into a chunk";
 }
 
 // Receiver-side NIC relays (Problem::AddRecvRelays): GPU 8 alone needs

@@ -220,12 +220,14 @@ TEST(PhaseChunks, RampedChunksAreSmallAtBothEnds) {
   }
 }
 
-// Sender relays' first hops (a phase of their own, Schedule::pre_rounds)
-// beside chunk 0: they go on lane 1 (kFirstHopsBesideChunkZero), their
-// second hops in later chunks, and chunk 0's packs go before theirs, so chunk
-// 0 starts while the first hops run instead of after them. tiny-llama on
-// GPU 0 of node 0 -> TP8 on node 1 (planner/send_relay_test.cc's one-holder
-// case): GPU 0 sends 7/8 of the model to its node mates first.
+// Sender relays' first hops (a phase of their own, Schedule::pre_rounds):
+// their second hops in chunks 1.., the first hops of chunk 1's beside chunk 0
+// on lane 1 (kFirstHopsBesideChunkZero) and those of chunk k >= 2's in chunk
+// k - 2 (on chunk k's lane, the group before it there); chunk 0's packs go
+// before theirs, so chunk 0 starts while the first hops run instead of after
+// them. tiny-llama on GPU 0 of node 0 -> TP8 on node 1
+// (planner/send_relay_test.cc's one-holder case): GPU 0 sends 7/8 of the
+// model to its node mates first.
 TEST(PhaseChunks, SenderRelaysFirstHopsRunBesideChunkZero) {
   const Scenario s = ParseScenario(
       "name: one-holder-tiny\nmodel: tiny-llama\ncluster: {preset: dgx-h200, nodes: 2}\n"
@@ -237,22 +239,32 @@ TEST(PhaseChunks, SenderRelaysFirstHopsRunBesideChunkZero) {
   ASSERT_EQ(sc.pre_rounds, 1);
   std::vector<uint8_t> lanes = CommLanes(sc, s.cluster.Gpus());
   const std::vector<int8_t> chunk = PhaseChunks(sc, s.cluster, 4, lanes);
-  int32_t first_hops = 0, second_hops = 0, in_chunk0 = 0;
+  int32_t first_hops = 0, second_hops = 0, in_chunk0 = 0, beside = 0, moved = 0;
   for (size_t i = 0; i < sc.segments.size(); ++i) {
     const Segment& g = sc.segments[i];
     if (g.round < sc.pre_rounds) {
       ++first_hops;
-      EXPECT_EQ(chunk[i], kFirstHopsBesideChunkZero) << "segment " << i;
-      EXPECT_EQ(lanes[i], 1) << "segment " << i;
     } else if (g.hop == 2) {
       ++second_hops;
-      EXPECT_GE(chunk[i], 1) << "second hop " << i << " waits for its first";
+      ASSERT_GE(chunk[i], 1) << "second hop " << i << " waits for its first";
+      ASSERT_GE(g.feed, 0);
+      if (chunk[i] == 1) {
+        ++beside;
+        EXPECT_EQ(chunk[g.feed], kFirstHopsBesideChunkZero) << "first hop " << g.feed;
+        EXPECT_EQ(lanes[g.feed], 1) << "first hop " << g.feed;
+      } else {
+        ++moved;
+        EXPECT_EQ(chunk[g.feed], chunk[i] - 2) << "first hop " << g.feed;
+        EXPECT_EQ(lanes[g.feed], lanes[i]) << "first hop " << g.feed;
+      }
     } else {
       in_chunk0 += chunk[i] == 0;
     }
   }
   ASSERT_GT(first_hops, 0);
-  ASSERT_GT(second_hops, 0);
+  ASSERT_EQ(second_hops, first_hops);
+  EXPECT_GT(beside, 0);
+  EXPECT_GT(moved, 0);
   ASSERT_GT(in_chunk0, 0) << "nothing left for chunk 0";
   PlanPolicy policy;
   policy.phase_chunks = 4;
@@ -276,6 +288,19 @@ TEST(PhaseChunks, SenderRelaysFirstHopsRunBesideChunkZero) {
   }
   EXPECT_EQ(first_pack, 0);
   EXPECT_LT(chunk0_start, hops_end);
+  // A moved first hop is sent in its chunk's group (with that chunk's own transfers), each in a group of its lane.
+  std::map<int32_t, std::set<int32_t>> chunk_groups;  // GPU 0's chunk -> groups of its own sends there
+  for (const Op& op : e.plan.ops)
+    if (op.gpu == 0 && op.kind == OpKind::kSend && sc.segments[op.segment].round >= sc.pre_rounds)
+      chunk_groups[chunk[op.segment]].insert(op.group);
+  int32_t moved_sends = 0;
+  for (const Op& op : e.plan.ops) {
+    if (op.kind != OpKind::kSend || sc.segments[op.segment].round >= sc.pre_rounds || chunk[op.segment] < 0) continue;
+    ++moved_sends;
+    EXPECT_EQ(chunk_groups[chunk[op.segment]].count(op.group), 1u) << "first hop " << op.segment;
+    EXPECT_EQ(e.plan.stream_names[op.stream] == kCommLane2StreamName, lanes[op.segment] == 1) << "first hop " << op.segment;
+  }
+  EXPECT_GT(moved_sends, 0);
 }
 
 // A second hop that feeds relays goes in chunk 1, where the feeds go first
