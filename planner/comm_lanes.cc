@@ -150,7 +150,7 @@ std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t w
   return wave;
 }
 
-bool FeedsInFirstChunk(const Schedule& sc, int32_t chunks) {
+bool FeedsInFirstChunk(const Schedule& sc, int32_t chunks, int32_t within) {
   if (!sc.all_in_one_round || sc.relay_rounds == 0) return false;
   const int32_t phase = sc.rounds - sc.relay_rounds - 1;
   int64_t feed_bytes = 0, phase_bytes = 0;
@@ -158,7 +158,7 @@ bool FeedsInFirstChunk(const Schedule& sc, int32_t chunks) {
     if (sg.round != phase || sg.relay) continue;
     feed_bytes += FeedsRelays(sg) ? sg.bytes : 0, phase_bytes += sg.bytes;
   }
-  return feed_bytes > 0 && feed_bytes * chunks <= phase_bytes;
+  return feed_bytes > 0 && feed_bytes * chunks <= within * phase_bytes;
 }
 
 bool FeedsFitChunkZeroOnEveryPort(const Schedule& sc, const Cluster& c, int32_t chunks) {
@@ -189,14 +189,15 @@ std::vector<double> ChunkShares(int32_t chunks, double ramp) {
 }
 
 std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t chunks, std::vector<uint8_t>& lanes,
-                                bool early, double ramp) {
+                                bool early, double ramp, int32_t feed_chunks) {
   std::vector<int8_t> chunk(sc.segments.size(), -1);
   if (!sc.all_in_one_round || lanes.size() != sc.segments.size() || chunks < 2 || chunks > 64) return chunk;
   const int32_t phase = sc.rounds - sc.relay_rounds - 1;
   std::vector<int64_t> sent(static_cast<size_t>(c.Gpus()) * 2 * chunks, 0), received(sent.size(), 0);
   // The feeds all in chunk 0 (the relay phase waits for them) where they fit in a chunk's share, then the rest
   // around them; more feeds go with the rest.
-  const bool first = FeedsInFirstChunk(sc, chunks) && (early || FeedsFitChunkZeroOnEveryPort(sc, c, chunks));
+  const int32_t spread = early ? std::clamp(feed_chunks, 1, chunks - 2) : 1;  // chunks the feeds go in
+  const bool first = FeedsInFirstChunk(sc, chunks, spread) && (early || FeedsFitChunkZeroOnEveryPort(sc, c, chunks));
   std::vector<int32_t> feeds, order;
   for (size_t i = 0; i < sc.segments.size(); ++i) {
     const Segment& sg = sc.segments[i];
@@ -207,12 +208,29 @@ std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t ch
   // while they run; so their second hops, which wait for them, not in chunk 0: feeds among them in chunk 1 (lane
   // 1, right after the first hops), the others balanced over chunks 1...
   const bool beside = sc.pre_rounds > 0 && !(feeds.empty() && order.empty());
+  // Spread: balanced over chunks [0, spread), second hops over [1, spread).
+  std::vector<double> in_feed(chunks, 0), after_hops(chunks, 0);
+  for (int32_t k = 0; k < spread; ++k) in_feed[k] = 1.0 / spread, after_hops[k] = k > 0 ? 1.0 / (spread - 1) : 0;
+  std::vector<int32_t> feed_hops;
   for (int32_t i : feeds) {
     const Segment& sg = sc.segments[i];
+    if (spread > 1) {
+      if (beside && sg.hop == 2) feed_hops.push_back(i);
+      continue;
+    }
     const int8_t k = beside && sg.hop == 2 ? 1 : 0;
     sent[LoadAt(c, sg, true, chunks) + k] += sg.bytes;
     received[LoadAt(c, sg, false, chunks) + k] += sg.bytes;
     chunk[i] = k;
+  }
+  if (spread > 1) {
+    std::vector<int32_t> rest;
+    for (int32_t i : feeds)
+      if (!(beside && sc.segments[i].hop == 2)) rest.push_back(i);
+    LargestFirst(sc, feed_hops);
+    BalanceWhole(sc, c, feed_hops, after_hops, sent, received, chunk);
+    LargestFirst(sc, rest);
+    BalanceWhole(sc, c, rest, in_feed, sent, received, chunk);
   }
   std::vector<int32_t> hops;
   if (beside) {

@@ -172,9 +172,18 @@ std::vector<int8_t> SegmentWaves(const Schedule& sc, const Cluster& c, int32_t w
 // `ramp` > 1: chunk k's share of the phase grows by that ratio from each end
 // toward the middle (ChunkShares), so chunk 0 waits for fewer packs and the
 // last chunk leaves fewer unpacks.
+// `feed_chunks` > 1 (PlanPolicy::feed_chunks, with `early`): the feeds
+// balanced over chunks [0, feed_chunks) as the rest is over all (second
+// hops among them over [1, feed_chunks)), the relay phase after them. Feeds
+// all in chunk 0 made it the longest on the ports that send them, and the
+// relay phase after chunk 0 or 2 held lane 0's later chunks back: deepseek-v3
+// TP1xPP16xEP8 -> TP16xDP8 EP128 on 128 GB200 kept its relay phase (343 GiB
+// over NVLink) after the phase, 73.0 ms (early: 78.6); feeds over chunks
+// 0-5 of 8, 68.4 ms. Where most feeds are second hops of sender relays
+// (TP8xPP4xEP32: 69.7 ms early, 71.5 spread) all in chunk 0 or 1 won.
 inline constexpr int8_t kFirstHopsBesideChunkZero = -2;
 std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t chunks, std::vector<uint8_t>& lanes,
-                                bool early = false, double ramp = 1);
+                                bool early = false, double ramp = 1, int32_t feed_chunks = 1);
 // Each chunk's share of the phase: ramp^min(k, chunks - 1 - k), normalised
 // to sum 1 (ramp 1: even). Where packs and unpacks take a share of the
 // transfers' time comparable to a chunk's (NVLink on GB200: ~1.7 TB/s of
@@ -184,8 +193,9 @@ std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t ch
 std::vector<double> ChunkShares(int32_t chunks, double ramp);
 // Whether the segments feeding relays fit in chunk 0: they are at most a
 // `chunks`-th of the phase's bytes (then PlanPolicy::early_relay_phase can
-// start the relay phase after chunk 0). O(S).
-bool FeedsInFirstChunk(const Schedule& sc, int32_t chunks);
+// start the relay phase after chunk 0); in the first `within` chunks: at
+// most `within` chunks' share. O(S).
+bool FeedsInFirstChunk(const Schedule& sc, int32_t chunks, int32_t within = 1);
 // Whether they also fit there on every port (GPU, link class, direction;
 // seconds at the class's peak): on none longer than a `chunks`-th of the
 // busiest port's phase. Without an early relay phase, PhaseChunks puts the

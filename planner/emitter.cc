@@ -763,7 +763,9 @@ class Emitter {
 
 bool EarlyRelayPhase(const Schedule& sc, const PlanPolicy& policy) {
   return policy.early_relay_phase && policy.comm_lanes && policy.relay_waves <= 1 && policy.phase_chunks > 2 &&
-         sc.relay_rounds == 1 && FeedsInFirstChunk(sc, policy.phase_chunks);
+         sc.relay_rounds == 1 && policy.feed_chunks >= 1 &&
+         (policy.feed_chunks == 1 || policy.feed_chunks + 2 <= policy.phase_chunks) &&
+         FeedsInFirstChunk(sc, policy.phase_chunks, policy.feed_chunks);
 }
 
 EmittedPlan EmitPlan(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode) {

@@ -84,6 +84,11 @@ struct PlanPolicy {
   // sender relays' second hops among the feeds go in chunk 1 (comm_lanes.h).
   // The search tries it.
   bool early_relay_phase = false;
+  // With the early relay phase: the feeds balanced over chunks [0,
+  // feed_chunks) instead of all in chunk 0, and the relay phase after them
+  // (after turn ceil(feed_chunks / 2)); at most phase_chunks - 2, so two
+  // chunks follow it. The search tries phase_chunks - 2 (comm_lanes.h).
+  int32_t feed_chunks = 1;
   // Rounds (not a round per phase) alternating over the two NCCL
   // communicators (comm_lanes.h RoundLanes), so a GPU's next round need not
   // wait for its slowest pair of this one. The search tries it.
@@ -93,7 +98,8 @@ struct PlanPolicy {
 
 // Whether PlanPolicy::early_relay_phase applies to `sc`: phase chunks in
 // more than one turn (3 chunks or more), one relay round, the feeds fit in
-// chunk 0 (comm_lanes.h FeedsInFirstChunk). O(S).
+// chunk 0 (comm_lanes.h FeedsInFirstChunk), or in chunks [0, feed_chunks)
+// with two chunks after them. O(S).
 bool EarlyRelayPhase(const Schedule& sc, const PlanPolicy& policy);
 
 struct EmittedPlan {

@@ -16,7 +16,7 @@ LaneLayout MakeLaneLayout(const Schedule& sc, const Cluster& c, const PlanPolicy
   if (l.waves > 1 && policy.relay_waves_by_segment) l.whole = SegmentWaves(sc, c, l.waves, policy.relay_first_wave);
   const bool early = EarlyRelayPhase(sc, policy);
   if (!l.lane.empty() && l.waves == 1 && policy.phase_chunks > 1 && sc.all_in_one_round)
-    l.chunk = PhaseChunks(sc, c, policy.phase_chunks, l.lane, early, policy.chunk_ramp);
+    l.chunk = PhaseChunks(sc, c, policy.phase_chunks, l.lane, early, policy.chunk_ramp, policy.feed_chunks);
   if (std::all_of(l.chunk.begin(), l.chunk.end(), [](int8_t k) { return k < 0; })) l.chunk.clear();
   l.early_relays = early && !l.chunk.empty();
   for (size_t i = 0; i < l.chunk.size(); ++i) {
@@ -26,6 +26,8 @@ LaneLayout MakeLaneLayout(const Schedule& sc, const Cluster& c, const PlanPolicy
     if (l.early_relays && l.chunk[i] == 1 && sg.hop == 2 && sg.feeds) l.early_turns = 2;
     if (sg.round < sc.pre_rounds && l.chunk[i] >= 0) l.first_hops_in_chunks = true;
   }
+  // Feeds over chunks [0, feed_chunks): the relay phase after the turn holding the last of them.
+  if (l.early_relays) l.early_turns = std::max(l.early_turns, (policy.feed_chunks + 1) / 2);
   return l;
 }
 

@@ -263,6 +263,12 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       p.phase_chunks = kPhaseChunksLarge, early.phase_chunks = kPhaseChunksLargeEarly, early.early_relay_phase = true;
       const double held_s = predicted->time_s;
       if (EarlyRelayPhase(*sched, early)) keep_if_faster(run(prob, order, kNone, false, {early}, sched->relays_in_place));
+      // Where that lost, the feeds over all chunks but the last two, the relay phase after them
+      // (PlanPolicy::feed_chunks; where it won, this lost: bench/results/2026-12-06-cpu-feeds-spread).
+      PlanPolicy spread = early;
+      spread.feed_chunks = kPhaseChunksLargeEarly - 2;
+      if (predicted->time_s >= held_s && EarlyRelayPhase(*sched, spread))
+        keep_if_faster(run(prob, order, kNone, false, {spread}, sched->relays_in_place));
       for (double ramp : ramps) {
         if (predicted->time_s < held_s) break;
         p.chunk_ramp = ramp;

@@ -254,22 +254,28 @@ TEST(EndToEndRelays, PhaseChunksVerifyEveryElement) {
   const Scenario s = TinyLlamaTwoNodes("e2e-early-relays", "{tp: 2, gpus: \"0-1\"}", "{tp: 4, gpus: \"8-11\"}");
   Problem prob(s);
   ASSERT_GT(prob.AddRelays(), 0);
-  int32_t applied = 0;
+  int32_t applied = 0, spread = 0;
   for (int64_t direct : {int64_t{0}, std::numeric_limits<int64_t>::max()}) {
     const Schedule sc = MakeSchedule(prob, int64_t{64} << 10, direct, kPerRoundAll);
-    for (int32_t chunks : {3, 4, 6}) {
+    // The feeds in chunk 0, or spread over all chunks but the last two (PlanPolicy::feed_chunks).
+    for (const auto& [chunks, feed_chunks] :
+         {std::pair{3, 1}, std::pair{4, 1}, std::pair{6, 1}, std::pair{4, 2}, std::pair{6, 4}}) {
       PlanPolicy policy;
       policy.phase_chunks = chunks;
       policy.early_relay_phase = true;
+      policy.feed_chunks = feed_chunks;
       if (!EarlyRelayPhase(sc, policy)) continue;
       ++applied;
+      spread += feed_chunks > 1 ? 1 : 0;
       EmittedPlan e = EmitPlan(prob, sc, policy);
       ASSERT_TRUE(e.fits);
       e.plan.summary.bytes_moved = CountBytesMoved(e.plan);  // the search's summary, which this test skips
-      testing::ExpectHostRunVerifies(e.plan, fmt::format("early relays, {} chunks, threshold {}", chunks, direct));
+      testing::ExpectHostRunVerifies(e.plan, fmt::format("early relays, {} chunks, feeds in {}, threshold {}", chunks,
+                                                         feed_chunks, direct));
     }
   }
-  EXPECT_GE(applied, 3);
+  EXPECT_GE(applied, 5);
+  EXPECT_GE(spread, 2);
 }
 
 // Sender-side relays (Problem::AddSendRelays): one GPU of node 0 holds

@@ -432,6 +432,52 @@ TEST(PhaseChunks, AnEarlyRelayPhaseRunsBetweenChunkZeroAndTwo) {
   EXPECT_EQ(last_chunk, 2);
 }
 
+// PlanPolicy::feed_chunks: with the early relay phase, the feeds spread over
+// chunks [0, feed_chunks) (balanced as the rest is) instead of all in chunk
+// 0, and on lane 0 the relay phase after the turn holding the last of them:
+// 6 chunks, feeds in chunks 0-3, the relay phase between chunks 2 and 4 on
+// lane 0 (after turn 1), chunk 4 after it. It needs two chunks after the
+// feeds' (feed_chunks <= phase_chunks - 2). The plan verifies and issues.
+TEST(PhaseChunks, FeedsSpreadOverTheFirstChunksWithTheRelayPhaseAfterThem) {
+  Chunked t;
+  PlanPolicy policy;
+  policy.phase_chunks = 6;
+  policy.early_relay_phase = true;
+  policy.feed_chunks = 4;
+  ASSERT_TRUE(EarlyRelayPhase(t.sc, policy));
+  policy.feed_chunks = 5;
+  EXPECT_FALSE(EarlyRelayPhase(t.sc, policy)) << "one chunk after the feeds' only";
+  policy.feed_chunks = 4;
+  std::vector<uint8_t> lanes = CommLanes(t.sc, t.s.cluster.Gpus());
+  const std::vector<int8_t> chunk = PhaseChunks(t.sc, t.s.cluster, 6, lanes, true, 1, 4);
+  std::set<int32_t> feed_chunks;
+  for (size_t i = 0; i < t.sc.segments.size(); ++i) {
+    const Segment& g = t.sc.segments[i];
+    if (g.round != t.Phase() || g.relay || !g.feeds) continue;
+    EXPECT_LT(chunk[i], 4) << "feed " << i;
+    feed_chunks.insert(chunk[i]);
+  }
+  EXPECT_GT(feed_chunks.size(), 1u) << "the feeds are not spread";
+  const EmittedPlan e = EmitPlan(t.p, t.sc, policy);
+  ASSERT_TRUE(e.fits && e.comm_lanes);
+  const VerifyResult v = Verify(e.plan);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  EXPECT_NO_THROW(ForEachIssueStep(e.plan, [](const IssueStep&) {}));
+  // Per GPU, lane 0's transfers in plan order: chunks 0 and 2 (0), the relay phase (1), chunk 4 (2).
+  std::map<int32_t, std::vector<int32_t>> kinds;
+  for (const Op& op : e.plan.ops) {
+    if ((op.kind != OpKind::kSend && op.kind != OpKind::kRecv) || op.stream != kStreamComm || op.segment < 0) continue;
+    const int32_t k = t.sc.segments[op.segment].round > t.Phase() ? 1 : chunk[op.segment] < 4 ? 0 : 2;
+    kinds[op.gpu].push_back(k);
+  }
+  int32_t between = 0;
+  for (const auto& [gpu, ks] : kinds) {
+    EXPECT_TRUE(std::is_sorted(ks.begin(), ks.end())) << "GPU " << gpu;
+    between += std::set<int32_t>(ks.begin(), ks.end()).size() == 3;
+  }
+  EXPECT_GT(between, 0) << "no GPU runs the relay phase between chunks 2 and 4";
+}
+
 // An early relay phase comes between the chunks of the phase before it,
 // whose later chunks must still be grouped by that phase's components (the
 // relay phase's own components once split them: a GPU got two groups in one
