@@ -196,7 +196,7 @@ std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t ch
   std::vector<int64_t> sent(static_cast<size_t>(c.Gpus()) * 2 * chunks, 0), received(sent.size(), 0);
   // The feeds all in chunk 0 (the relay phase waits for them) where they fit in a chunk's share, then the rest
   // around them; more feeds go with the rest.
-  const int32_t spread = early ? std::clamp(feed_chunks, 1, chunks - 2) : 1;  // chunks the feeds go in
+  const int32_t spread = early && chunks > 2 ? std::clamp(feed_chunks, 1, chunks - 2) : 1;  // chunks the feeds go in
   const bool first = FeedsInFirstChunk(sc, chunks, spread) && (early || FeedsFitChunkZeroOnEveryPort(sc, c, chunks));
   std::vector<int32_t> feeds, order;
   for (size_t i = 0; i < sc.segments.size(); ++i) {
