@@ -208,29 +208,24 @@ std::vector<int8_t> PhaseChunks(const Schedule& sc, const Cluster& c, int32_t ch
   // while they run; so their second hops, which wait for them, not in chunk 0: feeds among them in chunk 1 (lane
   // 1, right after the first hops), the others balanced over chunks 1...
   const bool beside = sc.pre_rounds > 0 && !(feeds.empty() && order.empty());
-  // Spread: balanced over chunks [0, spread), second hops over [1, spread).
-  std::vector<double> in_feed(chunks, 0), after_hops(chunks, 0);
-  for (int32_t k = 0; k < spread; ++k) in_feed[k] = 1.0 / spread, after_hops[k] = k > 0 ? 1.0 / (spread - 1) : 0;
-  std::vector<int32_t> feed_hops;
-  for (int32_t i : feeds) {
-    const Segment& sg = sc.segments[i];
-    if (spread > 1) {
-      if (beside && sg.hop == 2) feed_hops.push_back(i);
-      continue;
-    }
-    const int8_t k = beside && sg.hop == 2 ? 1 : 0;
-    sent[LoadAt(c, sg, true, chunks) + k] += sg.bytes;
-    received[LoadAt(c, sg, false, chunks) + k] += sg.bytes;
-    chunk[i] = k;
-  }
-  if (spread > 1) {
-    std::vector<int32_t> rest;
-    for (int32_t i : feeds)
-      if (!(beside && sc.segments[i].hop == 2)) rest.push_back(i);
+  auto feed_hop = [&](int32_t i) { return beside && sc.segments[i].hop == 2; };
+  if (spread > 1) {  // balanced over chunks [0, spread), second hops among them over [1, spread)
+    std::vector<double> in_feed(chunks, 0), after_hops(chunks, 0);
+    for (int32_t k = 0; k < spread; ++k) in_feed[k] = 1.0 / spread, after_hops[k] = k > 0 ? 1.0 / (spread - 1) : 0;
+    std::vector<int32_t> feed_hops, rest;
+    for (int32_t i : feeds) (feed_hop(i) ? feed_hops : rest).push_back(i);
     LargestFirst(sc, feed_hops);
     BalanceWhole(sc, c, feed_hops, after_hops, sent, received, chunk);
     LargestFirst(sc, rest);
     BalanceWhole(sc, c, rest, in_feed, sent, received, chunk);
+  } else {
+    for (int32_t i : feeds) {
+      const Segment& sg = sc.segments[i];
+      const int8_t k = feed_hop(i) ? 1 : 0;
+      sent[LoadAt(c, sg, true, chunks) + k] += sg.bytes;
+      received[LoadAt(c, sg, false, chunks) + k] += sg.bytes;
+      chunk[i] = k;
+    }
   }
   std::vector<int32_t> hops;
   if (beside) {
