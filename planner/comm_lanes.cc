@@ -4,6 +4,10 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <map>
+#include <utility>
+
+#include "model/box.h"
 
 namespace reshard {
 
@@ -38,6 +42,36 @@ std::vector<uint8_t> CommLanes(const Schedule& sc, int32_t gpus) {
   }
   if (!split) return {};
   return lanes;
+}
+
+void RelaysAfterInPlaceFeeds(const Problem& prob, const Schedule& sc, std::vector<uint8_t>& lanes) {
+  if (!sc.all_in_one_round || sc.relay_rounds == 0 || lanes.size() != sc.segments.size()) return;
+  const int32_t relays_at = sc.rounds - sc.relay_rounds;
+  // (destination rank, piece) -> the boxes received there in place on lane 1 by segments that feed relays.
+  std::map<std::pair<int32_t, int32_t>, std::vector<Box>> landed;
+  for (size_t i = 0; i < sc.segments.size(); ++i) {
+    const Segment& sg = sc.segments[i];
+    if (sg.round != relays_at - 1 || !sg.feeds_in_place || lanes[i] != 1) continue;
+    for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts; ++k) {
+      const Part& p = sc.parts[k];
+      landed[{p.dst_rank, prob.FragmentOf(p.dst_rank, p.frag).dst_piece}].push_back(p.box);
+    }
+  }
+  if (landed.empty()) return;
+  for (size_t i = 0; i < sc.segments.size(); ++i) {
+    const Segment& sg = sc.segments[i];
+    if (!sg.relay || lanes[i] == 1) continue;
+    for (int64_t k = sg.first_part; k < sg.first_part + sg.num_parts && lanes[i] == 0; ++k) {
+      const Part& p = sc.parts[k];
+      const auto it = p.relay ? landed.find({p.src_rank, p.src_piece}) : landed.end();
+      if (it == landed.end()) continue;
+      for (const Box& b : it->second)
+        if (Intersect(b, p.box)) {
+          lanes[i] = 1;
+          break;
+        }
+    }
+  }
 }
 
 std::vector<uint8_t> RoundLanes(const Schedule& sc) {
@@ -103,8 +137,9 @@ void LargestFirst(const Schedule& sc, std::vector<int32_t>& order) {
                    [&](int32_t x, int32_t y) { return sc.segments[x].bytes > sc.segments[y].bytes; });
 }
 
-// Segments the relay phase waits for: relay feeds and receiver-side relays' first hops.
-bool FeedsRelays(const Segment& sg) { return sg.feeds || (sg.via_recv && sg.hop == 1); }
+// Segments the relay phase waits for: relay feeds (staged or received in place) and receiver-side relays' first
+// hops.
+bool FeedsRelays(const Segment& sg) { return sg.feeds || sg.feeds_in_place || (sg.via_recv && sg.hop == 1); }
 
 }  // namespace
 

@@ -77,6 +77,16 @@ namespace reshard {
 // split (rounds, not a round per phase, or no GPU sends two segments in one).
 std::vector<uint8_t> CommLanes(const Schedule& sc, int32_t gpus);
 
+// A round per phase on two lanes, relay phase on lane 0: a relayed segment
+// with a part whose box its sender received in place on lane 1 (a feed of
+// Segment::feeds_in_place, same destination piece, boxes meeting) goes on
+// lane 1, its group after lane 1's network group in stream order; the rest
+// stay on lane 0, whose relay group then no longer waits for lane 1's
+// network group (it waited for it whole, one in-place feed per GPU sufficing:
+// qwen3-30b-a3b EP8xPP2 -> TP2xDP64 EP128 on 128 H200, relay phase from
+// 10.2 ms to from ~8.9, 12.27 -> 11.45 ms). O(S + P log P) for P parts.
+void RelaysAfterInPlaceFeeds(const Problem& prob, const Schedule& sc, std::vector<uint8_t>& lanes);
+
 // Rounds on two lanes (PlanPolicy::round_lanes): round r on lane r % 2, a
 // sender relay's first hop on its second hop's lane (the round before, so
 // the second hop waits for an earlier group of its own lane only). One lane

@@ -36,7 +36,7 @@ class Emitter {
  public:
   Emitter(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode, bool lanes)
       : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster), mode_(mode), full_(mode == EmitMode::kFull),
-        lay_(emitter_internal::MakeLaneLayout(sc, c_, policy, lanes)) {
+        lay_(emitter_internal::MakeLaneLayout(prob, sc, c_, policy, lanes)) {
     part_rot_ = emitter_internal::PartRotations(sc);
   }
 
@@ -269,26 +269,28 @@ class Emitter {
       bufs.push_back(PartCopies(i, slot, &off, true, op.copies).src_buffer);
     std::sort(bufs.begin(), bufs.end());
     bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
-    if (sg.relay) WaitForWrites(bufs, op.deps);
+    if (sg.relay) {
+      for (const CopyPair& cp : op.copies) WaitForRegionWrites(cp.src, op.deps);
+    }
     if (full_) op.label = fmt::format("pack s{}", seg);
     segment_ops_[seg].pack = Emit(std::move(op));
     if (!sg.relay) ReadDone(bufs, segment_ops_[seg].pack);
   }
 
-  // A relayed segment reads destination buffers written in earlier rounds:
-  // it waits for their last writers (emitted already: relayed segments are
-  // packed only once every earlier round is).
-  void WaitForWrites(const std::vector<int32_t>& bufs, std::vector<int32_t>& deps) const {
-    for (int32_t b : bufs)
-      for (int32_t w : buffers_[b].last_write)
-        if (w >= 0) deps.push_back(w);
+  // A relayed part read from `r` (written in earlier rounds, emitted already: relayed segments are packed only once
+  // every earlier round is) waits for the last compute write of its buffer (unpacks and local copies run in stream
+  // order) and for the receives that wrote bytes of `r`: not the buffer's last receive, which need not be the one
+  // `r` read (another lane's), nor every receive into it (one on the other lane would hold the relay back).
+  void WaitForRegionWrites(const Region& r, std::vector<int32_t>& deps) {
+    if (const int32_t w = buffers_[r.buffer].last_compute_write; w >= 0) deps.push_back(w);
+    range_writes_.Writers(r, deps);
   }
 
   // Writes before the relay rounds only: relayed parts read bytes that came
   // over the network, and a relay round's own receives share its groups.
   void Wrote(int32_t buffer, int32_t stream, int32_t op) {
     if (relay_rounds_started_) return;
-    buffers_[buffer].last_write[stream == kStreamComm] = op;
+    if (stream != kStreamComm) buffers_[buffer].last_compute_write = op;  // receives: range_writes_
     buffers_[buffer].write_wave = std::max(buffers_[buffer].write_wave, wave_);
   }
 
@@ -352,7 +354,7 @@ class Emitter {
     const int32_t sid = Emit(std::move(send));
     const int32_t rid = Emit(std::move(recv));
     Wrote(written, kStreamComm, rid);
-    if (lay_.waves > 1 && !relay_rounds_started_) range_writes_.Add(out_.plan.ops[rid].region, wave_, rid);
+    if (sc_.relay_rounds > 0 && !relay_rounds_started_) range_writes_.Add(out_.plan.ops[rid].region, wave_, rid);
     out_.plan.ops[sid].match = rid;
     out_.plan.ops[rid].match = sid;
     segment_ops_[seg].sends.push_back(sid);
@@ -438,9 +440,9 @@ class Emitter {
           send.region = src;
           if (x.write >= 0) {
             send.deps.push_back(x.write);
-            if (buffers_[h.src_buffer].last_write[0] >= 0) send.deps.push_back(buffers_[h.src_buffer].last_write[0]);
+            if (buffers_[h.src_buffer].last_compute_write >= 0) send.deps.push_back(buffers_[h.src_buffer].last_compute_write);
           } else if (sg.relay) {
-            WaitForWrites({h.src_buffer}, send.deps);
+            WaitForRegionWrites(src, send.deps);
           }
         } else {
           send.region = ContiguousRegion(sslot, off + x.begin, bytes);

@@ -51,18 +51,32 @@ struct WavePiece {
   int32_t wave, write;
 };
 
-// With relay waves (planner/comm_lanes.h): per plan buffer, the receives that
-// wrote it before the relay phase (disjoint byte ranges), and what a read of
-// it waits for. Add O(1), Seal O(W log W), Pieces O(W_b) for W_b writes of
-// the buffer.
+// Where a plan has a relay phase: per plan buffer, the receives that wrote
+// it before the relay phase (disjoint byte ranges), so that a relayed read
+// waits for those that wrote its bytes (Writers) and, with relay waves
+// (planner/comm_lanes.h), goes in their waves (Pieces). Add O(1), Seal
+// O(W log W), Pieces O(W_b) for W_b writes of the buffer.
 class RangeWrites {
  public:
   void Add(const Region& r, int32_t wave, int32_t op) {
     writes_[r.buffer].push_back({r.offset_bytes, r.offset_bytes + r.Bytes(), wave, op});
+    sealed_ = false;
   }
   void Seal() {  // before the first Pieces
     for (auto& [buf, v] : writes_)
       std::sort(v.begin(), v.end(), [](const WavePiece& x, const WavePiece& y) { return x.begin < y.begin; });
+    sealed_ = true;
+  }
+  // The receives whose ranges meet bytes [offset, End()) of `r`'s buffer, appended to `out`. O(log W_b + found).
+  void Writers(const Region& r, std::vector<int32_t>& out) {
+    if (!sealed_) Seal();
+    const auto it = writes_.find(r.buffer);
+    if (it == writes_.end()) return;
+    const std::vector<WavePiece>& v = it->second;
+    const int64_t a = r.offset_bytes, b = r.End();
+    // Disjoint ranges sorted by begin are sorted by end too.
+    auto k = std::partition_point(v.begin(), v.end(), [&](const WavePiece& x) { return x.end <= a; });
+    for (; k != v.end() && k->begin < b; ++k) out.push_back(k->write);
   }
   // Contiguous `r` cut where its writers' ranges end, each piece in its
   // writer's wave; one piece in `fallback_wave` where receives do not cover it.
@@ -83,6 +97,7 @@ class RangeWrites {
 
  private:
   std::unordered_map<int32_t, std::vector<WavePiece>> writes_;  // per buffer: byte ranges of the buffer
+  bool sealed_ = true;
 };
 
 // Per plan buffer: its alloc and its readers.
@@ -90,7 +105,7 @@ struct BufferUse {
   int32_t alloc = -1;               // its alloc op (destination weights, staging)
   int32_t readers = 0;              // ops still to read it (source weights, source_to_host)
   std::vector<int32_t> reads;       // ops that read it so far (its move to host waits for them)
-  int32_t last_write[2] = {-1, -1}; // its last writer on the compute / comm stream (relays wait for them)
+  int32_t last_compute_write = -1;  // its last writer on the compute stream (relays wait for it; receives: RangeWrites)
   int32_t write_wave = 0;           // the latest relay wave that wrote it (comm_lanes.h)
 };
 
@@ -166,6 +181,6 @@ struct LaneLayout {
   // Sender relays' first hops moved into the chunks (PhaseChunks): emitted in the chunked round's groups.
   bool first_hops_in_chunks = false;
 };
-LaneLayout MakeLaneLayout(const Schedule& sc, const Cluster& c, const PlanPolicy& policy, bool lanes);
+LaneLayout MakeLaneLayout(const Problem& prob, const Schedule& sc, const Cluster& c, const PlanPolicy& policy, bool lanes);
 
 }  // namespace reshard::emitter_internal

@@ -125,7 +125,7 @@ class RemotePairCutter {
         // Sender-relayed: the same parts in two hops, through a buffer of
         // the relay peer that holds them packed (in part order).
         Segment first = d, second = d;
-        first.dst_gpu = via, first.recv_direct = false, first.hop = 1;
+        first.dst_gpu = via, first.recv_direct = false, first.hop = 1, first.feeds_in_place = false;
         second.src_gpu = via, second.send_direct = false, second.hop = 2;
         first.via_recv = second.via_recv = prob_.sourced[i].via_recv;
         sc_.segments.push_back(first);
@@ -240,6 +240,7 @@ class RemotePairCutter {
       F.cur.bytes = F.used * prob_.elem_bytes;
       F.segments.push_back(F.cur);
     }
+    F.cur.feeds_in_place = false;
     F.cur.first_part = static_cast<int64_t>(F.parts.size());
     F.cur.num_parts = 0;
     F.used = 0;
@@ -249,6 +250,7 @@ class RemotePairCutter {
   void Add(ClassFiller& F, const SourcedFragment& sf, const Box& box) {
     if (F.cur.num_parts == 0) F.cur.priority = Priority(prob_, sf);
     F.parts.push_back(Part{box, sf.dst_rank, sf.frag, sf.src_rank, sf.src_piece, sf.relay});
+    F.cur.feeds_in_place = F.cur.feeds_in_place || (sf.feeds && F.cur.recv_direct);
     ++F.cur.num_parts;
     F.used += Volume(box);
     if (F.cur.PerPart() && F.ops >= kMaxP2pPerSegment) Close(F);

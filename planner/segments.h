@@ -100,6 +100,9 @@ struct Segment {
   // network into the relay peer's staging) goes with the direct segments,
   // hop 2 (over NVLink to the receiver) in the relay phase.
   bool via_recv = false;
+  // Received in place (recv_direct) with parts that feed relays
+  // (SourcedFragment::feeds): the relays read them where they land.
+  bool feeds_in_place = false;
   bool Direct() const { return send_direct && recv_direct; }
   bool PerPart() const { return send_direct || recv_direct; }  // one send / recv per part
   bool Packs() const { return !send_direct && hop != 2; }    // the sender packs it into a staging slot

@@ -278,6 +278,38 @@ TEST(EndToEndRelays, PhaseChunksVerifyEveryElement) {
   EXPECT_GE(spread, 2);
 }
 
+// Feeds received in place and staged (thresholds between "all in place" and
+// "none"), on two lanes: relays of bytes that land in place on lane 1 go on
+// lane 1 (comm_lanes.h RelaysAfterInPlaceFeeds), the others on lane 0 right
+// after lane 0's network group; with phase chunks and the relay phase after
+// chunk 0, feeds received in place go in chunk 0 as staged ones do. Every
+// element of every replica verified on the host backend.
+TEST(EndToEndRelays, FeedsInPlaceOnBothLanesVerifyEveryElement) {
+  const Scenario s = TinyLlamaTwoNodes("e2e-feeds-in-place", "{tp: 2, gpus: \"0-1\"}", "{tp: 2, dp: 2, gpus: \"8-11\"}");
+  Problem prob(s);
+  ASSERT_GT(prob.AddRelays(), 0);
+  int32_t both_lanes = 0;
+  for (const int64_t direct : {int64_t{0}, int64_t{4} << 10, int64_t{16} << 10}) {
+    const Schedule sc = MakeSchedule(prob, int64_t{64} << 10, direct, kPerRoundAll);
+    ASSERT_GT(sc.relay_rounds, 0);
+    for (const int32_t chunks : {1, 3, 4}) {
+      PlanPolicy policy;
+      policy.phase_chunks = chunks;
+      policy.early_relay_phase = chunks > 1;
+      if (chunks > 1 && !EarlyRelayPhase(sc, policy)) continue;
+      EmittedPlan e = EmitPlan(prob, sc, policy);
+      ASSERT_TRUE(e.fits && e.comm_lanes);
+      std::set<int32_t> relay_streams;
+      for (const Op& op : e.plan.ops)
+        if (op.kind == OpKind::kSend && op.segment >= 0 && sc.segments[op.segment].relay) relay_streams.insert(op.stream);
+      both_lanes += chunks == 1 && relay_streams.size() == 2 ? 1 : 0;
+      e.plan.summary.bytes_moved = CountBytesMoved(e.plan);  // the search's summary, which this test skips
+      testing::ExpectHostRunVerifies(e.plan, fmt::format("feeds in place, threshold {}, {} chunks", direct, chunks));
+    }
+  }
+  EXPECT_GT(both_lanes, 0) << "no plan had relays on both lanes";
+}
+
 // Sender-side relays (Problem::AddSendRelays): one GPU of node 0 holds
 // every weight that node 1's eight GPUs need, so its NIC would carry them
 // all; fragments go first over NVLink to its node peers (into staging
@@ -319,7 +351,9 @@ TEST(EndToEndRelays, FirstHopsInTheChunksVerifyEveryElement) {
                                             std::pair{"{tp: 2, dp: 4, gpus: \"8-15\"}", true}}) {
     const Scenario s = TinyLlamaTwoNodes("e2e-first-hops-in-chunks", "{tp: 1, gpus: \"0\"}", destination);
     Problem prob(s);
-    if (relays) ASSERT_GT(prob.AddRelays(), 0);
+    if (relays) {
+      ASSERT_GT(prob.AddRelays(), 0);
+    }
     ASSERT_GT(prob.AddSendRelays(), 0);
     for (int64_t direct : {int64_t{0}, std::numeric_limits<int64_t>::max()}) {
       const Schedule sc = MakeSchedule(prob, int64_t{64} << 10, direct, kPerRoundAll);
