@@ -112,12 +112,13 @@ inline constexpr int64_t kChunkedMinBytes = int64_t{16} << 20;
 inline constexpr int32_t kPhaseChunksLargeEarly = 8;
 // Chunks shorten the packs before a lane's first transfer and the unpacks
 // after its last: tried only where the kept plan's critical path spends at
-// least this share in copies. Kept plans that won with chunks had 3.4-7.0 %
-// (deepseek-v3 TP8xPP4xEP32 on H200 3.4 %, 5.4 % faster); below it none did
-// (llama3-70b 0.1 %, llama3-8b NVL72 0.0 %, llama3-70b colocated 1.8 %),
-// their tries costing up to +25 % planning CPU.
+// least this share in copies. Kept plans that won with chunks had 2.8-7.0 %
+// (grid deepseek-v3 TP8xPP4xEP32 -> TP16xDP8 EP128 on H200 2.77 % since its
+// relays wait for the feeds they read, 267.8 -> 233.8 ms with chunks; 3.4 %
+// before); below it none did (llama3-70b 0.1 %, llama3-8b NVL72 0.0 %,
+// llama3-70b colocated 1.8 %), their tries costing up to +25 % planning CPU.
 // (search_predict.h CopiesMayRepayChunks).
-inline constexpr double kPhaseChunksMinCopyShare = 0.03;
+inline constexpr double kPhaseChunksMinCopyShare = 0.025;
 // Large plans whose relays are packed try relays in place
 // (Schedule::relays_in_place, in a round per phase) only where the relay
 // phase's busiest NVLink port needs at least this share of the predicted
