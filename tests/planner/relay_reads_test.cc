@@ -100,9 +100,9 @@ int32_t FeedsInPlace(const Schedule& sc) {
 }
 
 // Feeds received in place and staged (thresholds between "everything in place" and "nothing"), on two lanes
-// without chunks and with the relay phase after chunk 0 (or after the feed chunks): no relayed read before its
-// bytes land; and some relays start before the other writes end (the check is not trivially met by a relay
-// phase after everything).
+// without chunks and with the relay phase after chunk 0 (or after the feed chunks), then relays in place, relay
+// waves and rounds: no relayed read before its bytes land; and some relays start before the other writes end
+// (the check is not trivially met by a relay phase after everything).
 TEST(RelayReads, EveryRelayedReadStartsAfterTheBytesItReadsLand) {
   int32_t in_place_cases = 0, early_in_place = 0, early_reads = 0;
   for (const Scenario& s : {planner_testing::TwoNodeRelayScenario(), planner_testing::Tp2ToTp4RelayScenario()}) {
@@ -134,6 +134,30 @@ TEST(RelayReads, EveryRelayedReadStartsAfterTheBytesItReadsLand) {
           early_in_place += chunks > 1 && in_place ? 1 : 0;
         }
       }
+  }
+  // Relays and their feeds in place (Schedule::relays_in_place), relay waves, and rounds (one or two segments per
+  // GPU and round, relay rounds after them): the same.
+  for (const Scenario& s : {planner_testing::TwoNodeRelayScenario(), planner_testing::Tp2ToTp4RelayScenario()}) {
+    Problem prob(s);
+    ASSERT_GT(prob.AddRelays(), 0) << s.name;
+    for (const int64_t direct : {int64_t{0}, int64_t{16} << 10, std::numeric_limits<int64_t>::max()}) {
+      for (const int32_t per_round : {1, 2, kPerRoundAll}) {
+        const Schedule sc = MakeSchedule(prob, int64_t{64} << 10, direct, per_round, per_round == kPerRoundAll);
+        if (sc.relay_rounds == 0) continue;
+        for (const int32_t waves : {1, 2}) {
+          if (waves > 1 && per_round != kPerRoundAll) continue;
+          PlanPolicy policy;
+          policy.relay_waves = waves;
+          const std::string what = fmt::format("{} threshold {} per round {} waves {}{}", s.name, direct, per_round,
+                                               waves, sc.relays_in_place ? " relays in place" : "");
+          const EmittedPlan e = EmitPlan(prob, sc, policy);
+          ASSERT_TRUE(e.fits) << what;
+          const VerifyResult v = Verify(e.plan);
+          ASSERT_TRUE(v.ok()) << what << ": " << v.problems.front();
+          EXPECT_GT(ExpectRelayedReadsAfterTheirWrites(e.plan, sc, what).reads, 0) << what;
+        }
+      }
+    }
   }
   EXPECT_GT(in_place_cases, 0) << "no schedule received a feed in place";
   EXPECT_GT(early_in_place, 0) << "no early relay phase with feeds received in place";
