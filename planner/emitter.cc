@@ -36,7 +36,7 @@ class Emitter {
  public:
   Emitter(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, EmitMode mode, bool lanes)
       : prob_(prob), sc_(sc), policy_(policy), c_(prob.scenario.cluster), mode_(mode), full_(mode == EmitMode::kFull),
-        lay_(emitter_internal::MakeLaneLayout(prob, sc, c_, policy, lanes)) {
+        lay_(emitter_internal::MakeLaneLayout(prob, sc, policy, lanes)) {
     part_rot_ = emitter_internal::PartRotations(sc);
   }
 
@@ -440,7 +440,7 @@ class Emitter {
           send.region = src;
           if (x.write >= 0) {
             send.deps.push_back(x.write);
-            if (buffers_[h.src_buffer].last_compute_write >= 0) send.deps.push_back(buffers_[h.src_buffer].last_compute_write);
+            if (const int32_t w = buffers_[h.src_buffer].last_compute_write; w >= 0) send.deps.push_back(w);
           } else if (sg.relay) {
             WaitForRegionWrites(src, send.deps);
           }

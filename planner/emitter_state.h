@@ -181,6 +181,6 @@ struct LaneLayout {
   // Sender relays' first hops moved into the chunks (PhaseChunks): emitted in the chunked round's groups.
   bool first_hops_in_chunks = false;
 };
-LaneLayout MakeLaneLayout(const Problem& prob, const Schedule& sc, const Cluster& c, const PlanPolicy& policy, bool lanes);
+LaneLayout MakeLaneLayout(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, bool lanes);
 
 }  // namespace reshard::emitter_internal

@@ -8,7 +8,8 @@
 
 namespace reshard::emitter_internal {
 
-LaneLayout MakeLaneLayout(const Problem& prob, const Schedule& sc, const Cluster& c, const PlanPolicy& policy, bool lanes) {
+LaneLayout MakeLaneLayout(const Problem& prob, const Schedule& sc, const PlanPolicy& policy, bool lanes) {
+  const Cluster& c = prob.scenario.cluster;
   LaneLayout l;
   if (lanes && policy.relay_waves > 1) l.lane = RelayWaveLanes(sc, c.Gpus());
   if (!l.lane.empty()) l.waves = policy.relay_waves, l.wave_ends = WaveEnds(l.waves, policy.relay_first_wave);
@@ -19,7 +20,8 @@ LaneLayout MakeLaneLayout(const Problem& prob, const Schedule& sc, const Cluster
     l.chunk = PhaseChunks(sc, c, policy.phase_chunks, l.lane, early, policy.chunk_ramp, policy.feed_chunks);
   if (std::all_of(l.chunk.begin(), l.chunk.end(), [](int8_t k) { return k < 0; })) l.chunk.clear();
   // Without waves or chunks: relays of bytes received in place on lane 1 on lane 1 (comm_lanes.h).
-  if (!l.lane.empty() && l.waves == 1 && l.chunk.empty() && !policy.round_lanes) RelaysAfterInPlaceFeeds(prob, sc, l.lane);
+  if (!l.lane.empty() && l.waves == 1 && l.chunk.empty() && !policy.round_lanes)
+    RelaysAfterInPlaceFeeds(prob, sc, l.lane);
   l.early_relays = early && !l.chunk.empty();
   for (size_t i = 0; i < l.chunk.size(); ++i) {
     const Segment& sg = sc.segments[i];

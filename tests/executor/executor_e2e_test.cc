@@ -285,7 +285,8 @@ TEST(EndToEndRelays, PhaseChunksVerifyEveryElement) {
 // chunk 0, feeds received in place go in chunk 0 as staged ones do. Every
 // element of every replica verified on the host backend.
 TEST(EndToEndRelays, FeedsInPlaceOnBothLanesVerifyEveryElement) {
-  const Scenario s = TinyLlamaTwoNodes("e2e-feeds-in-place", "{tp: 2, gpus: \"0-1\"}", "{tp: 2, dp: 2, gpus: \"8-11\"}");
+  const Scenario s =
+      TinyLlamaTwoNodes("e2e-feeds-in-place", "{tp: 2, gpus: \"0-1\"}", "{tp: 2, dp: 2, gpus: \"8-11\"}");
   Problem prob(s);
   ASSERT_GT(prob.AddRelays(), 0);
   int32_t both_lanes = 0;
@@ -301,7 +302,8 @@ TEST(EndToEndRelays, FeedsInPlaceOnBothLanesVerifyEveryElement) {
       ASSERT_TRUE(e.fits && e.comm_lanes);
       std::set<int32_t> relay_streams;
       for (const Op& op : e.plan.ops)
-        if (op.kind == OpKind::kSend && op.segment >= 0 && sc.segments[op.segment].relay) relay_streams.insert(op.stream);
+        if (op.kind == OpKind::kSend && op.segment >= 0 && sc.segments[op.segment].relay)
+          relay_streams.insert(op.stream);
       both_lanes += chunks == 1 && relay_streams.size() == 2 ? 1 : 0;
       e.plan.summary.bytes_moved = CountBytesMoved(e.plan);  // the search's summary, which this test skips
       testing::ExpectHostRunVerifies(e.plan, fmt::format("feeds in place, threshold {}, {} chunks", direct, chunks));
