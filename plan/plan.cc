@@ -81,6 +81,86 @@ int64_t CopyRunBytes(const CopyPair& c) {
   return std::gcd(run(c.src), run(c.dst));
 }
 
+namespace {
+
+// One level of rows: `rows` runs of `run` bytes, `stride` apart; rows == 1 is
+// one run. Built so runs never overlap each other (a region whose rows
+// overlap or touch is one span).
+struct Rows {
+  int64_t off, run, rows, stride;
+  int64_t End() const { return off + (rows - 1) * stride + run; }
+};
+Rows RowsOf(int64_t off, int64_t run, int64_t rows, int64_t stride) {
+  if (rows > 1 && stride <= run) return {off, (rows - 1) * stride + run, 1, 0};
+  return {off, run, rows, stride};
+}
+
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+// A span [lo, hi) against rows: the rows whose run can reach the span are
+// i in [ceil((lo - off - run + 1) / stride), floor((hi - 1 - off) / stride)].
+bool SpanMeetsRows(int64_t lo, int64_t hi, const Rows& r) {
+  if (r.rows == 1) return lo < r.off + r.run && r.off < hi;
+  const int64_t first = std::max<int64_t>(0, -FloorDiv(-(lo - r.off - r.run + 1), r.stride));
+  const int64_t last = std::min(r.rows - 1, FloorDiv(hi - 1 - r.off, r.stride));
+  return first <= last;
+}
+
+constexpr int64_t kMaxRowsWalked = 4096;
+
+bool RowsOverlap(const Rows& a, const Rows& b) {
+  if (a.End() <= b.off || b.End() <= a.off) return false;
+  if (a.rows == 1) return SpanMeetsRows(a.off, a.off + a.run, b);
+  if (b.rows == 1) return SpanMeetsRows(b.off, b.off + b.run, a);
+  if (a.stride == b.stride) {
+    // b's row j starts d bytes into a's row k + j: it meets that row when
+    // d < a.run and the next one when d + b.run > stride (runs < stride).
+    const int64_t s = a.stride, k = FloorDiv(b.off - a.off, s), d = b.off - a.off - k * s;
+    auto some_row = [&](int64_t shift) { return k + shift <= a.rows - 1 && k + shift + b.rows - 1 >= 0; };
+    return (d < a.run && some_row(0)) || (d + b.run > s && some_row(1));
+  }
+  const Rows& few = a.rows <= b.rows ? a : b;
+  const Rows& many = a.rows <= b.rows ? b : a;
+  if (few.rows > kMaxRowsWalked) return true;  // spans overlap: counted as overlapping
+  for (int64_t i = 0; i < few.rows; ++i)
+    if (SpanMeetsRows(few.off + i * few.stride, few.off + i * few.stride + few.run, many)) return true;
+  return false;
+}
+
+}  // namespace
+
+bool RegionsOverlap(const Region& a, const Region& b) {
+  if (a.Bytes() == 0 || b.Bytes() == 0) return false;
+  if (a.End() <= b.offset_bytes || b.End() <= a.offset_bytes) return false;
+  // Planes that continue the rows of the plane before are more rows.
+  auto planes_of = [](const Region& r, int64_t& planes, int64_t& stride, Rows& rows) {
+    planes = r.planes;
+    stride = r.plane_stride_bytes;
+    int64_t n = r.rows, rs = r.row_stride_bytes;
+    if (r.rows == 1) rs = r.row_bytes;  // one row: any stride reads the same
+    if (planes > 1 && (stride == n * rs || (n == 1 && stride > 0))) {
+      if (n == 1) rs = stride;
+      n *= planes;
+      planes = 1;
+    }
+    rows = RowsOf(r.offset_bytes, r.row_bytes, n, rs);
+  };
+  int64_t pa = 0, sa = 0, pb = 0, sb = 0;
+  Rows ra{}, rb{};
+  planes_of(a, pa, sa, ra);
+  planes_of(b, pb, sb, rb);
+  // Too many plane pairs to walk: the spans overlap, counted as overlapping.
+  if (pa > kMaxRowsWalked || pb > kMaxRowsWalked || pa * pb > kMaxRowsWalked) return true;
+  for (int64_t i = 0; i < pa; ++i)
+    for (int64_t j = 0; j < pb; ++j) {
+      Rows x = ra, y = rb;
+      x.off += i * sa;
+      y.off += j * sb;
+      if (RowsOverlap(x, y)) return true;
+    }
+  return false;
+}
+
 Region ContiguousRegion(int32_t buffer, int64_t offset_bytes, int64_t bytes) {
   Region r;
   r.buffer = buffer;

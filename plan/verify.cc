@@ -35,6 +35,10 @@
 //     = pos(v). Then x happens-before y (same GPU) iff
 //     clock[y][stream(x)] >= pos(x): the op at that position follows x on x's
 //     stream and reaches y. So each check is O(1) after O(N·S + E) work.
+//     The nodes are launches, not ops: the ops of one group on one GPU are
+//     one launch (one NCCL group call, after every dependency of any of them,
+//     all finished when it ends), so they share a node and a position, and
+//     none of them happens-before another.
 //     Bytes a quantize op writes outside destination buffers (quantized at
 //     the source) are read by sends and copies only after it, by the same
 //     happens-before.
@@ -42,6 +46,11 @@
 //     elements it addresses fit the buffer (element size from the tensor's
 //     dtype); source buffers are preexisting, destination buffers never freed.
 //  6. The cluster fingerprint matches the plan's cluster and `expected`.
+//  7. Byte races: two ops that touch overlapping bytes of one buffer, one of
+//     them writing (a recv, a copy's destination, a quantize's output), are
+//     ordered by that happens-before one way or the other; two of one launch
+//     are not. Pairs come from a sweep over each written buffer by offset
+//     (verify_races.h), exact overlap of strided regions (RegionsOverlap).
 // Problems are counted in full but only the first kMaxProblems are spelled out.
 #include <algorithm>
 #include <optional>
@@ -54,6 +63,7 @@
 #include "model/union_find.h"
 #include "plan/plan.h"
 #include "plan/verify_quantize.h"
+#include "plan/verify_races.h"
 
 namespace reshard {
 namespace {
@@ -66,6 +76,7 @@ class Problems {
   void Add(fmt::format_string<A...> f, A&&... a) {
     if (count_++ < kMaxProblems) list_.push_back(fmt::format(f, std::forward<A>(a)...));
   }
+  size_t Count() const { return count_; }
   VerifyResult Finish() {
     VerifyResult r;
     r.problems = std::move(list_);
@@ -138,13 +149,19 @@ class Verifier {
     if (acyclic) {
       CheckLifetimes();
       CheckQuantizedReads();
+      sound_ = pr_.Count() == 0;  // races do not make regions or pieces unsound
+      CheckByteRaces();
     } else {
       pr_.Add("(buffer lifetimes not checked: the plan has a dependency cycle)");
     }
+    const size_t before_pieces = pr_.Count();
     CheckPieces(p_.sources, "sources", true);
     CheckPieces(p_.destinations, "destinations", false);
+    sound_ = sound_ && pr_.Count() == before_pieces;
     return pr_.Finish();
   }
+  // No problem but byte races (so the coverage check can run).
+  bool Sound() const { return sound_; }
 
  private:
   bool GpuOk(int64_t g) const { return g >= 0 && g < G_; }
@@ -223,10 +240,12 @@ class Verifier {
   int64_t access_bytes_ = 0;
   bool access_bytes_overflowed_ = false;
 
-  // Checks one region of op i; records an access when it is a valid buffer on
-  // the op's own GPU. Returns its byte count when the region is well formed.
+  // Checks one region of op i (which reads it, or writes it); records an
+  // access when it is a valid buffer on the op's own GPU, and its bytes for
+  // the race check when it is also well formed and inside the buffer.
+  // Returns its byte count when the region is well formed.
   std::optional<int64_t> CheckRegion(int64_t i, const Region& g, const std::string& what,
-                                     std::optional<MemorySpace> want_space) {
+                                     std::optional<MemorySpace> want_space, bool write) {
     const Op& op = p_.ops[i];
     if (!BufOk(g.buffer)) {
       pr_.Add("{}: {} refers to buffer {}, which does not exist", OpName(i), what, g.buffer);
@@ -251,6 +270,7 @@ class Verifier {
               BufName(g.buffer), b.gpu);
     } else if (QueueOk(i)) {
       accesses_.push_back({g.buffer, static_cast<int32_t>(i)});
+      if (bytes && *bytes > 0) byte_accesses_.push_back({g.buffer, static_cast<int32_t>(i), &g, write});
     }
     if (want_space && b.space != *want_space)
       pr_.Add("{}: {} is in {}, which is {} memory; a {} needs {} memory there", OpName(i), what, BufName(g.buffer),
@@ -319,8 +339,8 @@ class Verifier {
     const Op& op = p_.ops[i];
     if (op.copies.empty()) pr_.Add("{}: has no copy pairs", OpName(i));
     for (size_t k = 0; k < op.copies.size(); ++k) {
-      auto src = CheckRegion(i, op.copies[k].src, fmt::format("copies[{}].src", k), src_space);
-      auto dst = CheckRegion(i, op.copies[k].dst, fmt::format("copies[{}].dst", k), dst_space);
+      auto src = CheckRegion(i, op.copies[k].src, fmt::format("copies[{}].src", k), src_space, false);
+      auto dst = CheckRegion(i, op.copies[k].dst, fmt::format("copies[{}].dst", k), dst_space, true);
       if (src && dst && *src != *dst)
         pr_.Add("{}: copies[{}] reads {} bytes but writes {} bytes (both sides must be equal)", OpName(i), k, *src,
                 *dst);
@@ -335,9 +355,9 @@ class Verifier {
     if (op.tiles.empty()) pr_.Add("{}: has no tiles", OpName(i));
     for (size_t k = 0; k < op.tiles.size(); ++k) {
       const QuantizeTile& t = op.tiles[k];
-      bool ok = CheckRegion(i, t.input, fmt::format("tiles[{}].input", k), MemorySpace::kDevice).has_value();
-      ok &= CheckRegion(i, t.output, fmt::format("tiles[{}].output", k), MemorySpace::kDevice).has_value();
-      ok &= CheckRegion(i, t.scales, fmt::format("tiles[{}].scales", k), MemorySpace::kDevice).has_value();
+      bool ok = CheckRegion(i, t.input, fmt::format("tiles[{}].input", k), MemorySpace::kDevice, false).has_value();
+      ok &= CheckRegion(i, t.output, fmt::format("tiles[{}].output", k), MemorySpace::kDevice, true).has_value();
+      ok &= CheckRegion(i, t.scales, fmt::format("tiles[{}].scales", k), MemorySpace::kDevice, true).has_value();
       if (ok)
         for (const std::string& problem : QuantizeTileProblems(p_, t))
           pr_.Add("{}: tiles[{}]: {}", OpName(i), k, problem);
@@ -349,7 +369,7 @@ class Verifier {
     const bool is_send = op.kind == OpKind::kSend;
     const OpKind opposite = is_send ? OpKind::kRecv : OpKind::kSend;
     const char* want = is_send ? "recv" : "send";
-    CheckRegion(i, op.region, "region", std::nullopt);
+    CheckRegion(i, op.region, "region", std::nullopt, !is_send);
     // Contiguous() multiplies unchecked: only on a region whose size fits int64
     // (an overflowing one is already reported by CheckRegion).
     if (CheckedBytes(op.region) && !op.region.Contiguous())
@@ -409,8 +429,14 @@ class Verifier {
     }
   }
 
+  // Program order and dependency edges; and the launches: the ops of one
+  // group on one GPU (one stream) are one launch, at the position of its
+  // first op on that stream; any other op is a launch of its own.
   void BuildEdges() {
-    pos_.assign(N_, -1);
+    launch_.assign(N_, -1);
+    launch_pos_.clear();
+    launch_stream_.clear();
+    std::unordered_map<int64_t, int32_t> group_launch;  // (group, gpu) -> launch; lookup only
     std::vector<int32_t> last(static_cast<size_t>(std::max<int64_t>(G_, 0) * S_), -1), count(last.size(), 0);
     size_t deps = 0;
     for (const Op& op : p_.ops) deps += op.deps.size();
@@ -421,7 +447,14 @@ class Verifier {
         size_t q = static_cast<size_t>(op.gpu) * S_ + op.stream;
         if (last[q] >= 0) edges_.push_back({last[q], static_cast<int32_t>(i), false});
         last[q] = static_cast<int32_t>(i);
-        pos_[i] = count[q]++;
+        const int32_t next = static_cast<int32_t>(launch_pos_.size());
+        launch_[i] = op.group >= 0 ? group_launch.try_emplace(static_cast<int64_t>(op.group) * G_ + op.gpu, next)
+                                         .first->second
+                                   : next;
+        if (launch_[i] == next) {
+          launch_pos_.push_back(count[q]++);
+          launch_stream_.push_back(op.stream);
+        }
       }
       for (int32_t d : op.deps)
         if (OpOk(d) && d != i) edges_.push_back({d, static_cast<int32_t>(i), true});
@@ -522,25 +555,27 @@ class Verifier {
 
   // Happens-before on one GPU, see step 4 at the top.
   void BuildClocks() {
-    clock_.assign(static_cast<size_t>(N_) * S_, -1);
-    std::vector<int32_t> start(N_ + 1, 0), indeg(N_, 0);
+    const int64_t L = static_cast<int64_t>(launch_pos_.size());
+    clock_.assign(static_cast<size_t>(L) * S_, -1);
+    std::vector<int32_t> start(L + 1, 0), indeg(L, 0);
     auto same_gpu = [&](const Edge& e) {
-      return QueueOk(e.from) && QueueOk(e.to) && p_.ops[e.from].gpu == p_.ops[e.to].gpu;
+      return QueueOk(e.from) && QueueOk(e.to) && p_.ops[e.from].gpu == p_.ops[e.to].gpu &&
+             launch_[e.from] != launch_[e.to];
     };
     for (const Edge& e : edges_)
-      if (same_gpu(e)) ++start[e.from + 1], ++indeg[e.to];
+      if (same_gpu(e)) ++start[launch_[e.from] + 1], ++indeg[launch_[e.to]];
     std::partial_sum(start.begin(), start.end(), start.begin());
-    std::vector<int32_t> out(start[N_]), fill(start.begin(), start.end() - 1);
+    std::vector<int32_t> out(start[L]), fill(start.begin(), start.end() - 1);
     for (const Edge& e : edges_)
-      if (same_gpu(e)) out[fill[e.from]++] = e.to;
+      if (same_gpu(e)) out[fill[launch_[e.from]]++] = launch_[e.to];
     std::vector<int32_t> ready;
-    for (int64_t i = 0; i < N_; ++i)
+    for (int64_t i = 0; i < L; ++i)
       if (indeg[i] == 0) ready.push_back(static_cast<int32_t>(i));
     while (!ready.empty()) {
       int32_t v = ready.back();
       ready.pop_back();
       int32_t* cv = &clock_[static_cast<size_t>(v) * S_];
-      if (QueueOk(v)) cv[p_.ops[v].stream] = pos_[v];
+      cv[launch_stream_[v]] = launch_pos_[v];
       for (int32_t k = start[v]; k < start[v + 1]; ++k) {
         int32_t w = out[k];
         int32_t* cw = &clock_[static_cast<size_t>(w) * S_];
@@ -549,9 +584,11 @@ class Verifier {
       }
     }
   }
-  // x happens-before y; both on one GPU with valid queues.
+  // x happens-before y; both on one GPU with valid queues. Two ops of one
+  // launch run at once: neither is before the other.
   bool Before(int32_t x, int32_t y) const {
-    return clock_[static_cast<size_t>(y) * S_ + p_.ops[x].stream] >= pos_[x];
+    const int32_t lx = launch_[x], ly = launch_[y];
+    return lx != ly && clock_[static_cast<size_t>(ly) * S_ + launch_stream_[lx]] >= launch_pos_[lx];
   }
 
   void CheckLifetimes() {
@@ -637,6 +674,25 @@ class Verifier {
     }
   }
 
+  // Two ops touching the same bytes of a buffer, one of them writing, are
+  // ordered one way or the other on its GPU (step 7). One problem per pair.
+  void CheckByteRaces() {
+    std::unordered_set<int64_t> reported;  // lookup only
+    ForEachByteConflict(std::move(byte_accesses_), [&](const ByteAccess& x, const ByteAccess& y) {
+      if (Before(x.op, y.op) || Before(y.op, x.op)) return;
+      const auto [first, second] = std::minmax(x.op, y.op);
+      if (!reported.insert(static_cast<int64_t>(first) * N_ + second).second) return;
+      const ByteAccess& w = x.write ? x : y;  // a writer
+      const ByteAccess& o = x.write ? y : x;
+      const std::string together =
+          launch_[x.op] == launch_[y.op]
+              ? fmt::format("both are issued together in group {}, so they run at once", p_.ops[x.op].group)
+              : std::string("neither is ordered before the other on its GPU (add a dependency)");
+      pr_.Add("{}: {} bytes of {} that {} writes; {}", OpName(o.op), o.write ? "writes" : "reads", BufName(w.buffer),
+              OpName(w.op), together);
+    });
+  }
+
   void CheckPieces(const std::vector<ContentPiece>& pieces, const char* what, bool is_source) {
     for (size_t i = 0; i < pieces.size(); ++i) {
       const ContentPiece& c = pieces[i];
@@ -699,22 +755,27 @@ class Verifier {
 
   const Plan& p_;
   const Cluster* expected_;
+  bool sound_ = false;
   const int64_t G_, S_, B_, N_;
   Problems pr_;
   std::vector<std::vector<int32_t>> alloc_, free_;    // per buffer: alloc / free ops
   std::vector<std::pair<int32_t, int32_t>> accesses_; // (buffer, op), op order
   std::vector<bool> mutual_, pair_ok_;                // send/recv match each other; and mirror gpus
   std::vector<Edge> edges_;
-  std::vector<int32_t> pos_;                          // position on its (gpu, stream)
-  std::vector<int32_t> clock_;                        // N x S vector clocks
+  std::vector<ByteAccess> byte_accesses_;             // well-formed regions, op order
+  std::vector<int32_t> launch_;                       // per op: its launch (-1: invalid queue)
+  std::vector<int32_t> launch_pos_, launch_stream_;   // per launch: position on its (gpu, stream), the stream
+  std::vector<int32_t> clock_;                        // launches x S vector clocks
 };
 
 }  // namespace
 
 VerifyResult Verify(const Plan& p, const Cluster* expected) {
-  VerifyResult r = Verifier(p, expected).Run();
-  // Coverage expands regions and pieces, so only once they are known to be sound.
-  if (r.ok()) r.problems = DestinationCoverageProblems(p);
+  Verifier verifier(p, expected);
+  VerifyResult r = verifier.Run();
+  // Coverage expands regions and pieces, so only once they are known to be sound (byte races aside).
+  if (verifier.Sound())
+    for (std::string& problem : DestinationCoverageProblems(p)) r.problems.push_back(std::move(problem));
   return r;
 }
 

@@ -190,15 +190,18 @@ plan: {segment_bytes: 64KiB, direct_min_bytes: 0}
   ASSERT_TRUE(Verify(r.plan).ok()) << Verify(r.plan).problems[0];
   // Sends straight from staging (direct_min_bytes 0) run on the comm
   // stream and depend on the quantize; without that dependency Verify names
-  // the unordered read.
+  // the unordered read. A group is one launch that waits for every
+  // dependency of its ops, so the dependency goes from all ops of the send's
+  // group on its GPU.
   int reported = 0, tried = 0;
   for (const Op& q : r.plan.ops) {
     if (q.kind != OpKind::kQuantize) continue;
     for (const Op& op : r.plan.ops) {
       if (op.stream == q.stream || std::find(op.deps.begin(), op.deps.end(), q.id) == op.deps.end()) continue;
       Plan bad = r.plan;
-      auto& deps = bad.ops[op.id].deps;
-      deps.erase(std::find(deps.begin(), deps.end(), q.id));
+      for (Op& member : bad.ops)
+        if (member.id == op.id || (op.group >= 0 && member.group == op.group && member.gpu == op.gpu))
+          std::erase(member.deps, q.id);
       ++tried;
       const VerifyResult v = Verify(bad);
       for (const std::string& problem : v.problems)

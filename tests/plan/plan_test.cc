@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -17,6 +18,7 @@
 
 #include "model/error.h"
 #include "plan/plan.h"
+#include "plan/verify_races.h"
 
 namespace reshard {
 namespace {
@@ -24,6 +26,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using json = nlohmann::json;
 
 // ------------------------------------------------------------ helpers
@@ -194,6 +197,52 @@ TEST(PlanBasics, RegionGeometry) {
   Region empty = ContiguousRegion(0, 77, 0);
   EXPECT_TRUE(empty.Contiguous());
   EXPECT_EQ(empty.End(), 77);
+}
+
+// RegionsOverlap against a byte map, on random shapes small enough that it is
+// exact (rows and planes well under its walk limits): contiguous, strided
+// rows (one stride or two), planes, rows that overlap or touch each other.
+TEST(PlanBasics, RegionsOverlapMatchesAByteMap) {
+  std::mt19937_64 rng(7);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  auto random_region = [&]() {
+    Region r = Strided(0, pick(0, 40), pick(1, 12), pick(1, 6), pick(0, 24));
+    if (pick(0, 2) == 0) {
+      r.planes = pick(1, 4);
+      r.plane_stride_bytes = pick(0, 90);
+    }
+    if (pick(0, 3) == 0) r = ContiguousRegion(0, pick(0, 60), pick(1, 50));
+    return r;
+  };
+  auto bytes_of = [](const Region& r) {
+    std::vector<bool> m(static_cast<size_t>(r.End()) + 1, false);
+    for (int64_t p = 0; p < r.planes; ++p)
+      for (int64_t q = 0; q < r.rows; ++q)
+        for (int64_t b = 0; b < r.row_bytes; ++b)
+          m[static_cast<size_t>(r.offset_bytes + p * r.plane_stride_bytes + q * r.row_stride_bytes + b)] = true;
+    return m;
+  };
+  int overlapping = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const Region a = random_region(), b = random_region();
+    const std::vector<bool> ma = bytes_of(a), mb = bytes_of(b);
+    bool want = false;
+    for (size_t k = 0; k < std::min(ma.size(), mb.size()); ++k) want |= ma[k] && mb[k];
+    overlapping += want;
+    ASSERT_EQ(RegionsOverlap(a, b), want)
+        << "a: off " << a.offset_bytes << " row " << a.row_bytes << " x " << a.rows << " stride " << a.row_stride_bytes
+        << " planes " << a.planes << " stride " << a.plane_stride_bytes << "; b: off " << b.offset_bytes << " row "
+        << b.row_bytes << " x " << b.rows << " stride " << b.row_stride_bytes << " planes " << b.planes << " stride "
+        << b.plane_stride_bytes;
+    ASSERT_EQ(RegionsOverlap(b, a), want);
+  }
+  EXPECT_GT(overlapping, 2000);  // both answers were exercised
+  EXPECT_LT(overlapping, 18000);
+  // Column slices of one matrix (rows of one stride) that interleave but never meet, at any row count.
+  EXPECT_FALSE(RegionsOverlap(Strided(0, 0, 512, 100000, 2048), Strided(0, 512, 1536, 100000, 2048)));
+  EXPECT_TRUE(RegionsOverlap(Strided(0, 0, 513, 100000, 2048), Strided(0, 512, 1536, 100000, 2048)));
+  EXPECT_FALSE(RegionsOverlap(Strided(0, 0, 512, 4, 2048), Strided(0, 4 * 2048, 512, 4, 2048)));  // rows after
+  EXPECT_FALSE(RegionsOverlap(ContiguousRegion(0, 0, 0), ContiguousRegion(0, 0, 10)));            // empty
 }
 
 TEST(PlanBasics, OpBytesAndNames) {
@@ -768,6 +817,95 @@ TEST(PlanVerify, UseBeforeAlloc) {
   Renumber(p);
   auto problems = Problems(p);
   EXPECT_THAT(problems, HasProblem("op 14 (copy gpu 0): uses buffer 2 'dst.g0' (gpu 0) before its alloc op 16"));
+}
+
+// ForEachByteConflict against every pair: random accesses of three buffers
+// (one only read), strided or contiguous, reads and writes, several per op.
+TEST(PlanVerify, ByteConflictsAreEveryOverlappingPairWithAWrite) {
+  std::mt19937_64 rng(11);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<Region> regions;
+    std::vector<ByteAccess> accesses;
+    regions.reserve(60);
+    for (int k = 0; k < 60; ++k) {
+      const int32_t buffer = static_cast<int32_t>(pick(0, 2));
+      regions.push_back(pick(0, 1) ? ContiguousRegion(buffer, pick(0, 200), pick(1, 40))
+                                   : Strided(buffer, pick(0, 100), pick(1, 8), pick(1, 6), pick(8, 20)));
+      accesses.push_back({buffer, static_cast<int32_t>(pick(0, 30)), &regions.back(), buffer != 2 && pick(0, 2) == 0});
+    }
+    std::set<std::pair<const Region*, const Region*>> want, got;
+    for (const ByteAccess& x : accesses)
+      for (const ByteAccess& y : accesses)
+        if (&x < &y && x.buffer == y.buffer && x.op != y.op && (x.write || y.write) &&
+            RegionsOverlap(*x.region, *y.region))
+          want.insert({x.region, y.region});
+    ForEachByteConflict(accesses, [&](const ByteAccess& x, const ByteAccess& y) {
+      EXPECT_TRUE(x.write || y.write);
+      EXPECT_TRUE(got.insert(std::minmax(x.region, y.region)).second) << "a pair met twice";
+    });
+    ASSERT_EQ(got, want) << "trial " << trial;
+  }
+}
+
+// Step 7: the unpack (op 14) reads the staging buffer the recv (op 10) writes;
+// without its dependency nothing orders them on gpu 0 (one is on the compute
+// stream, the other on the communication stream).
+TEST(PlanVerify, ReadNotOrderedAfterTheWriteOfItsBytes) {
+  Plan p = GoodPlan();
+  ASSERT_TRUE(Verify(p).ok());
+  p.ops[14].deps.clear();
+  EXPECT_THAT(Problems(p), HasProblem("op 14 (copy gpu 0): reads bytes of buffer 6 'stage.recv.g0' (gpu 0) that op 10 "
+                                      "(recv gpu 0←1) writes; neither is ordered before the other"));
+}
+
+// A dependency of one op of a group orders the whole launch: op 9 sends bytes
+// the pack (op 3) wrote and has no dependency of its own, but op 8 of its group
+// waits for the pack. Without that, both sends race with the pack.
+TEST(PlanVerify, AGroupWaitsForTheDependenciesOfAllItsOps) {
+  Plan p = GoodPlan();
+  ASSERT_TRUE(p.ops[9].deps.empty());
+  p.ops[8].deps.clear();
+  auto problems = Problems(p);
+  EXPECT_THAT(problems, HasProblem("op 8 (send gpu 0→1): reads bytes of buffer 4", "that op 3 (copy gpu 0) writes"));
+  EXPECT_THAT(problems, HasProblem("op 9 (send gpu 0→1): reads bytes of buffer 4", "that op 3 (copy gpu 0) writes"));
+}
+
+// Ops of one group run at once: a recv that writes the bytes a send of its own
+// group reads races with it, whatever their order in the plan.
+TEST(PlanVerify, OpsOfOneGroupRunAtOnce) {
+  Plan p = GoodPlan();
+  p.buffers[4].bytes = 4096;
+  p.buffers[6].bytes = 4096;
+  p.ops[10].region = ContiguousRegion(4, 1024, 2048);  // the recv now lands on b4 [1K, 3K)
+  p.ops[11].region = ContiguousRegion(5, 0, 2048);
+  auto problems = Problems(p);
+  EXPECT_THAT(problems, HasProblem("op 9 (send gpu 0→1): reads bytes of buffer 4 'stage.send.g0' (gpu 0) that op 10 "
+                                   "(recv gpu 0←1) writes; both are issued together in group 0"));
+  EXPECT_THAT(problems, Not(HasProblem("op 8 (send gpu 0→1): reads")));  // [0, 1K): other bytes
+}
+
+// Two writes of the same bytes race unless ordered; writes of interleaved
+// column slices of one matrix do not meet, and need no order.
+TEST(PlanVerify, WritesOfTheSameBytesAreOrderedColumnSlicesNeedNot) {
+  Plan p = GoodPlan();
+  p.buffers.push_back(Buf(0, BufferRole::kStaging, 2048, true, "scratch.g0"));  // b8: 2 rows x 1 KiB
+  // Column halves of both rows, on the host and the communication stream (nothing orders them), and the
+  // whole buffer on the compute stream.
+  p.ops.push_back(Copy(0, {{Strided(0, 0, 512, 2, 2048), Strided(8, 0, 512, 2, 1024)}}));
+  p.ops.push_back(Copy(0, {{Strided(0, 512, 512, 2, 2048), Strided(8, 512, 512, 2, 1024)}}));
+  p.ops.push_back(Copy(0, {{ContiguousRegion(0, 0, 2048), ContiguousRegion(8, 0, 2048)}}));
+  p.ops[20].stream = kStreamHost;
+  p.ops[21].stream = kStreamComm;
+  Renumber(p);
+  auto problems = Problems(p);
+  EXPECT_THAT(problems, HasProblem("op 22 (copy gpu 0): writes bytes of buffer 8 'scratch.g0' (gpu 0) that op 20 "
+                                   "(copy gpu 0) writes; neither is ordered"));
+  EXPECT_THAT(problems, HasProblem("op 21 (copy gpu 0): writes bytes of buffer 8 'scratch.g0' (gpu 0) that op 22"));
+  for (const std::string& s : problems) EXPECT_FALSE(s.find("op 21") != s.npos && s.find("op 20") != s.npos) << s;
+  p.ops[22].deps = {20};  // 20, then 22, then 21
+  p.ops[21].deps = {22};
+  EXPECT_TRUE(Verify(p).ok()) << ::testing::PrintToString(Problems(p));
 }
 
 TEST(PlanVerify, LifetimeBookkeeping) {

@@ -42,16 +42,20 @@ struct Opts {
   std::vector<int32_t> deps = {};
 };
 
-// Builds valid plans: sends read and recvs write a preexisting per-GPU pool
-// buffer; copies go within it; offload/reload use a per-GPU host pool. Pools
-// are sized to the largest use when the plan is built.
+// Builds valid plans: what an op reads comes from a preexisting per-GPU read
+// pool (reads share its first bytes), what it writes goes to bytes of its own
+// in a per-GPU write pool, so no two ops touch the same bytes with one of them
+// writing (Verify's race check); offload / reload use host pools alike. Pools
+// grow as ops are added.
 class PlanBuilder {
  public:
   explicit PlanBuilder(const Cluster& c) {
     p_.name = "test";
     p_.cluster = c;
     pool_.assign(c.Gpus(), -1);
+    out_pool_.assign(c.Gpus(), -1);
     host_pool_.assign(c.Gpus(), -1);
+    host_out_pool_.assign(c.Gpus(), -1);
   }
 
   int32_t Buffer(int32_t gpu, int64_t bytes, bool preexisting, MemorySpace space = MemorySpace::kDevice) {
@@ -74,34 +78,28 @@ class PlanBuilder {
     Op& so = p_.ops[s];
     so.peer = dst;
     so.match = r;
-    so.region = ContiguousRegion(Pool(src, bytes), 0, bytes);
+    so.region = Read(src, bytes);
     Op& ro = p_.ops[r];
     ro.peer = src;
     ro.match = s;
-    ro.region = ContiguousRegion(Pool(dst, src == dst ? 2 * bytes : bytes), src == dst ? bytes : 0, bytes);
+    ro.region = Write(dst, bytes);
     return {s, r};
   }
 
   int32_t Copy(int32_t gpu, int64_t bytes, Opts o = {kStreamCompute}) {
     const int32_t i = Add(OpKind::kCopy, gpu, o);
-    const int32_t pool = Pool(gpu, 2 * bytes);
-    p_.ops[i].copies.push_back({ContiguousRegion(pool, 0, bytes), ContiguousRegion(pool, bytes, bytes)});
+    p_.ops[i].copies.push_back({Read(gpu, bytes), Write(gpu, bytes)});
     return i;
   }
   // A quantize op with one tile per input size: bf16 input, fp8 output of
   // half its bytes, 4 B of scales per tile (regions in the GPU's pool).
   int32_t Quantize(int32_t gpu, const std::vector<int64_t>& input_bytes, Opts o = {kStreamCompute}) {
     const int32_t i = Add(OpKind::kQuantize, gpu, o);
-    int64_t total = 0;
-    for (int64_t b : input_bytes) total += b + b / 2 + 4;
-    const int32_t pool = Pool(gpu, total);
-    int64_t at = 0;
     for (int64_t b : input_bytes) {
       QuantizeTile t;
-      t.input = ContiguousRegion(pool, at, b);
-      t.output = ContiguousRegion(pool, at + b, b / 2);
-      t.scales = ContiguousRegion(pool, at + b + b / 2, 4);
-      at += b + b / 2 + 4;
+      t.input = Read(gpu, b);
+      t.output = Write(gpu, b / 2);
+      t.scales = Write(gpu, 4);
       p_.ops[i].tiles.push_back(t);
     }
     return i;
@@ -117,12 +115,10 @@ class PlanBuilder {
     return i;
   }
   int32_t OffloadBytes(int32_t gpu, int64_t bytes, Opts o = {kStreamHost}) {
-    return Offload(gpu, ContiguousRegion(Pool(gpu, bytes), 0, bytes), ContiguousRegion(HostPool(gpu, bytes), 0, bytes),
-                   o);
+    return Offload(gpu, Read(gpu, bytes), Write(gpu, bytes, MemorySpace::kHost), o);
   }
   int32_t ReloadBytes(int32_t gpu, int64_t bytes, Opts o = {kStreamHost}) {
-    return Reload(gpu, ContiguousRegion(HostPool(gpu, bytes), 0, bytes), ContiguousRegion(Pool(gpu, bytes), 0, bytes),
-                  o);
+    return Reload(gpu, Read(gpu, bytes, MemorySpace::kHost), Write(gpu, bytes), o);
   }
   int32_t Alloc(int32_t buffer, Opts o = {kStreamCompute}) {
     const int32_t i = Add(OpKind::kAlloc, p_.buffers[buffer].gpu, o);
@@ -134,8 +130,6 @@ class PlanBuilder {
     p_.ops[i].buffer = buffer;
     return i;
   }
-
-  int64_t PoolBytes(int32_t gpu) const { return pool_[gpu] < 0 ? 0 : p_.buffers[pool_[gpu]].bytes; }
 
   Plan Build() {
     Plan p = p_;
@@ -163,11 +157,18 @@ class PlanBuilder {
     b.bytes = std::max(b.bytes, bytes);
     return b.id;
   }
-  int32_t Pool(int32_t gpu, int64_t bytes) { return Grow(pool_, gpu, bytes, MemorySpace::kDevice); }
-  int32_t HostPool(int32_t gpu, int64_t bytes) { return Grow(host_pool_, gpu, bytes, MemorySpace::kHost); }
+  // The first `bytes` of the read pool; the next `bytes` of the write pool.
+  Region Read(int32_t gpu, int64_t bytes, MemorySpace space = MemorySpace::kDevice) {
+    return ContiguousRegion(Grow(space == MemorySpace::kHost ? host_pool_ : pool_, gpu, bytes, space), 0, bytes);
+  }
+  Region Write(int32_t gpu, int64_t bytes, MemorySpace space = MemorySpace::kDevice) {
+    std::vector<int32_t>& pools = space == MemorySpace::kHost ? host_out_pool_ : out_pool_;
+    const int64_t at = pools[gpu] < 0 ? 0 : p_.buffers[pools[gpu]].bytes;
+    return ContiguousRegion(Grow(pools, gpu, at + bytes, space), at, bytes);
+  }
 
   Plan p_;
-  std::vector<int32_t> pool_, host_pool_;
+  std::vector<int32_t> pool_, out_pool_, host_pool_, host_out_pool_;
 };
 
 // Simulates a plan that must verify.

@@ -511,6 +511,7 @@ TEST(Simulate, MemoryPeakOfOverlappedAllocs) {
   // compute: alloc A (1000) at 0; offload A -> H, 1000 B over PCIe d2h [0, 1000]; free A at 1000.
   // host:    reload H -> P, 500 B over PCIe h2d [0, 500]; alloc B (700) at 500;
   //          reload H -> B, 700 B [500, 1200]; free B at 1200.
+  // (The reloads read bytes of H the offload does not write: H is 2500 B.)
   // GPU0 bytes: 550 at 0, +A 1550, +B at 500: 2250 (peak), -A at 1000: 1250, -B at 1200: 550.
   Cluster c = TestCluster();
   c.overheads.cuda_context_bytes = 50;
@@ -518,13 +519,13 @@ TEST(Simulate, MemoryPeakOfOverlappedAllocs) {
   auto build = [&](bool b_waits_for_a) {
     PlanBuilder b(c);
     const int32_t P = b.Buffer(0, 500, true);
-    const int32_t H = b.Buffer(0, 2000, true, MemorySpace::kHost);
+    const int32_t H = b.Buffer(0, 2500, true, MemorySpace::kHost);
     const int32_t A = b.Buffer(0, 1000, false);
     const int32_t B = b.Buffer(0, 700, false);
     b.Alloc(A, {kStreamCompute});
     b.Offload(0, ContiguousRegion(A, 0, 1000), ContiguousRegion(H, 0, 1000), {kStreamCompute});
     const int32_t free_a = b.Free(A, {kStreamCompute});
-    b.Reload(0, ContiguousRegion(H, 0, 500), ContiguousRegion(P, 0, 500), {kStreamHost});
+    b.Reload(0, ContiguousRegion(H, 1700, 500), ContiguousRegion(P, 0, 500), {kStreamHost});
     b.Alloc(B, {kStreamHost, -1, b_waits_for_a ? std::vector<int32_t>{free_a} : std::vector<int32_t>{}});
     b.Reload(0, ContiguousRegion(H, 1000, 700), ContiguousRegion(B, 0, 700), {kStreamHost});
     b.Free(B, {kStreamHost});
@@ -534,7 +535,7 @@ TEST(Simulate, MemoryPeakOfOverlappedAllocs) {
   const Prediction p = SimVerified(build(false), &log);
   EXPECT_EQ(p.time_ns, 1200);
   EXPECT_EQ(p.peak_bytes, (std::vector<int64_t>{2250, 50, 50, 50}));
-  EXPECT_EQ(p.peak_host_bytes, (std::vector<int64_t>{2000}));
+  EXPECT_EQ(p.peak_host_bytes, (std::vector<int64_t>{2500}));
   const std::vector<std::pair<int64_t, int64_t>> want{{0, 550}, {0, 1550}, {500, 2250}, {1000, 1250}, {1200, 550}};
   EXPECT_EQ(log.by_gpu[0], want);
 
@@ -544,15 +545,16 @@ TEST(Simulate, MemoryPeakOfOverlappedAllocs) {
 }
 
 TEST(Simulate, AtOneInstantFlowEndsRunByFlowIdAndTheirFollowersInThatOrder) {
-  // GPU0, no CUDA context, a 2000 B preexisting pool; alloc X (500 B) at 0 on
+  // GPU0, no CUDA context, 3000 B of preexisting pools (the copies read the
+  // same 1000 B and write 1000 B each); alloc X (500 B) at 0 on
   // the comm stream. Two 1000 B copies, ready at 0, share gpu0.copy (2 B/ns):
   // 1 B/ns each, both end at 1000. Copy K (compute stream) is followed by
   // alloc Y (700 B) then free Y; copy F (host stream) by free X. Flows are
   // numbered as the copies are issued at 0 (by first op id), ends at one
   // instant run by flow id, and each end's followers are issued in that order:
-  //   K first: +Y 3200 (peak), -X 2700, -Y 2000 (free Y was queued last);
-  //   F first: -X 2000, +Y 2700 (peak), -Y 2000.
-  // Memory at t = 0: 2000 + X = 2500.
+  //   K first: +Y 4200 (peak), -X 3700, -Y 3000 (free Y was queued last);
+  //   F first: -X 3000, +Y 3700 (peak), -Y 3000.
+  // Memory at t = 0: 3000 + X = 3500.
   auto build = [](bool k_first) {
     Cluster c = TestCluster();
     c.overheads.cuda_context_bytes = 0;
@@ -579,10 +581,10 @@ TEST(Simulate, AtOneInstantFlowEndsRunByFlowIdAndTheirFollowersInThatOrder) {
   };
   const Prediction k = SimVerified(build(true));
   EXPECT_EQ(k.time_ns, 1000);
-  EXPECT_EQ(k.peak_bytes[0], 3200);
+  EXPECT_EQ(k.peak_bytes[0], 4200);
   const Prediction f = SimVerified(build(false));
   EXPECT_EQ(f.time_ns, 1000);
-  EXPECT_EQ(f.peak_bytes[0], 2700);
+  EXPECT_EQ(f.peak_bytes[0], 3700);
 }
 
 TEST(Simulate, NcclMemoryPerNewPeer) {
