@@ -430,7 +430,9 @@ class Emitter {
             (!sg.recv_direct || follows(recv.region, dst))) {
           send.region = ContiguousRegion(send.region.buffer, send.region.offset_bytes, send.region.Bytes() + bytes);
           recv.region = ContiguousRegion(recv.region.buffer, recv.region.offset_bytes, recv.region.Bytes() + bytes);
+          // The bytes appended have writers of their own (another lane's receive with rounds on two lanes).
           if (x.write >= 0) send.deps.push_back(x.write);
+          else if (sg.send_direct && sg.relay) WaitForRegionWrites(src, send.deps);
           continue;  // an in-place receive side stays in the same (allocated) buffer
         }
         flush();

@@ -220,5 +220,44 @@ TEST(RelayReads, RelaysOfBytesReceivedInPlaceOnLaneOneGoOnLaneOne) {
   ExpectRelayedReadsAfterTheirWrites(e.plan, sc, "two lanes, in place");
 }
 
+// Rounds on two lanes, every piece in place: a relayed send made of parts back
+// to back (one op) reads bytes that several receives wrote, some on the other
+// lane's stream. Each such receive is among the send's dependencies (the
+// parts appended to the first used to wait for nothing: found by
+// PlansRaceFree, Verify's byte races), and the plan verifies.
+TEST(RelayReads, AnInPlaceRelayOfPartsBackToBackWaitsForTheWritersOfEachPart) {
+  const Scenario s = planner_testing::FromYaml(planner_testing::Yaml(
+      "tiny-moe", "{preset: dgx-h100, nodes: 2}", "{tp: 2, ep: 4, dp: 4, gpus: \"0-7\"}",
+      "{tp: 4, dp: 2, gpus: \"8-15\"}"));
+  Problem prob(s);
+  ASSERT_GT(prob.AddRelays(), 0);
+  const Schedule sc = MakeSchedule(prob, int64_t{64} << 10, 0, 1);
+  ASSERT_GT(sc.relay_rounds, 0);
+  PlanPolicy policy;
+  policy.round_lanes = true;
+  const EmittedPlan e = EmitPlan(prob, sc, policy);
+  ASSERT_TRUE(e.fits);
+  const VerifyResult v = Verify(e.plan);
+  ASSERT_TRUE(v.ok()) << v.problems.front();
+  std::vector<bool> destination(e.plan.buffers.size(), false);
+  for (const PlanBuffer& b : e.plan.buffers) destination[b.id] = b.role == BufferRole::kDestinationWeights;
+  int32_t other_lane_writers = 0;
+  for (const Op& send : e.plan.ops) {
+    if (send.kind != OpKind::kSend || send.segment < 0 || !sc.segments[send.segment].relay ||
+        !destination[send.region.buffer])
+      continue;
+    for (const Op& recv : e.plan.ops) {
+      if (recv.kind != OpKind::kRecv || recv.id > send.id || recv.gpu != send.gpu || !Meet(recv.region, send.region))
+        continue;
+      if (recv.stream == send.stream) continue;  // stream order
+      ++other_lane_writers;
+      EXPECT_NE(std::find(send.deps.begin(), send.deps.end(), recv.id), send.deps.end())
+          << "op " << send.id << " (" << send.label << ") reads bytes op " << recv.id << " (" << recv.label
+          << ") wrote on the other lane";
+    }
+  }
+  EXPECT_GT(other_lane_writers, 0) << "no relayed send read bytes received on the other lane";
+}
+
 }  // namespace
 }  // namespace reshard
