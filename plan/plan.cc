@@ -106,9 +106,11 @@ bool SpanMeetsRows(int64_t lo, int64_t hi, const Rows& r) {
   return first <= last;
 }
 
-constexpr int64_t kMaxRowsWalked = 4096;
+// Work one overlap test may do (rows walked, plane pairs met) before it
+// counts the regions as overlapping: a hostile plan must not make Verify slow.
+constexpr int64_t kMaxWork = int64_t{1} << 16;
 
-bool RowsOverlap(const Rows& a, const Rows& b) {
+bool RowsOverlap(const Rows& a, const Rows& b, int64_t& work) {
   if (a.End() <= b.off || b.End() <= a.off) return false;
   if (a.rows == 1) return SpanMeetsRows(a.off, a.off + a.run, b);
   if (b.rows == 1) return SpanMeetsRows(b.off, b.off + b.run, a);
@@ -121,7 +123,7 @@ bool RowsOverlap(const Rows& a, const Rows& b) {
   }
   const Rows& few = a.rows <= b.rows ? a : b;
   const Rows& many = a.rows <= b.rows ? b : a;
-  if (few.rows > kMaxRowsWalked) return true;  // spans overlap: counted as overlapping
+  if ((work += few.rows) > kMaxWork) return true;  // spans overlap: counted as overlapping
   for (int64_t i = 0; i < few.rows; ++i)
     if (SpanMeetsRows(few.off + i * few.stride, few.off + i * few.stride + few.run, many)) return true;
   return false;
@@ -132,7 +134,7 @@ bool RowsOverlap(const Rows& a, const Rows& b) {
 bool RegionsOverlap(const Region& a, const Region& b) {
   if (a.Bytes() == 0 || b.Bytes() == 0) return false;
   if (a.End() <= b.offset_bytes || b.End() <= a.offset_bytes) return false;
-  // Planes that continue the rows of the plane before are more rows.
+  // Planes that continue the rows of the plane before are more rows; planes at one place are one plane.
   auto planes_of = [](const Region& r, int64_t& planes, int64_t& stride, Rows& rows) {
     planes = r.planes;
     stride = r.plane_stride_bytes;
@@ -143,21 +145,33 @@ bool RegionsOverlap(const Region& a, const Region& b) {
       n *= planes;
       planes = 1;
     }
+    if (stride == 0) planes = 1;
     rows = RowsOf(r.offset_bytes, r.row_bytes, n, rs);
   };
   int64_t pa = 0, sa = 0, pb = 0, sb = 0;
   Rows ra{}, rb{};
   planes_of(a, pa, sa, ra);
   planes_of(b, pb, sb, rb);
-  // Too many plane pairs to walk: the spans overlap, counted as overlapping.
-  if (pa > kMaxRowsWalked || pb > kMaxRowsWalked || pa * pb > kMaxRowsWalked) return true;
-  for (int64_t i = 0; i < pa; ++i)
-    for (int64_t j = 0; j < pb; ++j) {
-      Rows x = ra, y = rb;
-      x.off += i * sa;
-      y.off += j * sb;
-      if (RowsOverlap(x, y)) return true;
+  // Each plane of a against the planes of b whose spans reach it (plane spans grow with the plane index).
+  const int64_t extent_b = rb.End() - rb.off;
+  int64_t work = 0;
+  for (int64_t i = 0; i < pa; ++i) {
+    if (++work > kMaxWork) return true;
+    Rows x = ra;
+    x.off += i * sa;
+    const int64_t lo = x.off, hi = x.End();
+    int64_t first = 0, last = pb - 1;
+    if (pb > 1) {
+      first = std::max<int64_t>(0, -FloorDiv(-(lo - rb.off - extent_b + 1), sb));
+      last = std::min(pb - 1, FloorDiv(hi - 1 - rb.off, sb));
     }
+    for (int64_t j = first; j <= last; ++j) {
+      if (++work > kMaxWork) return true;  // too many plane pairs to walk: counted as overlapping
+      Rows y = rb;
+      y.off += j * sb;
+      if (RowsOverlap(x, y, work)) return true;
+    }
+  }
   return false;
 }
 

@@ -100,10 +100,11 @@ struct CopyPair {
 int64_t CopyRunBytes(const CopyPair& c);
 // Whether two regions (of one buffer; the buffer ids are not compared) share a
 // byte. Exact for the shapes plans use: contiguous spans, rows of one stride
-// (in O(1): row offsets compared modulo the stride), rows of two strides with
-// up to 4096 rows on one side, planes pairwise up to 4096 pairs; larger mixed
-// shapes whose spans overlap count as overlapping. Assumes shapes Verify
-// accepts (non-negative strides, rows and planes >= 1).
+// (in O(1): row offsets compared modulo the stride), rows of two strides (a
+// walk over the side with fewer rows), planes against the planes whose spans
+// reach them; past 2^16 rows walked and plane pairs met, regions whose spans
+// overlap count as overlapping. Assumes shapes Verify accepts (non-negative
+// strides, rows and planes >= 1).
 bool RegionsOverlap(const Region& a, const Region& b);
 
 // One tile a kQuantize op quantizes: box `box` of FP8 tensor `tensor` (a

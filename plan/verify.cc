@@ -1,8 +1,11 @@
 // Verify(): checks DESIGN's plan semantics (docs/plan-format.md lists every rule).
 //
 // Complexity: O(N·S + E + B + P) time and memory for N ops, S streams, E
-// dependency edges, B buffers and P content pieces; hash maps keyed by GPU
-// pair and group are used only for lookups, never iterated into output.
+// dependency edges, B buffers and P content pieces, plus O(A log A + C) for
+// the race check's A accesses of written buffers and C pairs of them whose
+// spans overlap (each pair's overlap test bounded, RegionsOverlap); hash maps
+// keyed by GPU pair and group are used only for lookups, never iterated into
+// output.
 //
 // The steps:
 //  1. Structure: ids equal indices; GPU, stream, buffer, peer, tensor ids in
@@ -35,10 +38,11 @@
 //     = pos(v). Then x happens-before y (same GPU) iff
 //     clock[y][stream(x)] >= pos(x): the op at that position follows x on x's
 //     stream and reaches y. So each check is O(1) after O(N·S + E) work.
-//     The nodes are launches, not ops: the ops of one group on one GPU are
-//     one launch (one NCCL group call, after every dependency of any of them,
-//     all finished when it ends), so they share a node and a position, and
-//     none of them happens-before another.
+//     The nodes are launches, not ops: the sends and receives of one group
+//     on one GPU are one launch (one NCCL group call, after every dependency
+//     of any of them, all finished when it ends), so they share a node and a
+//     position, and none of them happens-before another; a group's other ops
+//     run before or after the call, each on its own (IssueOrder).
 //     Bytes a quantize op writes outside destination buffers (quantized at
 //     the source) are read by sends and copies only after it, by the same
 //     happens-before.
@@ -429,9 +433,10 @@ class Verifier {
     }
   }
 
-  // Program order and dependency edges; and the launches: the ops of one
-  // group on one GPU (one stream) are one launch, at the position of its
-  // first op on that stream; any other op is a launch of its own.
+  // Program order and dependency edges; and the launches: the sends and
+  // receives of one group on one GPU (one stream) are one launch, at the
+  // position of its first op on that stream; any other op is a launch of its
+  // own.
   void BuildEdges() {
     launch_.assign(N_, -1);
     launch_pos_.clear();
@@ -448,9 +453,12 @@ class Verifier {
         if (last[q] >= 0) edges_.push_back({last[q], static_cast<int32_t>(i), false});
         last[q] = static_cast<int32_t>(i);
         const int32_t next = static_cast<int32_t>(launch_pos_.size());
-        launch_[i] = op.group >= 0 ? group_launch.try_emplace(static_cast<int64_t>(op.group) * G_ + op.gpu, next)
-                                         .first->second
-                                   : next;
+        // Only sends and receives: a group's other ops run before or after its call, each on its own
+        // (IssueOrder's `before` / `after`).
+        const bool comm = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
+        launch_[i] = op.group >= 0 && comm
+                         ? group_launch.try_emplace(static_cast<int64_t>(op.group) * G_ + op.gpu, next).first->second
+                         : next;
         if (launch_[i] == next) {
           launch_pos_.push_back(count[q]++);
           launch_stream_.push_back(op.stream);

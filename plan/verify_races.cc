@@ -48,7 +48,7 @@ void ForEachByteConflict(std::vector<ByteAccess> accesses,
     for (size_t k = lo; k < hi; ++k) {
       const ByteAccess& a = sorted[k];
       close_before(open_writes, a.begin);
-      close_before(open_reads, a.begin);
+      if (a.write) close_before(open_reads, a.begin);  // reads meet writes only: pruned when a write looks
       auto meet = [&](const std::vector<const ByteAccess*>& open) {
         for (const ByteAccess* b : open)
           if (b->op != a.op && RegionsOverlap(*b->region, *a.region)) conflict(*b, a);

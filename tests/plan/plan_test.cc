@@ -831,7 +831,11 @@ TEST(PlanVerify, ByteConflictsAreEveryOverlappingPairWithAWrite) {
     for (int k = 0; k < 60; ++k) {
       const int32_t buffer = static_cast<int32_t>(pick(0, 2));
       regions.push_back(pick(0, 1) ? ContiguousRegion(buffer, pick(0, 200), pick(1, 40))
-                                   : Strided(buffer, pick(0, 100), pick(1, 8), pick(1, 6), pick(8, 20)));
+                                   : Strided(buffer, pick(0, 100), pick(1, 8), pick(1, 6), pick(0, 20)));
+      if (pick(0, 3) == 0) {  // planes, overlapping or not
+        regions.back().planes = pick(2, 4);
+        regions.back().plane_stride_bytes = pick(0, 60);
+      }
       accesses.push_back({buffer, static_cast<int32_t>(pick(0, 30)), &regions.back(), buffer != 2 && pick(0, 2) == 0});
     }
     std::set<std::pair<const Region*, const Region*>> want, got;
@@ -859,16 +863,28 @@ TEST(PlanVerify, ReadNotOrderedAfterTheWriteOfItsBytes) {
                                       "(recv gpu 0←1) writes; neither is ordered before the other"));
 }
 
-// A dependency of one op of a group orders the whole launch: op 9 sends bytes
-// the pack (op 3) wrote and has no dependency of its own, but op 8 of its group
-// waits for the pack. Without that, both sends race with the pack.
-TEST(PlanVerify, AGroupWaitsForTheDependenciesOfAllItsOps) {
+// A dependency of one send or receive of a group orders the whole launch:
+// with the pack's dependency on op 9 only, op 8 (before it on the stream,
+// the same launch) still sends only after the pack. Without it, both race
+// with the pack. A group's other ops are not part of its launch: an alloc of
+// group 0 on the comm stream after the recv (issued after the group call,
+// IssueOrder's `after`) that waits for the pack orders nothing before it.
+TEST(PlanVerify, AGroupWaitsForTheDependenciesOfAllItsSendsAndReceives) {
   Plan p = GoodPlan();
-  ASSERT_TRUE(p.ops[9].deps.empty());
   p.ops[8].deps.clear();
+  p.ops[9].deps = {3};
+  EXPECT_TRUE(Verify(p).ok()) << ::testing::PrintToString(Problems(p));
+  p.ops[9].deps.clear();
   auto problems = Problems(p);
   EXPECT_THAT(problems, HasProblem("op 8 (send gpu 0→1): reads bytes of buffer 4", "that op 3 (copy gpu 0) writes"));
   EXPECT_THAT(problems, HasProblem("op 9 (send gpu 0→1): reads bytes of buffer 4", "that op 3 (copy gpu 0) writes"));
+  p.buffers.push_back(Buf(0, BufferRole::kStaging, 16, false, "extra.g0"));  // b8
+  Op alloc = AllocFree(OpKind::kAlloc, 0, 8, {3});
+  alloc.stream = kStreamComm;
+  alloc.group = 0;
+  p.ops.push_back(alloc);
+  Renumber(p);
+  EXPECT_THAT(Problems(p), HasProblem("op 8 (send gpu 0→1): reads bytes of buffer 4", "that op 3 (copy gpu 0) writes"));
 }
 
 // Ops of one group run at once: a recv that writes the bytes a send of its own
