@@ -97,7 +97,8 @@ TEST(PlansRaceFree, EveryPolicyOfEveryLayoutVerifies) {
               const VerifyResult v = Verify(e.plan);
               EXPECT_TRUE(v.ok()) << s.name << " relays " << relays << " per round " << per_round << " size " << size
                                   << " in place from " << direct << " " << policy.Name()
-                                  << (policy.comm_lanes ? "" : " one lane") << (policy.round_lanes ? " round lanes" : "")
+                                  << (policy.comm_lanes ? "" : " one lane")
+                                  << (policy.round_lanes ? " round lanes" : "")
                                   << " waves " << policy.relay_waves << " chunks " << policy.phase_chunks << ": "
                                   << v.problems.front() << " (" << v.problems.size() << " problems)";
               ++plans;
