@@ -5,8 +5,9 @@
 // one (memory releases, two lanes, rounds on two lanes, relay waves, phase
 // chunks with their ramp and early relay phase). The other tests verify the
 // plans of the combinations they are about; this one walks the combinations.
-// (Quantized plans come from MakePlan's quantize pass, not EmitPlan: the fp8
-// tests verify theirs.)
+// Quantized plans come from MakePlan's quantize pass, not EmitPlan: walked
+// apart, over the same layouts.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -15,9 +16,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "model/error.h"
 #include "model/scenario.h"
 #include "plan/plan.h"
 #include "planner/emitter.h"
+#include "planner/planner.h"
 #include "planner/problem.h"
 #include "planner/segments.h"
 #include "tests/planner/planner_test_util.h"
@@ -116,6 +119,45 @@ TEST(PlansRaceFree, EveryPolicyOfEveryLayoutVerifies) {
   EXPECT_GT(sender_relayed, 50);
   EXPECT_GT(chunked, 100);
   EXPECT_GT(waved, 20);
+}
+
+// Quantized refits come from MakePlan (its quantize pass adds the fp8 tiles
+// after the receives, or at the source under quantize_at_source): the layout
+// cases with an fp8 destination, quantized at either end, each verify.
+TEST(PlansRaceFree, EveryQuantizedLayoutVerifies) {
+  int plans = 0, quantized = 0;
+  for (const planner_testing::Case& c : planner_testing::LayoutCases()) {
+    std::string yaml = c.yaml;
+    const size_t at = yaml.find("\ndestination: {");
+    ASSERT_NE(at, std::string::npos) << c.name;
+    yaml.insert(at + 15, "dtype: fp8_e4m3, quantization: {block: [16, 16]}, ");
+    Scenario s;
+    try {
+      s = planner_testing::FromYaml(yaml);
+    } catch (const InputError&) {
+      continue;  // a layout whose shards cut the blocks (vLLM refuses it too)
+    }
+    for (const bool at_source : {false, true}) {
+      PlannerOptions o;
+      o.quantize_at_source = at_source;
+      o.simulate = false;
+      PlanResult r;
+      try {
+        r = MakePlan(s, o);
+      } catch (const InputError&) {
+        continue;  // a layout whose shards cut the blocks (vLLM refuses it too)
+      }
+      if (!r.ok()) continue;
+      const VerifyResult v = Verify(r.plan);
+      EXPECT_TRUE(v.ok()) << c.name << (at_source ? " at source" : " at destination") << ": " << v.problems.front()
+                          << " (" << v.problems.size() << " problems)";
+      ++plans;
+      quantized += std::any_of(r.plan.ops.begin(), r.plan.ops.end(),
+                               [](const Op& op) { return op.kind == OpKind::kQuantize; });
+    }
+  }
+  EXPECT_GT(plans, 20);  // 28 of the 30
+  EXPECT_EQ(quantized, plans);
 }
 
 }  // namespace
