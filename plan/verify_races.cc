@@ -30,34 +30,31 @@ void ForEachByteConflict(std::vector<ByteAccess> accesses,
     }
   }
   accesses = {};
-  for (int32_t b = 0; b < buffers; ++b)
-    std::sort(sorted.begin() + start[b], sorted.begin() + start[b + 1], [](const ByteAccess& x, const ByteAccess& y) {
-      if (x.begin != y.begin) return x.begin < y.begin;
-      if (x.op != y.op) return x.op < y.op;
-      return x.write < y.write;
-    });
   std::vector<const ByteAccess*> open_writes, open_reads;
   auto close_before = [](std::vector<const ByteAccess*>& open, int64_t offset) {
     std::erase_if(open, [&](const ByteAccess* a) { return a->end <= offset; });
   };
-  for (size_t lo = 0; lo < sorted.size();) {
-    size_t hi = lo;
-    while (hi < sorted.size() && sorted[hi].buffer == sorted[lo].buffer) ++hi;
+  for (int32_t b = 0; b < buffers; ++b) {
+    const auto first = sorted.begin() + start[b], last = sorted.begin() + start[b + 1];
+    std::sort(first, last, [](const ByteAccess& x, const ByteAccess& y) {
+      if (x.begin != y.begin) return x.begin < y.begin;
+      if (x.op != y.op) return x.op < y.op;
+      return x.write < y.write;
+    });
     open_writes.clear();
     open_reads.clear();
-    for (size_t k = lo; k < hi; ++k) {
-      const ByteAccess& a = sorted[k];
+    for (auto it = first; it != last; ++it) {
+      const ByteAccess& a = *it;
       close_before(open_writes, a.begin);
       if (a.write) close_before(open_reads, a.begin);  // reads meet writes only: pruned when a write looks
       auto meet = [&](const std::vector<const ByteAccess*>& open) {
-        for (const ByteAccess* b : open)
-          if (b->op != a.op && RegionsOverlap(*b->region, *a.region)) conflict(*b, a);
+        for (const ByteAccess* o : open)
+          if (o->op != a.op && RegionsOverlap(*o->region, *a.region)) conflict(*o, a);
       };
       meet(open_writes);
       if (a.write) meet(open_reads);
       (a.write ? open_writes : open_reads).push_back(&a);
     }
-    lo = hi;
   }
 }
 
