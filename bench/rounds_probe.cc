@@ -4,7 +4,7 @@
 //
 //   rounds_probe SCENARIO [--sizes 64MiB,1GiB] [--per-round 1,2,all] [--json FILE]
 //                [--relays on|off] [--send-relays on|off] [--relay-waves K]
-//                [--waves-by-segment on|off] [--phase-chunks K] [--early-relays] [--no-simulate] [--max-fragments N] [--write-plans PREFIX]
+//                [--waves-by-segment on|off] [--phase-chunks K] [--early-relays] [--no-simulate] [--max-fragments N] [--replica-blocks N] [--write-plans PREFIX]
 //
 // SCENARIO: a built-in name or a .yaml file. Each row: predicted time
 // (simulator, or with --no-simulate the planner's per-port estimate),
@@ -16,7 +16,8 @@
 // default), --waves-by-segment on|off how they cut; --phase-chunks K forces
 // PlannerOptions::phase_chunks (1 none, 0 searched), --early-relays its
 // PlannerOptions::early_relay_phase; --max-fragments N sets
-// PlannerOptions::simulate_max_fragments (0: the large-plan search); --write-plans writes each row's plan to
+// PlannerOptions::simulate_max_fragments (0: the large-plan search); --replica-blocks N sets
+// PlannerOptions::replica_blocks (1: planned whole); --write-plans writes each row's plan to
 // PREFIX.SIZE.PER_ROUND.json (for `reshard simulate --trace`). Progress goes
 // to stderr.
 #include <algorithm>
@@ -56,6 +57,7 @@ struct Flags {
   bool early_relays = false;
   bool simulate = true;
   int64_t max_fragments = -1;  // PlannerOptions::simulate_max_fragments; -1: its default
+  int32_t replica_blocks = 0;  // PlannerOptions::replica_blocks
   std::string write_prefix;
 };
 
@@ -69,6 +71,7 @@ nlohmann::json Row(const Scenario& s, const std::string& size, const std::string
   po.early_relay_phase = f.early_relays;
   po.simulate = f.simulate;
   if (f.max_fragments >= 0) po.simulate_max_fragments = f.max_fragments;
+  po.replica_blocks = f.replica_blocks;
   if (size != "auto") po.segment_bytes = ParseBytes(size, "--sizes", "segment");
   if (per_round == "all") po.per_round = kPerRoundAll;
   else if (per_round != "auto") po.per_round = std::stoi(per_round);
@@ -124,12 +127,13 @@ int main(int argc, char** argv) {
     else if (a == "--waves-by-segment" && i + 1 < argc && on_off(argv[i + 1])) flags.waves_by_segment = on_off(argv[++i]);
     else if (a == "--no-simulate") flags.simulate = false;
     else if (a == "--max-fragments" && i + 1 < argc) flags.max_fragments = std::stoll(argv[++i]);
+    else if (a == "--replica-blocks" && i + 1 < argc) flags.replica_blocks = std::stoi(argv[++i]);
     else if (a == "--write-plans" && i + 1 < argc) flags.write_prefix = argv[++i];
     else if (!a.empty() && a[0] != '-' && name.empty()) name = a;
     else {
       std::cerr << "usage: rounds_probe SCENARIO [--sizes 64MiB,auto] [--per-round 1,2,all,auto] [--json FILE] "
                    "[--relays on|off] [--send-relays on|off] [--relay-waves K] [--waves-by-segment on|off] [--phase-chunks K] [--early-relays] "
-                   "[--no-simulate] [--max-fragments N] [--write-plans PREFIX]\n";
+                   "[--no-simulate] [--max-fragments N] [--replica-blocks N] [--write-plans PREFIX]\n";
       return 2;
     }
   }

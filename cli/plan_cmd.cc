@@ -28,6 +28,7 @@ struct PlanCmdOptions {
   std::string baseline;
   bool json = false;
   bool no_simulate = false;
+  int32_t replica_blocks = 0;
 };
 
 constexpr size_t kMaxPeakRows = 16;
@@ -67,6 +68,7 @@ void Run(const PlanCmdOptions& o) {
   PlannerOptions po;
   po.segment_bytes = SegmentBytesFlag(o.segment_bytes, s);
   po.simulate = !o.no_simulate;
+  po.replica_blocks = o.replica_blocks;
   PlanResult r = PlanScenario(s, po, o.baseline);
   if (!r.ok()) ExitInfeasible(s, r, o.json);
   RecordScenario(r.plan, s);
@@ -105,6 +107,10 @@ void Run(const PlanCmdOptions& o) {
                            r.stats.segments, FormatBytes(sum.segment_bytes), r.stats.direct, r.stats.rounds,
                            r.stats.per_round, r.stats.round_lanes ? " (alternating over two NCCL communicators)" : "",
                            r.stats.groups, r.stats.ops);
+  if (r.stats.replica_blocks > 1)
+    std::cout << fmt::format("replica blocks  {} identical blocks of whole nodes: one planned and simulated, the others "
+                             "its copies (--replica-blocks 1 plans the whole)\n",
+                             r.stats.replica_blocks);
   std::cout << fmt::format("memory policy   {} (optimizer offload fraction {:.2f})\n", sum.memory_policy,
                            sum.offload_fraction);
   std::cout << fmt::format("lower bound     {:.3f} ms (any plan; this plan's routing bound {:.3f} ms)\n",
@@ -139,6 +145,7 @@ nlohmann::json PlanJson(const Scenario& s, const PlanResult& r, const std::strin
   j["send_relayed_bytes"] = r.stats.send_relayed_bytes;
   j["recv_relayed_bytes"] = r.stats.recv_relayed_bytes;
   j["ops"] = r.stats.ops;
+  j["replica_blocks"] = r.stats.replica_blocks;
   AddPeakMemoryJson(j, r.stats.peak_parts, s.cluster, s.memory.reserve_bytes);
   if (!baseline.empty()) j["baseline"] = baseline;
   if (!output.empty()) j["plan"] = output;
@@ -153,6 +160,10 @@ void RegisterPlanCommand(CLI::App& app) {
   cmd->add_option("--segment-bytes", o->segment_bytes, "segment size (e.g. 64MiB) or auto (the scenario's default)");
   AddBaselineOption(cmd, o->baseline);
   cmd->add_flag("--no-simulate", o->no_simulate, "predict with the planner's per-port estimate, not the simulator");
+  cmd->add_option("--replica-blocks", o->replica_blocks,
+                  "0 (auto): a large refit of identical data-parallel blocks of whole nodes is planned as one block "
+                  "and replicated; 1: plan it whole; N: in N blocks")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", o->json, "machine-readable output (every field: docs/json.md)");
   cmd->callback([o]() { Run(*o); });
 }

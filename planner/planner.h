@@ -37,6 +37,10 @@
 //     (size, per_round) pairs by a round-model estimate from the pair byte
 //     totals and keep the first policy that fits. Prediction: the simulator (sim/simulator.h); lower
 //     bound: sim/ports.h.
+//  8. Replica blocks (planner/replica_blocks.h): a large plan whose refit is
+//     n identical, independent blocks of whole nodes (data-parallel groups)
+//     is planned for one block and replicated; the whole then takes the
+//     block's time, peak and bound.
 // Streams: 0 compute (pack, unpack, local copies, allocs), 1 comm (send/recv),
 // 2 host (optimizer offload), 3 release (training weights to host).
 // Complexity: O(F) for the F (destination rank, fragment) pairs (made in
@@ -131,6 +135,11 @@ struct PlannerOptions {
   // Local copies due together emitted as one op (PlanPolicy); the FP8
   // planner turns it off for its bf16 views.
   bool merge_local_copies = true;
+  // Replica blocks (planner/replica_blocks.h): 0, a large plan (more than
+  // simulate_max_fragments fragment pairs) that repeats block by block (of at
+  // least two source replicas) is planned as one block and replicated; 1, always planned whole; n > 1, in n
+  // blocks (InputError where the scenario does not split so).
+  int32_t replica_blocks = 0;
   // Layouts and start memory to plan with instead of the scenario's own
   // (planner/problem.h; set by the FP8 planner for its byte view).
   std::shared_ptr<const ProblemInputs> inputs;
@@ -155,6 +164,7 @@ struct PlanStats {
   std::vector<int64_t> planned_peak_bytes;  // per GPU: the planner's bound on device memory
   std::vector<MemoryParts> peak_parts;      // per GPU, at its simulated peak (empty unless simulated)
   std::string predicted_by;     // "simulator" or "port model"
+  int32_t replica_blocks = 1;   // identical blocks planned once (planner/replica_blocks.h); counts above are the whole's
 };
 
 struct PlanResult {
@@ -194,6 +204,8 @@ class PlanSession {
   int64_t LargestRemotePairBytes();
 
  private:
+  // A replica block's session (planner/replica_blocks.h): its layouts and start memory given.
+  PlanSession(const Scenario& block, std::shared_ptr<const ProblemInputs> inputs);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -162,7 +162,7 @@ int32_t Problem::SrcPieceIndex(int32_t src_rank, const Fragment& f) const {
   return it->second;
 }
 
-Problem::Problem(const Scenario& s, const ProblemInputs* given) : scenario(s), byte_view_(given != nullptr) {
+Problem::Problem(const Scenario& s, const ProblemInputs* given) : scenario(s), byte_view_(given != nullptr && given->byte_view) {
   const int32_t gpus = s.cluster.Gpus();
   // Not `given ? given->src : Make...()`: that is a const prvalue, so the
   // layouts were copied, not moved (deepseek-v3: 2.5 % of planning).

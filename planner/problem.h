@@ -79,6 +79,9 @@ struct PairBytes {
 struct ProblemInputs {
   Layout src, dst;
   std::vector<GpuMemoryAtStart> memory_at_start;  // per GPU
+  // A byte view of an FP8 refit (planner/quantize_source.h); false: a
+  // scenario's own bytes (a replica block, planner/replica_blocks.h).
+  bool byte_view = true;
 };
 
 struct Problem {
@@ -181,7 +184,7 @@ struct Problem {
   int32_t SrcPieceIndex(int32_t src_rank, const Fragment& f) const;
 
  private:
-  bool byte_view_ = false;  // built from ProblemInputs (BalanceNetworkSenders skips it)
+  bool byte_view_ = false;  // built from a byte view (ProblemInputs::byte_view; BalanceNetworkSenders skips it)
 };
 
 }  // namespace reshard
