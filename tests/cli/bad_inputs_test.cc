@@ -269,6 +269,10 @@ TEST(BadFlags, EachIsRefusedWithItsMessageAndWritesNothing) {
       {{"run", kExchange, "--repeat", "two", "--save-plan", out}, "--repeat"},
       {{"run", kExchange, "--max-mismatches", "-3", "--save-plan", out}, "--max-mismatches"},
       {{"sweep", kTiny, "--threads", "-1", "--csv", out}, "--threads: Value -1 not in range 0 to 4096"},
+      {{"plan", kTiny, "--replica-blocks", "-2", "-o", out}, "--replica-blocks"},
+      // One source replica: no identical blocks to plan once (planner/replica_blocks.h).
+      {{"plan", kTiny, "--replica-blocks", "2", "-o", out},
+       "replica_blocks: the refit does not split into 2 identical blocks: source dp=1"},
       // Sizes.
       {{"plan", kTiny, "--segment-bytes", "0", "-o", out}, "--segment-bytes: must be > 0 (or 'auto')"},
       {{"run", kTiny, "--segment-bytes", "0", "--save-plan", out}, "--segment-bytes: must be > 0"},

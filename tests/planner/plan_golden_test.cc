@@ -185,6 +185,7 @@ struct GoldenCase {
   std::string name;
   Scenario scenario;
   bool simulate;
+  int32_t replica_blocks = 0;  // PlannerOptions::replica_blocks (1: the whole's search, pinned)
 };
 
 std::vector<GoldenCase> GoldenCases() {
@@ -208,8 +209,14 @@ std::vector<GoldenCase> GoldenCases() {
       {"tiny-moe-network", yaml(Yaml("tiny-moe", "{preset: dgx-h100, nodes: 2}", "{tp: 2, ep: 4, dp: 4, gpus: \"0-7\"}",
                                      "{tp: 2, dp: 4, gpus: \"8-15\"}")),
        true},
-      // Medium: the large-plan path (round estimate, one candidate size).
+      // Medium: the large-plan path (round estimate, one candidate size), planned whole.
       {"llama3-8b-256-domains-of-4",
+       yaml(Yaml("llama3-8b", "{preset: dgx-h200, nodes: 32, nvlink_domain_nodes: 4}", "{tp: 8, dp: 32}",
+                 "{tp: 4, dp: 64}", big_memory)),
+       false, 1},
+      // The same as planned by default: two replica blocks of 128 GPUs (planner/replica_blocks.h), predicted as the
+      // whole (6.102 ms), its ops ordered block by block.
+      {"llama3-8b-256-domains-of-4-blocks",
        yaml(Yaml("llama3-8b", "{preset: dgx-h200, nodes: 32, nvlink_domain_nodes: 4}", "{tp: 8, dp: 32}",
                  "{tp: 4, dp: 64}", big_memory)),
        false},
@@ -236,6 +243,7 @@ TEST(GoldenPlans, PlansAreUnchanged) {
   for (const GoldenCase& g : GoldenCases()) {
     PlannerOptions o;
     o.simulate = g.simulate;
+    o.replica_blocks = g.replica_blocks;
     const PlanResult r = MakePlan(g.scenario, o);
     ASSERT_TRUE(r.ok()) << g.name << ": " << r.message;
     Digest h;
