@@ -57,37 +57,61 @@ bool SameShards(const Layout& block, const Layout& whole, const std::vector<int3
   return true;
 }
 
+// Block rank r in block k -> the whole's rank: source ranks tp-cp-ep-dp-pp,
+// so (inner, dp, pp) with dp shifted by k·a; destination ranks tp-pp-dp.
+struct RankMaps {
+  int32_t a = 0, b = 0, sr = 0, dr = 0;  // replicas and ranks per block, source and destination
+  std::vector<int32_t> src, dst;         // [k · sr + r], [k · dr + r]
+  RankMaps(const Scenario& s, int32_t n) {
+    const SourceParallel& sp = s.source;
+    const int32_t tc = sp.tp * sp.cp, tcd = tc * sp.dp;
+    a = sp.dp / n, b = s.destination.dp / n;
+    sr = tc * a * sp.pp, dr = s.destination.tp * s.destination.pp * b;
+    src.resize(static_cast<size_t>(n) * sr);
+    dst.resize(static_cast<size_t>(n) * dr);
+    for (int32_t k = 0; k < n; ++k) {
+      for (int32_t r = 0; r < sr; ++r) {
+        const int32_t inner = r % tc, d = (r / tc) % a, pp = r / (tc * a);
+        src[static_cast<size_t>(k) * sr + r] = inner + tc * (d + k * a) + tcd * pp;
+      }
+      for (int32_t r = 0; r < dr; ++r) dst[static_cast<size_t>(k) * dr + r] = r + dr * k;
+    }
+  }
+  int32_t Src(int32_t k, int32_t r) const { return src[static_cast<size_t>(k) * sr + r]; }
+  int32_t Dst(int32_t k, int32_t r) const { return dst[static_cast<size_t>(k) * dr + r]; }
+};
+
+// Why the layouts do not repeat over n blocks ("" when they do): block k's
+// ranks hold what block 0's do. O(ranks).
+std::string RepeatProblem(const Whole& w, int32_t n) {
+  const Scenario& s = w.s;
+  if (s.source.dp % n != 0 || s.destination.dp % n != 0)
+    return fmt::format("source dp={} and destination dp={} are not both multiples of {}", s.source.dp,
+                       s.destination.dp, n);
+  const RankMaps m(s, n);
+  for (int32_t k = 1; k < n; ++k) {
+    for (int32_t r = 0; r < m.sr; ++r)
+      if (w.src.rank_shard[m.Src(k, r)] != w.src.rank_shard[m.Src(0, r)])
+        return fmt::format("source rank {} holds other weights than rank {}", m.Src(k, r), m.Src(0, r));
+    for (int32_t r = 0; r < m.dr; ++r)
+      if (w.dst.rank_shard[m.Dst(k, r)] != w.dst.rank_shard[m.Dst(0, r)])
+        return fmt::format("destination rank {} holds other weights than rank {}", m.Dst(k, r), m.Dst(0, r));
+  }
+  return "";
+}
+
 // n blocks of `w`, or why not.
 std::variant<ReplicaBlocks, std::string> TrySplit(const Whole& w, int32_t n) {
   const Scenario& s = w.s;
-  const SourceParallel& sp = s.source;
-  const DestinationParallel& dp = s.destination;
-  if (sp.dp % n != 0 || dp.dp % n != 0)
-    return fmt::format("source dp={} and destination dp={} are not both multiples of {}", sp.dp, dp.dp, n);
-  const int32_t a = sp.dp / n, b = dp.dp / n;
-  const int32_t tc = sp.tp * sp.cp, tcd = tc * sp.dp;
-  const int32_t sr = tc * a * sp.pp, dr = dp.tp * dp.pp * b;  // ranks per block
+  if (std::string why = RepeatProblem(w, n); !why.empty()) return why;
+  RankMaps maps(s, n);
+  const int32_t a = maps.a, b = maps.b, sr = maps.sr, dr = maps.dr;
   ReplicaBlocks rb;
   rb.count = n;
-  rb.src_rank_of.resize(static_cast<size_t>(n) * sr);
-  rb.dst_rank_of.resize(static_cast<size_t>(n) * dr);
-  for (int32_t k = 0; k < n; ++k) {
-    for (int32_t r = 0; r < sr; ++r) {  // tp-cp-ep-dp-pp: (inner, dp, pp)
-      const int32_t inner = r % tc, d = (r / tc) % a, pp = r / (tc * a);
-      rb.src_rank_of[static_cast<size_t>(k) * sr + r] = inner + tc * (d + k * a) + tcd * pp;
-    }
-    for (int32_t r = 0; r < dr; ++r) rb.dst_rank_of[static_cast<size_t>(k) * dr + r] = r + dr * k;  // tp-pp-dp
-  }
+  rb.src_rank_of = std::move(maps.src);
+  rb.dst_rank_of = std::move(maps.dst);
   auto src_rank = [&](int32_t k, int32_t r) { return rb.src_rank_of[static_cast<size_t>(k) * sr + r]; };
   auto dst_rank = [&](int32_t k, int32_t r) { return rb.dst_rank_of[static_cast<size_t>(k) * dr + r]; };
-  for (int32_t k = 1; k < n; ++k) {
-    for (int32_t r = 0; r < sr; ++r)
-      if (w.src.rank_shard[src_rank(k, r)] != w.src.rank_shard[src_rank(0, r)])
-        return fmt::format("source rank {} holds other weights than rank {}", src_rank(k, r), src_rank(0, r));
-    for (int32_t r = 0; r < dr; ++r)
-      if (w.dst.rank_shard[dst_rank(k, r)] != w.dst.rank_shard[dst_rank(0, r)])
-        return fmt::format("destination rank {} holds other weights than rank {}", dst_rank(k, r), dst_rank(0, r));
-  }
 
   const Cluster& c = s.cluster;
   const int32_t gpus = c.Gpus(), gpn = c.gpus_per_node;
@@ -278,6 +302,17 @@ std::optional<ReplicaBlocks> FindReplicaBlocks(const Scenario& s, const PlannerO
   if (forced == 0 && most < 2) return std::nullopt;
   Whole w{s, MakeSourceLayout(s.model, s.source, s.dtype, s.path),
           MakeDestinationLayout(s.model, s.destination, s.destination_dtype, s.path), {}};
+  // Auto: the block counts whose layouts repeat, before the transfer set (most scenarios have none: MoE
+  // destinations, source experts over every rank of a stage).
+  std::vector<int32_t> counts;
+  if (forced == 0) {
+    for (int32_t n = most; n >= 2; --n)
+      // A block keeps a choice of source replicas (planner/assign.h balances senders over them): one replica per
+      // block planned grid llama3-405b H200 TP8xPP8xDP2 -> TP8xDP16 4.5 % slower
+      // (bench/results/2026-12-07-cpu-replica-blocks).
+      if (most % n == 0 && s.source.dp / n >= 2 && RepeatProblem(w, n).empty()) counts.push_back(n);
+    if (counts.empty()) return std::nullopt;
+  }
   const TransferSet ts = BuildTransferSet(s.model, w.src, w.dst);
   CheckPlanFragments(w.dst, ts, s.path);
   w.mem = MemoryAtStart(s, w.src);
@@ -289,10 +324,8 @@ std::optional<ReplicaBlocks> FindReplicaBlocks(const Scenario& s, const PlannerO
   }
   const int64_t fragments = DestinationFragments(w.dst, ts), small = options.simulate_max_fragments;
   if (fragments <= small) return std::nullopt;
-  for (int32_t n = most; n >= 2; --n) {
-    // A block keeps a choice of source replicas (planner/assign.h balances senders over them): one replica per block
-    // planned grid llama3-405b H200 TP8xPP8xDP2 -> TP8xDP16 4.5 % slower (bench/results/2026-12-07-cpu-replica-blocks).
-    if (most % n != 0 || fragments / n <= small || s.source.dp / n < 2) continue;
+  for (int32_t n : counts) {
+    if (fragments / n <= small) continue;
     auto r = TrySplit(w, n);
     if (auto* rb = std::get_if<ReplicaBlocks>(&r)) return std::move(*rb);
   }
