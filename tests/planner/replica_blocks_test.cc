@@ -163,6 +163,34 @@ TEST(ReplicaBlocks, AutoKeepsTwoSourceReplicasPerBlock) {
   ExpectWholePlan(s, MakePlan(s, o), 4);
 }
 
+// Rank orders the block maps follow: context parallel inside the source's
+// data-parallel index, virtual pipeline chunks, uneven stages, and a fixed
+// destination placement on other nodes; each in two blocks of 16 GPUs.
+class Shapes : public testing::TestWithParam<planner_testing::Case> {};
+
+TEST_P(Shapes, TwoBlocksReplicatedAreAPlanOfTheWhole) {
+  const Scenario s = FromYaml(GetParam().yaml);
+  const PlanResult split = MakePlan(s, Blocks(2));
+  ExpectWholePlan(s, split, 2);
+  EXPECT_NEAR(split.plan.summary.lower_bound_s, MakePlan(s, Blocks(1)).plan.summary.lower_bound_s,
+              1e-12 + 1e-9 * split.plan.summary.lower_bound_s);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ReplicaBlocks, Shapes,
+    testing::Values(
+        planner_testing::Case{"cp2", Yaml("tiny-llama", "{preset: dgx-h100, nodes: 4}", "{tp: 2, cp: 2, pp: 2, dp: 4}",
+                                          "{tp: 2, pp: 2, dp: 8}")},
+        planner_testing::Case{"vpp2", Yaml("tiny-llama", "{preset: dgx-h100, nodes: 4}", "{tp: 2, pp: 2, vpp: 2, dp: 8}",
+                                           "{tp: 1, pp: 2, dp: 16}")},
+        planner_testing::Case{"uneven_stages",
+                              Yaml("tiny-llama", "{preset: dgx-h100, nodes: 4}", "{tp: 2, pp: 2, dp: 8, pp_layers: [1, 3]}",
+                                   "{tp: 2, dp: 16}")},
+        planner_testing::Case{"fixed_placement",
+                              Yaml("tiny-llama", "{preset: dgx-h100, nodes: 4}", "{tp: 2, dp: 8, gpus: \"0-15\"}",
+                                   "{tp: 2, dp: 8, gpus: \"16-31\", placement: fixed}")}),
+    [](const testing::TestParamInfo<planner_testing::Case>& i) { return std::string(i.param.name); });
+
 TEST(ReplicaBlocks, ForcedSplitThatDoesNotExistNamesTheReason) {
   // Source replicas on both nodes' halves: a block would share nodes.
   const Scenario halves = FromYaml(Yaml("tiny-llama", "{preset: dgx-h100, nodes: 2}", "{tp: 2, dp: 8}",
