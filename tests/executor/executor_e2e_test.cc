@@ -118,6 +118,29 @@ PlanResult PlanByPortModel(const Scenario& s, int32_t per_round, std::optional<b
 // (from that GPU's destination buffer, after its receive). Every element of
 // every replica verified, with one and two segments per round and a round
 // per phase (where the relays' packs run ahead of the unpacks not feeding them).
+// Replica blocks (planner/replica_blocks.h): tiny-llama TP2 x PP2 x DP8 ->
+// TP1 x PP2 x DP16 on 4 nodes, colocated, planned as two blocks of 16 GPUs
+// (nodes 0 and 2, 1 and 3) and replicated: the whole runs, every element of
+// its 32 GPUs verified.
+TEST(EndToEndReplicaBlocks, ReplicatedPlanVerifiesEveryElement) {
+  const Scenario s = ParseScenario(R"(
+name: e2e-replica-blocks
+model: tiny-llama
+cluster: {preset: dgx-h200, nodes: 4}
+source: {tp: 2, pp: 2, dp: 8, gpus: all}
+destination: {tp: 1, pp: 2, dp: 16, gpus: all}
+plan: {segment_bytes: 128KiB}
+)",
+                                   "<e2e>");
+  PlannerOptions po;
+  po.simulate = false;
+  po.replica_blocks = 2;
+  const PlanResult r = MakePlan(s, po);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.stats.replica_blocks, 2);
+  testing::ExpectHostRunVerifies(r.plan, "replica blocks");
+}
+
 TEST(EndToEndRelays, RelayedPlanVerifiesEveryElement) {
   const Scenario s = TinyLlamaTwoNodes("e2e-relay",
                                        "{tp: 2, gpus: \"0-1\"}", "{tp: 2, dp: 2, gpus: \"8-11\"}", "256KiB");
