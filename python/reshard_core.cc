@@ -104,7 +104,8 @@ py::tuple Import(const std::string& kind, const std::string& path, const std::ve
 
 // (plan or None, the JSON `reshard plan --json` prints). A scenario that does
 // not fit gives None and the infeasible JSON (fits false).
-py::tuple MakePlanOf(const ScenarioPtr& s, int64_t segment_bytes, const std::string& baseline, bool simulate) {
+py::tuple MakePlanOf(const ScenarioPtr& s, int64_t segment_bytes, const std::string& baseline, bool simulate,
+                     int32_t replica_blocks) {
   PlanResult r;
   {
     py::gil_scoped_release release;
@@ -112,6 +113,7 @@ py::tuple MakePlanOf(const ScenarioPtr& s, int64_t segment_bytes, const std::str
     if (segment_bytes > 0) CheckSegmentBytes(*s, segment_bytes, "<python>", "segment_bytes");
     po.segment_bytes = segment_bytes;
     po.simulate = simulate;
+    po.replica_blocks = replica_blocks;
     r = cli::PlanScenario(*s, po, baseline);
     if (r.ok()) cli::RecordScenario(r.plan, *s);
   }
@@ -259,7 +261,7 @@ PYBIND11_MODULE(_core, m) {
     return json;
   });
   m.def("plan", &MakePlanOf, py::arg("scenario"), py::arg("segment_bytes"), py::arg("baseline"),
-        py::arg("simulate"));
+        py::arg("simulate"), py::arg("replica_blocks"));
   m.def(
       "load_plan",
       [](const std::string& path, const ScenarioPtr& s) {

@@ -216,17 +216,24 @@ class Plan(Record):
         return f"Plan({self.name!r}, ops={self.ops}, time_s={self._fields.get('time_s')})"
 
 
-def plan(scenario, *, segment_bytes=None, baseline=None, simulate=True):
+def plan(scenario, *, segment_bytes=None, baseline=None, simulate=True, replica_blocks=0):
     """Plans the refit (``reshard plan``). Releases the GIL.
 
     ``segment_bytes``: an int or "64MiB" (default: the scenario's, else
-    searched). ``baseline="megatron"``: plan as Megatron-Core does. Raises
-    DoesNotFit (exit 3) when no plan fits in GPU memory; a baseline (no memory
-    bound) that peaks above it is returned with ``fits`` False.
+    searched). ``baseline="megatron"``: plan as Megatron-Core does.
+    ``replica_blocks`` (``--replica-blocks``): 0, a large refit of identical
+    data-parallel blocks of whole nodes is planned for one block and
+    replicated; 1, planned whole; N, in N blocks (InputError where it does not
+    split so). Raises DoesNotFit (exit 3) when no plan fits in GPU memory; a
+    baseline (no memory bound) that peaks above it is returned with ``fits``
+    False.
     """
     s = _scenario(scenario)
     seg = 0 if segment_bytes in (None, "auto") else _bytes(segment_bytes, "segment_bytes")
-    core, text = _core.plan(s._core, seg, baseline or "", bool(simulate))
+    if isinstance(replica_blocks, bool) or not isinstance(replica_blocks, int) or replica_blocks < 0:
+        raise InputError(f"<python>: replica_blocks: expected a count >= 0, got {replica_blocks!r}", "<python>",
+                         "replica_blocks", f"expected a count >= 0, got {replica_blocks!r}")
+    core, text = _core.plan(s._core, seg, baseline or "", bool(simulate), replica_blocks)
     fields = _json.loads(text)
     if core is None:
         raise DoesNotFit(fields["message"], fields["gpu"], fields["missing_bytes"], fields)

@@ -74,7 +74,7 @@ def test_typed_fields_and_frames():
     assert info.fits and info.missing_bytes == 0 and info.worst_gpu == -1
     assert list(info.memory_frame().index) == [0, 1]
     p = reshard.plan(s)
-    assert p.fits and p.segment_bytes == 1 << 20 and p.name == TINY
+    assert p.fits and p.segment_bytes == 1 << 20 and p.name == TINY and p.replica_blocks == 1
     assert list(p.peaks_frame()["peak_bytes"]) == p.peak_bytes
     pred = reshard.simulate(p)
     assert pred.fits and pred.time_s > 0 and pred.time_s == p.time_s
@@ -134,6 +134,12 @@ def test_input_error_carries_file_field_problem(cli, tmp_path):
         reshard.plan(TINY, segment_bytes="64M")  # ambiguous: MB or MiB
     assert e.value.field == "segment_bytes"
     assert isinstance(e.value, ValueError)
+    # One source replica: no identical blocks (planner/replica_blocks.h); as `plan --replica-blocks 2`.
+    with pytest.raises(reshard.InputError, match="does not split into 2 identical blocks") as e:
+        reshard.plan(TINY, replica_blocks=2)
+    assert e.value.field == "replica_blocks"
+    with pytest.raises(reshard.InputError):
+        reshard.plan(TINY, replica_blocks=-1)
 
 
 def test_does_not_fit_mirrors_exit_3(cli, data_dir):
