@@ -105,13 +105,11 @@ std::variant<ReplicaBlocks, std::string> TrySplit(const Whole& w, int32_t n) {
   const Scenario& s = w.s;
   if (std::string why = RepeatProblem(w, n); !why.empty()) return why;
   RankMaps maps(s, n);
-  const int32_t a = maps.a, b = maps.b, sr = maps.sr, dr = maps.dr;
+  const int32_t sr = maps.sr, dr = maps.dr;
+  auto src_rank = [&](int32_t k, int32_t r) { return maps.Src(k, r); };
+  auto dst_rank = [&](int32_t k, int32_t r) { return maps.Dst(k, r); };
   ReplicaBlocks rb;
   rb.count = n;
-  rb.src_rank_of = std::move(maps.src);
-  rb.dst_rank_of = std::move(maps.dst);
-  auto src_rank = [&](int32_t k, int32_t r) { return rb.src_rank_of[static_cast<size_t>(k) * sr + r]; };
-  auto dst_rank = [&](int32_t k, int32_t r) { return rb.dst_rank_of[static_cast<size_t>(k) * dr + r]; };
 
   const Cluster& c = s.cluster;
   const int32_t gpus = c.Gpus(), gpn = c.gpus_per_node;
@@ -197,8 +195,8 @@ std::variant<ReplicaBlocks, std::string> TrySplit(const Whole& w, int32_t n) {
     Scenario& bs = rb.block;
     bs = s;
     bs.cluster.nodes = bn;
-    bs.source.dp = a;
-    bs.destination.dp = b;
+    bs.source.dp = maps.a;
+    bs.destination.dp = maps.b;
     bs.source_gpus.resize(sr);
     for (int32_t r = 0; r < sr; ++r) bs.source_gpus[r] = pos[s.source_gpus[src_rank(0, r)]];
     bs.destination_gpus.resize(dr);
@@ -210,7 +208,7 @@ std::variant<ReplicaBlocks, std::string> TrySplit(const Whole& w, int32_t n) {
     } catch (const InputError& e) {
       return std::string("the block's layouts: ") + e.what();
     }
-    if (!SameShards(in->src, w.src, rb.src_rank_of) || !SameShards(in->dst, w.dst, rb.dst_rank_of))
+    if (!SameShards(in->src, w.src, maps.src) || !SameShards(in->dst, w.dst, maps.dst))
       return std::string("a block of its own lays out other weights than the whole's block");
     in->byte_view = false;
     in->memory_at_start.resize(bg);
@@ -221,6 +219,8 @@ std::variant<ReplicaBlocks, std::string> TrySplit(const Whole& w, int32_t n) {
     rb.inputs = std::move(in);
     rb.gpu_of.reserve(static_cast<size_t>(n) * bg);
     for (int32_t k = 0; k < n; ++k) rb.gpu_of.insert(rb.gpu_of.end(), u[k].begin(), u[k].end());
+    rb.src_rank_of = std::move(maps.src);
+    rb.dst_rank_of = std::move(maps.dst);
     return rb;
   }
   return why;
