@@ -41,6 +41,9 @@ struct Demand {
   // Per GPU: bytes its destination pieces need (a byte needed twice counts
   // twice), of which held by its own source buffers on the device / on its host.
   std::vector<int64_t> need, need_held_device, need_held_host;
+  // Per GPU: distinct bytes it needs and holds neither on the device nor on
+  // its host (what must come in over NVLink or its NIC).
+  std::vector<int64_t> need_in;
   // Per GPU h: distinct bytes held by h alone (device or its host) and needed
   // by another GPU / by another GPU of h's domain; held by h's host alone.
   std::vector<int64_t> only_out, only_domain, host_only;
@@ -57,7 +60,8 @@ class Classifier {
  public:
   explicit Classifier(const Plan& p) : p_(p), c_(p.cluster) {
     const size_t g = static_cast<size_t>(c_.Gpus());
-    for (auto* v : {&d_.need, &d_.need_held_device, &d_.need_held_host, &d_.only_out, &d_.only_domain, &d_.host_only})
+    for (auto* v : {&d_.need, &d_.need_held_device, &d_.need_held_host, &d_.need_in, &d_.only_out, &d_.only_domain,
+                    &d_.host_only})
       v->assign(g, 0);
   }
 
@@ -191,6 +195,7 @@ class Classifier {
         d_.need[g] += bytes;
         if (holds(2 * g)) d_.need_held_device[g] += bytes;
         else if (holds(2 * g + 1)) d_.need_held_host[g] += bytes;
+        else if (n == nb || n[-1] != g) d_.need_in[g] += bytes;  // needers are sorted: once per GPU
         if (g != first) {
           other = true;
           other_in_domain |= dom == c_.DomainOf(first);
@@ -490,22 +495,61 @@ class FlowBound {
   std::vector<Traits::edge_descriptor> fwd_;
 };
 
+// The least time of a port pair with peak `peak` each way and `duplex` each
+// way while both carry bytes, for `in` and `out` bytes: sim/ports.h's LP
+// optimum (the pair's feasible loads in time T are the hull of (0, 0),
+// (peak T, 0), (0, peak T) and (duplex T, duplex T)).
+double PairSeconds(double in, double out, double peak, double duplex) {
+  const double lo = std::min(in, out), hi = std::max(in, out);
+  if (lo <= 0 || duplex >= peak) return hi / peak;
+  if (duplex > peak / 2) return lo / duplex + (hi - lo) / peak;
+  return (lo + hi) / peak;
+}
+
+// The least T with T >= PairSeconds(max(0, need - T nic), out, ...): a GPU's
+// NVLink takes in what it needs and does not hold, less what its NIC can
+// bring in T. The right side falls as T grows: bisection, at most 200 steps
+// (to the double's precision), returning the infeasible end (a bound may
+// round down, never up). O(1).
+double DuplexCutSeconds(double need, double out, double peak, double duplex, double nic) {
+  auto rhs = [&](double t) { return PairSeconds(std::max(0.0, need - t * nic), out, peak, duplex); };
+  double lo = 0, hi = rhs(0);
+  if (nic <= 0 || hi <= 0) return hi;
+  for (int it = 0; it < 200 && hi - lo > 1e-15 * hi; ++it) {
+    const double mid = (lo + hi) / 2;
+    (mid >= rhs(mid) ? hi : lo) = mid;
+  }
+  return lo;
+}
+
 // The distinct-bytes cuts around one GPU (docs/lower-bound.md): what it
-// alone holds must leave it at least once, whatever fans it out later.
+// alone holds must leave it at least once, whatever fans it out later. And
+// its NVLink pair's duplex cut: what it needs and does not hold must come in
+// (over NVLink, or its NIC where another domain can send it) while what it
+// alone holds for its domain goes out; both directions busy, each runs at the
+// duplex rate (the simulator's rule, measured on 2x H200).
 std::string SingleGpuCuts(const Cluster& c, const Demand& d, TopologyBound& r) {
   std::string binding;
   const double nvl = c.nvlink.bytes_per_s, nic = c.nics_per_node > 0 ? c.network.bytes_per_s : 0;
+  auto consider_s = [&](double s, const std::string& name) {
+    if (s > r.cut_s) r.cut_s = s, binding = name;
+  };
   auto consider = [&](int64_t bytes, double bytes_per_s, const std::string& name) {
     if (bytes <= 0) return;
     RESHARD_CHECK(bytes_per_s > 0, fmt::format("bytes must leave {} but it has no bandwidth", name));
-    const double s = static_cast<double>(bytes) / bytes_per_s;
-    if (s > r.cut_s) r.cut_s = s, binding = name;
+    consider_s(static_cast<double>(bytes) / bytes_per_s, name);
   };
+  const double duplex = c.nvlink.duplex_bytes_per_s > 0 ? c.nvlink.duplex_bytes_per_s : nvl;
+  const bool domains = c.Gpus() > c.nvlink_domain_nodes * c.gpus_per_node;  // a NIC can bring bytes in
   for (int32_t g = 0; g < c.Gpus(); ++g) {
     consider(d.only_domain[g], nvl, fmt::format("gpu{}.nvlink_out", g));
     consider(d.only_out[g], nvl + nic,
              nic > 0 ? fmt::format("gpu{}.nvlink_out + nic{}.out", g, c.NicOf(g)) : fmt::format("gpu{}.nvlink_out", g));
     consider(d.host_only[g], c.pcie.bytes_per_s, fmt::format("gpu{}.pcie_h2d", g));
+    if (duplex < nvl && nvl > 0 && d.need_in[g] > 0 && d.only_domain[g] > 0)
+      consider_s(DuplexCutSeconds(static_cast<double>(d.need_in[g]), static_cast<double>(d.only_domain[g]), nvl, duplex,
+                                  domains ? nic : 0),
+                 fmt::format("gpu{}.nvlink_in + gpu{}.nvlink_out (duplex)", g, g));
   }
   return binding;
 }

@@ -7,8 +7,9 @@
 // hold (Plan::destinations). Any plan may pick, byte by byte, which replica
 // sends, relay through GPUs of the sender's or the receiver's NVLink domain
 // (a relay may keep what it receives and forward it again: multicast inside a
-// domain), and use every port at its peak bandwidth. Network sends carry bytes
-// held in the sender's domain (no store-and-forward between domains).
+// domain), and use every port at its peak bandwidth, but a GPU's NVLink at its
+// duplex rate for the bytes that must cross it both ways. Network sends carry
+// bytes held in the sender's domain (no store-and-forward between domains).
 //
 // Computed exactly for that relaxation: a circulation with lower bounds whose
 // port capacities grow linearly with T; the least feasible T is found by

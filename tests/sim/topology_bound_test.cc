@@ -4,6 +4,7 @@
 // reads what must move, not the ops.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "sim/ports.h"
@@ -124,6 +125,83 @@ TEST(TopologyBound, LastDomainMayHaveFewerNodes) {
   const TopologyBound b = TopologyLowerBound(Contents(c, {0}, {2}));
   EXPECT_NEAR(b.time_s, 1'000'000e-9, 1e-15);
   EXPECT_EQ(b.binding, "nic2.in");
+}
+
+// A plan of one fp8 tensor per item: `bytes` elements held whole by
+// `holders` and needed whole by `needers`.
+struct Item {
+  std::vector<int32_t> holders, needers;
+  int64_t bytes;
+};
+Plan Items(const Cluster& c, const std::vector<Item>& items) {
+  Plan p;
+  p.name = "bound";
+  p.cluster = c;
+  auto buffer = [&](int32_t gpu, BufferRole role, int64_t bytes) {
+    PlanBuffer b;
+    b.id = static_cast<int32_t>(p.buffers.size());
+    b.gpu = gpu;
+    b.role = role;
+    b.bytes = bytes;
+    b.preexisting = true;
+    p.buffers.push_back(b);
+    return b.id;
+  };
+  for (const Item& it : items) {
+    const int32_t t = static_cast<int32_t>(p.tensors.size());
+    p.tensors.push_back({"w" + std::to_string(t), MakeShape({it.bytes}), DType::kFP8E4M3, {}});
+    const Box whole = WholeBox(p.tensors[t].shape);
+    for (int32_t g : it.holders)
+      p.sources.push_back({buffer(g, BufferRole::kSourceWeights, it.bytes), t, whole, 0, {0, 0, 1}});
+    for (int32_t g : it.needers)
+      p.destinations.push_back({buffer(g, BufferRole::kDestinationWeights, it.bytes), t, whole, 0, {0, 0, 1}});
+  }
+  return p;
+}
+
+TEST(TopologyBound, GpusSwappingBytesPayTheDuplexRate) {
+  // GPUs 0 and 1 of one domain (no NIC) each alone hold kX / 2 bytes the other
+  // needs. Each NVLink pair carries kX / 2 in and kX / 2 out; both directions
+  // busy, each runs at the duplex rate, 0.6 byte/ns: T = 500,000 / 0.6 =
+  // 833,333.3 ns (the flow alone, peak rates: 500,000). A swap sent both ways
+  // at once meets it.
+  Cluster c = TestCluster(1, 2, 0);
+  c.nvlink.duplex_bytes_per_s = 0.6e9;
+  const Plan swap = Items(c, {{{0}, {1}, kX / 2}, {{1}, {0}, kX / 2}});
+  const TopologyBound b = TopologyLowerBound(swap);
+  EXPECT_NEAR(b.flow_s, 500'000e-9, 1e-15);
+  EXPECT_NEAR(b.time_s, 500'000e-9 / 0.6, 1e-12);
+  EXPECT_EQ(b.binding, "gpu0.nvlink_in + gpu0.nvlink_out (duplex)");
+  PlanBuilder both(c);  // one NCCL group: both directions at once
+  const sim_test::Opts grouped{.group = 0};
+  both.Transfer(0, 1, kX / 2, grouped, grouped);
+  both.Transfer(1, 0, kX / 2, grouped, grouped);
+  const Prediction pr = Simulate(both.Build());
+  EXPECT_GE(pr.time_s, b.time_s);
+  EXPECT_NEAR(pr.time_s, b.time_s, 1e-6);
+  // A duplex rate at most half the peak gains nothing from overlap: T =
+  // (kX / 2 + kX / 2) / 1 byte/ns = kX ns. Without a duplex penalty: the flow.
+  c.nvlink.duplex_bytes_per_s = 0.4e9;
+  EXPECT_NEAR(TopologyLowerBound(Items(c, {{{0}, {1}, kX / 2}, {{1}, {0}, kX / 2}})).time_s, 1'000'000e-9, 1e-15);
+  c.nvlink.duplex_bytes_per_s = 0;
+  EXPECT_NEAR(TopologyLowerBound(Items(c, {{{0}, {1}, kX / 2}, {{1}, {0}, kX / 2}})).time_s, 500'000e-9, 1e-15);
+}
+
+TEST(TopologyBound, DuplexCutLetsTheNicBringBytesFromAnotherDomain) {
+  // Domains of one node (GPUs 0, 1 | 2, 3), a NIC per GPU, every port 1
+  // byte/ns, NVLink duplex 0.6. GPU 0 needs Y (kX), held by GPU 1 and by GPU
+  // 2 of the other domain; it alone holds X (kX / 2), which GPU 1 needs. With
+  // n bytes of Y over its NIC (n <= T), GPU 0's NVLink takes kX - n in and
+  // sends kX / 2 out. At T = 700,000 ns: 300,000 in, 500,000 out, both ways
+  // for 300,000 / 0.6 = 500,000 ns, then 200,000 out alone: 700,000 ns, with
+  // n = 700,000 over the NIC in the same time. Without duplex: 500,000.
+  Cluster c = TestCluster(2, 2, 2);
+  c.nvlink.duplex_bytes_per_s = 0.6e9;
+  const TopologyBound b = TopologyLowerBound(Items(c, {{{1, 2}, {0}, kX}, {{0}, {1}, kX / 2}}));
+  EXPECT_NEAR(b.time_s, 700'000e-9, 1e-12);
+  EXPECT_EQ(b.binding, "gpu0.nvlink_in + gpu0.nvlink_out (duplex)");
+  c.nvlink.duplex_bytes_per_s = 0;
+  EXPECT_NEAR(TopologyLowerBound(Items(c, {{{1, 2}, {0}, kX}, {{0}, {1}, kX / 2}})).time_s, 500'000e-9, 1e-15);
 }
 
 TEST(TopologyBound, NothingToMoveIsZero) {
