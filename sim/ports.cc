@@ -209,6 +209,13 @@ std::vector<int64_t> PortBytes(const PortModel& m, const Plan& p) {
   return bytes;
 }
 
+double DuplexPairSeconds(double a, double b, double peak, double duplex) {
+  const double lo = std::min(a, b), hi = std::max(a, b);
+  if (lo <= 0) return hi / peak;
+  if (duplex > peak / 2) return lo / duplex + (hi - lo) / peak;
+  return (lo + hi) / peak;
+}
+
 double PortSeconds(const PortModel& m, int32_t port, const std::vector<int64_t>& bytes) {
   const double mine = static_cast<double>(bytes[port]);
   if (mine <= 0) return 0;
@@ -218,10 +225,7 @@ double PortSeconds(const PortModel& m, int32_t port, const std::vector<int64_t>&
   const double other = rev >= 0 ? static_cast<double>(bytes[rev]) : 0;
   if (rev < 0 || other <= 0 || !m.Coupled(port)) return mine / peak;
   // Both directions carry bytes: the pair's LP optimum (see the header).
-  const double duplex = m.DuplexBytesPerS(port);
-  const double lo = std::min(mine, other), hi = std::max(mine, other);
-  if (duplex > peak / 2) return lo / duplex + (hi - lo) / peak;
-  return (lo + hi) / peak;
+  return DuplexPairSeconds(mine, other, peak, m.DuplexBytesPerS(port));
 }
 
 PortBound LowerBoundOfLoads(const PortModel& m, const std::vector<int64_t>& bytes) {

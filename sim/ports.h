@@ -106,6 +106,10 @@ struct PortBound {
 // Bytes each port must carry for plan `p` (indexed by port id). A send/recv
 // pair counts once (from its send).
 std::vector<int64_t> PortBytes(const PortModel& m, const Plan& p);
+// The least seconds of a coupled port pair carrying `a` bytes one way and `b`
+// the other, at `peak` bytes/s each way alone and `duplex` each way while both
+// carry bytes: the LP optimum above. O(1).
+double DuplexPairSeconds(double a, double b, double peak, double duplex);
 // Seconds port `port` needs at least for its bytes, given its reverse's bytes.
 double PortSeconds(const PortModel& m, int32_t port, const std::vector<int64_t>& bytes);
 PortBound LowerBoundOfLoads(const PortModel& m, const std::vector<int64_t>& bytes);

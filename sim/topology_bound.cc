@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "model/error.h"
+#include "sim/ports.h"
 
 namespace reshard {
 
@@ -495,24 +496,15 @@ class FlowBound {
   std::vector<Traits::edge_descriptor> fwd_;
 };
 
-// The least time of a port pair with peak `peak` each way and `duplex` each
-// way while both carry bytes, for `in` and `out` bytes: sim/ports.h's LP
-// optimum (the pair's feasible loads in time T are the hull of (0, 0),
-// (peak T, 0), (0, peak T) and (duplex T, duplex T)).
-double PairSeconds(double in, double out, double peak, double duplex) {
-  const double lo = std::min(in, out), hi = std::max(in, out);
-  if (lo <= 0 || duplex >= peak) return hi / peak;
-  if (duplex > peak / 2) return lo / duplex + (hi - lo) / peak;
-  return (lo + hi) / peak;
-}
-
-// The least T with T >= PairSeconds(max(0, need - T nic), out, ...): a GPU's
+// The least T with T >= DuplexPairSeconds(max(0, need - T nic), out, ...)
+// (sim/ports.h; the pair's feasible loads in time T are the hull of (0, 0),
+// (peak T, 0), (0, peak T) and (duplex T, duplex T)): a GPU's
 // NVLink takes in what it needs and does not hold, less what its NIC can
 // bring in T. The right side falls as T grows: bisection, at most 200 steps
 // (to the double's precision), returning the infeasible end (a bound may
 // round down, never up). O(1).
 double DuplexCutSeconds(double need, double out, double peak, double duplex, double nic) {
-  auto rhs = [&](double t) { return PairSeconds(std::max(0.0, need - t * nic), out, peak, duplex); };
+  auto rhs = [&](double t) { return DuplexPairSeconds(std::max(0.0, need - t * nic), out, peak, duplex); };
   double lo = 0, hi = rhs(0);
   if (nic <= 0 || hi <= 0) return hi;
   for (int it = 0; it < 200 && hi - lo > 1e-15 * hi; ++it) {

@@ -70,7 +70,9 @@ void ExpectWholePlan(const Scenario& s, const PlanResult& r, int32_t blocks) {
     if (b.role != BufferRole::kSourceWeights && b.role != BufferRole::kDestinationWeights) continue;
     EXPECT_TRUE(names.insert(b.name).second) << "two buffers named " << b.name;
     ASSERT_TRUE(std::regex_search(b.name, m, rank)) << b.name;
-    if (m[1] == "src") EXPECT_EQ(b.gpu, s.source_gpus.at(std::stoi(m[2]))) << b.name;
+    if (m[1] == "src") {
+      EXPECT_EQ(b.gpu, s.source_gpus.at(std::stoi(m[2]))) << b.name;
+    }
   }
 }
 

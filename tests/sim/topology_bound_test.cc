@@ -20,6 +20,19 @@ using sim_test::TestCluster;
 
 constexpr int64_t kX = 1'000'000;  // bytes of the one tensor (fp8: one byte per element)
 
+// A preexisting buffer of `bytes` on `gpu`, appended to `p`; returns its id.
+int32_t AddBuffer(Plan& p, int32_t gpu, MemorySpace space, BufferRole role, int64_t bytes) {
+  PlanBuffer b;
+  b.id = static_cast<int32_t>(p.buffers.size());
+  b.gpu = gpu;
+  b.space = space;
+  b.role = role;
+  b.bytes = bytes;
+  b.preexisting = true;
+  p.buffers.push_back(b);
+  return b.id;
+}
+
 // A plan whose only tensor (kX fp8 elements) is held whole by `holders` and
 // needed whole by `needers` (each in a buffer of its own), or with `split`,
 // needer i of n needs the i-th of n equal slices; `host_holders` hold it in
@@ -30,17 +43,7 @@ Plan Contents(const Cluster& c, const std::vector<int32_t>& holders, const std::
   p.name = "bound";
   p.cluster = c;
   p.tensors.push_back({"w", MakeShape({kX}), DType::kFP8E4M3, {}});
-  auto buffer = [&](int32_t gpu, MemorySpace space, BufferRole role) {
-    PlanBuffer b;
-    b.id = static_cast<int32_t>(p.buffers.size());
-    b.gpu = gpu;
-    b.space = space;
-    b.role = role;
-    b.bytes = kX;
-    b.preexisting = true;
-    p.buffers.push_back(b);
-    return b.id;
-  };
+  auto buffer = [&](int32_t gpu, MemorySpace space, BufferRole role) { return AddBuffer(p, gpu, space, role, kX); };
   const Box whole = WholeBox(p.tensors[0].shape);
   for (int32_t g : holders)
     p.sources.push_back({buffer(g, MemorySpace::kDevice, BufferRole::kSourceWeights), 0, whole, 0, {0, 0, 1}});
@@ -137,24 +140,16 @@ Plan Items(const Cluster& c, const std::vector<Item>& items) {
   Plan p;
   p.name = "bound";
   p.cluster = c;
-  auto buffer = [&](int32_t gpu, BufferRole role, int64_t bytes) {
-    PlanBuffer b;
-    b.id = static_cast<int32_t>(p.buffers.size());
-    b.gpu = gpu;
-    b.role = role;
-    b.bytes = bytes;
-    b.preexisting = true;
-    p.buffers.push_back(b);
-    return b.id;
-  };
   for (const Item& it : items) {
     const int32_t t = static_cast<int32_t>(p.tensors.size());
     p.tensors.push_back({"w" + std::to_string(t), MakeShape({it.bytes}), DType::kFP8E4M3, {}});
     const Box whole = WholeBox(p.tensors[t].shape);
     for (int32_t g : it.holders)
-      p.sources.push_back({buffer(g, BufferRole::kSourceWeights, it.bytes), t, whole, 0, {0, 0, 1}});
+      p.sources.push_back({AddBuffer(p, g, MemorySpace::kDevice, BufferRole::kSourceWeights, it.bytes), t, whole, 0,
+                           {0, 0, 1}});
     for (int32_t g : it.needers)
-      p.destinations.push_back({buffer(g, BufferRole::kDestinationWeights, it.bytes), t, whole, 0, {0, 0, 1}});
+      p.destinations.push_back(
+          {AddBuffer(p, g, MemorySpace::kDevice, BufferRole::kDestinationWeights, it.bytes), t, whole, 0, {0, 0, 1}});
   }
   return p;
 }
