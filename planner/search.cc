@@ -390,6 +390,15 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       if (const int32_t most = MostPerRoundThatFits(prob, cache, routes.Key(), *b.schedule, b.policy); most > 0)
         keep_if_faster(run(prob, Order{{search->BestSize(), most}}, predicted->time_s, false, {b.policy}));
     }
+    // Rounds of two that won: three a round, at the size the round estimate picks for three, kept where simulated
+    // faster (fuller rounds of smaller segments: fewer seams where a port waits for a round's slowest pair; llama3-405b
+    // TP4xPP16 -> TP16xDP8 on 128 H100 colocated: 2 x 38 MiB 1125.9 ms, 3 x 16 MiB 1107.1; 4 x 11 MiB no faster).
+    if (const Search::Candidate& b = *search->best();
+        !b.schedule->all_in_one_round && b.schedule->per_round == 2 && GrowsPerRound(options)) {
+      const PlanPolicy policy = b.policy;  // b goes with the search a try replaces
+      const SizeOrders three = SizeOrder(prob, sizes, {kRoundsOfThree}, options, false);
+      if (!three.rounds.empty()) keep_if_faster(run(prob, Order{three.rounds.front()}, predicted->time_s, false, {policy}));
+    }
     // Rounds kept where no round per phase fit: one with every contiguous piece in place (stages less), after the rounds
     // are filled (grid deepseek-v3 on H200: TP1xPP16xEP8 rounds 364.5 ms, in place 319.6; TP2xPP8xEP16 320.2, 325.6).
     if (all_none && !search->best()->schedule->all_in_one_round && options.direct_min_bytes < 0 && s.plan.direct_min_bytes < 0)

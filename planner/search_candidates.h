@@ -149,6 +149,8 @@ bool NegligibleRelays(const Problem& relayed, std::pair<int64_t, double> plain);
 // 144.0 ms in rounds of 128) and on H200 (2068 -> 1887), deepseek-v3 TP2xPP8xEP16 on H200 12 % (372.4 -> 322.4);
 // llama3-405b TP4xPP16 -> TP16xDP8 on 128 H100 4 %, where 32 per round fit and simulated slower (20 -> 41 CPU-s).
 inline constexpr double kRoundsIdleBand = 0.05;
+// Segments per round tried where rounds of two won (PlanProblem).
+inline constexpr int32_t kRoundsOfThree = 3;
 // The in-place threshold tried first (DirectThresholds).
 inline constexpr int64_t kDefaultDirectMinBytes = int64_t{64} << 20;
 // Large plans: a round per phase at the size it estimates best (usually
