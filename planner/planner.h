@@ -75,7 +75,8 @@ struct PlannerOptions {
   // Segments a GPU sends (receives) per round (planner/segments.h;
   // kPerRoundAll: a round per phase). 0: chosen among per_round_candidates
   // (empty: 1, 2 and kPerRoundAll, and where rounds win, more: twice as
-  // many while kept for small plans, as many as fit for large ones).
+  // many while kept for small plans, as many as fit for large ones, and
+  // three where rounds of two won a large plan's search).
   int32_t per_round = 0;
   std::vector<int32_t> per_round_candidates;
   // -1: the scenario's plan.direct_min_bytes; when that is -1 too, small
