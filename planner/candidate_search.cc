@@ -309,6 +309,12 @@ Search::Candidate& Search::Kept() {
   return c;
 }
 
+void Search::Release() {
+  if (!best_ || best_->answer_only) return;
+  best_->emitted.plan = Plan{};
+  best_->answer_only = true;
+}
+
 const std::vector<std::vector<int64_t>>& Search::OptimizerSlots(const PlanPolicy& policy) {
   const int32_t states = OptimizerStatesUnder(policy, prob_.scenario);
   auto [it, added] = optimizer_slots_.try_emplace(states);

@@ -109,6 +109,8 @@ class Search {
   // The best candidate with its plan emitted: now, under the search's own routing, where it was kept on its answer. Its
   // issue order is checked as Consider checks it; failing that is an emitter bug (InternalError).
   Candidate& Kept();
+  // Frees the best candidate's emitted plan, keeping its memory answer; Kept() emits it again where it is needed.
+  void Release();
   size_t BestSize() const {
     return static_cast<size_t>(std::find(sizes_.begin(), sizes_.end(), best_->schedule->segment_bytes) - sizes_.begin());
   }

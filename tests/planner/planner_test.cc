@@ -874,6 +874,9 @@ TEST(Planner, RankedPlansSimulateTheRoundPerPhaseRunnerUp) {
     ASSERT_TRUE(rounds.ok() && all.ok()) << c.name;
     const double t = chosen.plan.summary.predicted_time_s, tr = rounds.plan.summary.predicted_time_s,
                  ta = all.plan.summary.predicted_time_s;
+    // The plan in hand's emission is freed while a runner-up is tried, and emitted again where it stays: the plan
+    // returned is the one its prediction simulated.
+    EXPECT_EQ(t, Simulate(chosen.plan).time_s) << c.name;
     if (!chosen.stats.round_per_phase && chosen.stats.per_round == search_candidates::kRoundsOfThree) {
       ++threes;
       EXPECT_LT(t, tr) << c.name;
