@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/ports.h"
@@ -23,14 +24,12 @@ constexpr int64_t kX = 1'000'000;  // bytes of the one tensor (fp8: one byte per
 // A preexisting buffer of `bytes` on `gpu`, appended to `p`; returns its id.
 int32_t AddBuffer(Plan& p, int32_t gpu, MemorySpace space, BufferRole role, int64_t bytes) {
   PlanBuffer b;
-  b.id = static_cast<int32_t>(p.buffers.size());
   b.gpu = gpu;
   b.space = space;
   b.role = role;
   b.bytes = bytes;
   b.preexisting = true;
-  p.buffers.push_back(b);
-  return b.id;
+  return AppendBuffer(p, std::move(b));
 }
 
 // A plan whose only tensor (kX fp8 elements) is held whole by `holders` and
