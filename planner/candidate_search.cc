@@ -168,10 +168,18 @@ void Search::RoundLanes() {
   if (!KeepIfFasterOnLanes(best_->schedule, p, kPerRoundGain)) return;
   const size_t at = BestSize();
   const int64_t direct = best_->schedule->direct_min_bytes;
-  for (int32_t pr = 2 * best_->schedule->per_round; grow_per_round_ && pr < kPerRoundAll; pr *= 2) {
+  int32_t kept = best_->schedule->per_round;
+  for (int32_t pr = 2 * kept; grow_per_round_ && pr < kPerRoundAll; pr *= 2) {
     const std::shared_ptr<const Schedule> sched = cache_.Get(prob_, routing_, sizes_[at], direct, pr, relays_in_place_);
     if (sched->per_round < pr || reshard::RoundLanes(*sched).empty() || !KeepIfFasterOnLanes(sched, p, kPerRoundGain))
-      return;
+      break;
+    kept = pr;
+  }
+  // The other direct thresholds at that size and round (the one kept won on one lane).
+  for (int64_t d : directs_) {
+    if (d == direct) continue;
+    const std::shared_ptr<const Schedule> sched = cache_.Get(prob_, routing_, sizes_[at], d, kept, relays_in_place_);
+    if (sched->per_round == kept && !reshard::RoundLanes(*sched).empty()) KeepIfFasterOnLanes(sched, p);
   }
 }
 

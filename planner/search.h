@@ -46,7 +46,8 @@ class ScheduleCache;
 //    segments per round, doubled while kept), kept only if kPerRoundGain faster (they hold more staging); a round per
 //    phase is tried at the largest size under every threshold. Thresholds giving the segments of one already tried
 //    are skipped. Where rounds are kept, they are tried on two lanes (PlanPolicy::round_lanes), then at twice the
-//    segments per round while kept, each kept only if kPerRoundGain faster (a second communicator's buffers).
+//    segments per round while kept, each kept only if kPerRoundGain faster (a second communicator's buffers), then
+//    at the other thresholds, each kept where faster.
 //    Large plans do not try them (they lost on every large row: bench/results/2026-12-06-cpu-round-lanes).
 //  * Large plans: a round-model estimate from the pair byte totals ranks the (size, per_round) pairs without cutting
 //    them (O(pairs) each); the best is planned (ties: fewer segments per round, then larger sizes); a round per phase

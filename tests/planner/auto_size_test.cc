@@ -197,6 +197,9 @@ TEST(Relays, SmallPlanTriesSenderRelaysOnTheRelaysThatJustLost) {
 // idle at every round's seam (busy 93 % of the refit). On two lanes the next
 // round starts while this one's slowest pairs run: 32 MiB x 16, 290.0 ms.
 // Kept only where kPerRoundGain faster; never with round_lanes = false.
+// Then the other direct thresholds at that size and round: the one the
+// one-lane search kept (no piece in place) loses on two lanes to pieces of 64
+// MiB in place (286.7 ms).
 TEST(RoundLanes, SmallPlanKeepsRoundsOnTwoLanesWhereTheyWin) {
   const Scenario s = LoadScenario(std::string(RESHARD_SOURCE_DIR) +
                                   "/bench/results/2026-12-05-cpu-direct-threshold/"
@@ -211,6 +214,16 @@ TEST(RoundLanes, SmallPlanKeepsRoundsOnTwoLanesWhereTheyWin) {
   EXPECT_LT(chosen.plan.summary.predicted_time_s,
             without.plan.summary.predicted_time_s * (1 - search_candidates::kPerRoundGain));
   EXPECT_TRUE(Verify(chosen.plan).ok());
+  PlannerOptions same;  // the plan kept, at the direct threshold one lane kept
+  same.round_lanes = true;
+  same.segment_bytes = chosen.plan.summary.segment_bytes;
+  same.per_round = chosen.stats.per_round;
+  same.direct_min_bytes = without.plan.summary.direct_min_bytes;
+  const PlanResult unmoved = MakePlan(s, same);
+  ASSERT_TRUE(unmoved.ok());
+  EXPECT_TRUE(unmoved.stats.round_lanes);
+  EXPECT_NE(chosen.plan.summary.direct_min_bytes, unmoved.plan.summary.direct_min_bytes);
+  EXPECT_LT(chosen.plan.summary.predicted_time_s, unmoved.plan.summary.predicted_time_s);
 }
 
 // Relays that lost on estimates while, relayed, no round per phase fit and
