@@ -403,6 +403,20 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       const SizeOrders three = SizeOrder(prob, sizes, {kRoundsOfThree}, options, false);
       if (!three.rounds.empty()) keep_if_faster(run(prob, Order{three.rounds.front()}, predicted->time_s, false, {policy}));
     }
+    // Rounds kept at the default threshold: the same size, round and policy with every piece staged, kept where
+    // simulated faster, else with every contiguous piece in place, kept where so (a piece in place is an op of its own
+    // size among the round's segments, so a round waits for it or it for the round: llama3-405b TP4xPP16 -> TP16xDP8
+    // on 128 H100 at 16 MiB x 3 1107.1 ms, staged 1102.9; grid deepseek-v3 TP2xPP8xEP16 -> TP8xDP16 EP128 on 128 H200
+    // 320.2, staged 324.0, in place 318.3). Their estimates err as the rounds' do: not pruned by them.
+    if (const Search::Candidate& b = *search->best(); !b.schedule->all_in_one_round &&
+        b.schedule->direct_min_bytes == kDefaultDirectMinBytes && options.direct_min_bytes < 0 &&
+        s.plan.direct_min_bytes < 0) {
+      const Order order = won_order(*search);  // b goes with the search a try replaces
+      const PlanPolicy policy = b.policy;
+      const double held_s = predicted->time_s;
+      keep_if_faster(run(prob, order, kNone, false, {policy}, false, {std::numeric_limits<int64_t>::max()}));
+      if (predicted->time_s >= held_s) keep_if_faster(run(prob, order, kNone, false, {policy}, false, {0}));
+    }
     // Rounds kept where no round per phase fit: one with every contiguous piece in place (stages less), after the rounds
     // are filled (grid deepseek-v3 on H200: TP1xPP16xEP8 rounds 364.5 ms, in place 319.6; TP2xPP8xEP16 320.2, 325.6).
     if (all_none && !search->best()->schedule->all_in_one_round && options.direct_min_bytes < 0 && s.plan.direct_min_bytes < 0)

@@ -12,6 +12,7 @@
 // answers on qwen3-30b-a3b colocated (128 GPUs, a few CPU-s each in Release,
 // minutes under the sanitizers).
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -70,6 +71,7 @@ TEST(AutoSize, MemoryBoundPlanKeepsTheFasterDestinationPolicy) {
     o.offload_fraction = c.offload_fraction;
     o.destination_per_layer = per_layer;
     o.source_to_host = c.memory_policy.find("source-to-host") != std::string::npos;
+    o.direct_min_bytes = c.direct_min_bytes;
     const PlanResult forced = MakePlan(s, o);
     ASSERT_TRUE(forced.ok()) << per_layer;
     EXPECT_LE(c.predicted_time_s, forced.plan.summary.predicted_time_s) << per_layer;
@@ -78,12 +80,13 @@ TEST(AutoSize, MemoryBoundPlanKeepsTheFasterDestinationPolicy) {
 
 // A large plan whose rounds of two won is tried in rounds of three, at the size the round estimate picks for three,
 // and kept where simulated faster: fewer seams where a port waits for its round's slowest pair. llama3-405b above:
-// rounds of 2 x 38 MiB take 1125.9 ms, of 3 x 16 MiB 1107.1. The answer is in rounds of three and at least 1 %
-// faster than the best plan in rounds of one or two.
+// rounds of 2 x 38 MiB take 1125.9 ms, of 3 x 16 MiB 1107.1 (both at the default in-place threshold). The answer is
+// in rounds of three and at least 1 % faster than the best plan in rounds of one or two at that threshold.
 TEST(AutoSize, RoundsOfTwoThatWonAreTriedWithThree) {
   const PlanResult& chosen = Llama405bH100Auto();
   PlannerOptions rounds;
   rounds.per_round_candidates = {1, 2};
+  rounds.direct_min_bytes = search_candidates::kDefaultDirectMinBytes;
   const PlanResult two = MakePlan(Llama405bH100(), rounds);
   ASSERT_TRUE(chosen.ok() && two.ok());
   EXPECT_EQ(two.stats.per_round, 2);
@@ -91,6 +94,30 @@ TEST(AutoSize, RoundsOfTwoThatWonAreTriedWithThree) {
   EXPECT_FALSE(chosen.stats.round_per_phase);
   EXPECT_LT(chosen.plan.summary.predicted_time_s, two.plan.summary.predicted_time_s * 0.99);
   EXPECT_TRUE(Verify(chosen.plan).ok());
+}
+
+// Rounds kept at the default in-place threshold (pieces of 64 MiB or more sent in place, each an op of its own among
+// the round's segments) are tried with every piece staged, and where that loses with every contiguous piece in place,
+// at the same size, round and policy, each kept where simulated faster. llama3-405b above at 16 MiB x 3: 1107.1 ms
+// with pieces in place, 1102.9 staged. The answer stages every piece and is faster than its twin at the default.
+TEST(AutoSize, RoundsKeptAreTriedAtTheOtherInPlaceThresholds) {
+  const PlanResult& chosen = Llama405bH100Auto();
+  ASSERT_TRUE(chosen.ok());
+  const PlanSummary& c = chosen.plan.summary;
+  EXPECT_FALSE(chosen.stats.round_per_phase);
+  EXPECT_EQ(c.direct_min_bytes, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(chosen.stats.direct, 0);
+  PlannerOptions twin;
+  twin.segment_bytes = c.segment_bytes;
+  twin.per_round = chosen.stats.per_round;
+  twin.offload_fraction = c.offload_fraction;
+  twin.destination_per_layer = c.memory_policy.find("dest-per-layer") != std::string::npos;
+  twin.source_to_host = c.memory_policy.find("source-to-host") != std::string::npos;
+  twin.direct_min_bytes = search_candidates::kDefaultDirectMinBytes;
+  const PlanResult at_default = MakePlan(Llama405bH100(), twin);
+  ASSERT_TRUE(at_default.ok());
+  EXPECT_GT(at_default.stats.direct, 0);
+  EXPECT_LT(c.predicted_time_s, at_default.plan.summary.predicted_time_s);
 }
 
 // The relays of a large plan are chosen on the round estimate, which can err
