@@ -2,6 +2,8 @@
 // the variants tried on the plan kept.
 #include "planner/candidate_search.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "model/error.h"
@@ -175,10 +177,15 @@ void Search::RoundLanes() {
       break;
     kept = pr;
   }
-  // The other direct thresholds at that size and round (the one kept won on one lane).
+  // The other direct thresholds at that size and round (the one kept won on one lane); one whose segments are those of
+  // a schedule tried here gives the same plan (most MoE and small-piece plans) and is skipped.
+  std::vector<std::shared_ptr<const Schedule>> tried = {best_->schedule};
   for (int64_t d : directs_) {
     if (d == direct) continue;
     const std::shared_ptr<const Schedule> sched = cache_.Get(prob_, routing_, sizes_[at], d, kept, relays_in_place_);
+    if (std::any_of(tried.begin(), tried.end(), [&](const auto& t) { return SameSegments(t->segments, sched->segments); }))
+      continue;
+    tried.push_back(sched);
     if (sched->per_round == kept && !reshard::RoundLanes(*sched).empty()) KeepIfFasterOnLanes(sched, p);
   }
 }

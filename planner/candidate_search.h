@@ -87,8 +87,8 @@ class Search {
   // second communicator's buffers per peer); then, while kept so, at twice the segments per round (two rounds in
   // flight overlap their seams, so fuller rounds idle less: qwen3-235b TP2xPP8xEP4 -> TP4xDP8 EP32 on 32 H200
   // colocated at 32 MiB, one lane x 8 298.9 ms, two lanes x 8 293.6, x 16 290.0); then at the other direct
-  // thresholds, each kept where simulated faster (the threshold kept won on one lane: there none in place, 290.0 ms;
-  // on two lanes pieces of 64 MiB in place, 286.7).
+  // thresholds, each kept where simulated faster (the threshold one lane kept, never, is 290.0 ms on two lanes;
+  // 64 MiB in place, 286.7).
   void RoundLanes();
 
   // Emits `sched` under `policy` on two lanes and keeps it where it fits, can be issued and is simulated faster than

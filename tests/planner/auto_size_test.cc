@@ -120,6 +120,30 @@ TEST(AutoSize, RoundsKeptAreTriedAtTheOtherInPlaceThresholds) {
   EXPECT_LT(c.predicted_time_s, at_default.plan.summary.predicted_time_s);
 }
 
+// Where staging every piece loses, every contiguous piece in place: grid deepseek-v3 TP2xPP8xEP16 -> TP8xDP16 EP128
+// on 128 H200 colocated keeps rounds (11.3 MiB x 512; no round per phase fits): 320.2 ms at 64 MiB, staged 324.0, in
+// place 318.3. The answer is in place (so staging lost) and faster than its twin at 64 MiB.
+TEST(AutoSize, RoundsKeptGoInPlaceWhereStagingLoses) {
+  const Scenario s = LoadScenario(std::string(RESHARD_SOURCE_DIR) +
+                                  "/bench/results/2026-12-05-cpu-direct-threshold/"
+                                  "deepseek-v3-dgx-h200-tp2pp8ep16-to-tp8dp16ep128.yaml");
+  const PlanResult chosen = MakePlan(s, {});
+  ASSERT_TRUE(chosen.ok());
+  const PlanSummary& c = chosen.plan.summary;
+  EXPECT_FALSE(chosen.stats.round_per_phase);
+  EXPECT_EQ(c.direct_min_bytes, 0);
+  PlannerOptions twin;
+  twin.segment_bytes = c.segment_bytes;
+  twin.per_round = chosen.stats.per_round;
+  twin.offload_fraction = c.offload_fraction;
+  twin.destination_per_layer = c.memory_policy.find("dest-per-layer") != std::string::npos;
+  twin.source_to_host = c.memory_policy.find("source-to-host") != std::string::npos;
+  twin.direct_min_bytes = search_candidates::kDefaultDirectMinBytes;
+  const PlanResult at_default = MakePlan(s, twin);
+  ASSERT_TRUE(at_default.ok());
+  EXPECT_LT(c.predicted_time_s, at_default.plan.summary.predicted_time_s);
+}
+
 // The relays of a large plan are chosen on the round estimate, which can err
 // by more than relays and plain differ; where relays lose by less than
 // kRelayBand, sender-side relays are tried on top of them too and the
