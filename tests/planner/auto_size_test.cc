@@ -46,7 +46,7 @@ TEST(AutoSize, NoSlowerThanTheSizesItOnceMissed) {
 }
 
 // llama3-405b TP4xPP16 -> TP16xDP8 on 128 H100 (colocated, memory-bound), and its auto plan: planned once for the
-// tests below (~30 CPU-s).
+// tests below (~40 CPU-s).
 const Scenario& Llama405bH100() {
   static const Scenario s = LoadScenario(std::string(RESHARD_SOURCE_DIR) +
                                          "/bench/results/2026-12-02-cpu-planner-pressure/"
@@ -58,6 +58,19 @@ const PlanResult& Llama405bH100Auto() {
   return r;
 }
 
+// The plan `chosen` forced: its segment size, segments per round and memory policy, at in-place threshold `direct`.
+PlannerOptions Twin(const PlanResult& chosen, int64_t direct) {
+  const PlanSummary& c = chosen.plan.summary;
+  PlannerOptions o;
+  o.segment_bytes = c.segment_bytes;
+  o.per_round = chosen.stats.per_round;
+  o.offload_fraction = c.offload_fraction;
+  o.destination_per_layer = c.memory_policy.find("dest-per-layer") != std::string::npos;
+  o.source_to_host = c.memory_policy.find("source-to-host") != std::string::npos;
+  o.direct_min_bytes = direct;
+  return o;
+}
+
 TEST(AutoSize, MemoryBoundPlanKeepsTheFasterDestinationPolicy) {
   const Scenario& s = Llama405bH100();
   const PlanResult& chosen = Llama405bH100Auto();
@@ -65,13 +78,8 @@ TEST(AutoSize, MemoryBoundPlanKeepsTheFasterDestinationPolicy) {
   const PlanSummary& c = chosen.plan.summary;
   EXPECT_GT(c.offload_fraction, 0);  // memory-bound: the optimizer moves out
   for (const bool per_layer : {false, true}) {
-    PlannerOptions o;
-    o.segment_bytes = c.segment_bytes;
-    o.per_round = chosen.stats.per_round;
-    o.offload_fraction = c.offload_fraction;
+    PlannerOptions o = Twin(chosen, c.direct_min_bytes);
     o.destination_per_layer = per_layer;
-    o.source_to_host = c.memory_policy.find("source-to-host") != std::string::npos;
-    o.direct_min_bytes = c.direct_min_bytes;
     const PlanResult forced = MakePlan(s, o);
     ASSERT_TRUE(forced.ok()) << per_layer;
     EXPECT_LE(c.predicted_time_s, forced.plan.summary.predicted_time_s) << per_layer;
@@ -107,13 +115,7 @@ TEST(AutoSize, RoundsKeptAreTriedAtTheOtherInPlaceThresholds) {
   EXPECT_FALSE(chosen.stats.round_per_phase);
   EXPECT_EQ(c.direct_min_bytes, std::numeric_limits<int64_t>::max());
   EXPECT_EQ(chosen.stats.direct, 0);
-  PlannerOptions twin;
-  twin.segment_bytes = c.segment_bytes;
-  twin.per_round = chosen.stats.per_round;
-  twin.offload_fraction = c.offload_fraction;
-  twin.destination_per_layer = c.memory_policy.find("dest-per-layer") != std::string::npos;
-  twin.source_to_host = c.memory_policy.find("source-to-host") != std::string::npos;
-  twin.direct_min_bytes = search_candidates::kDefaultDirectMinBytes;
+  const PlannerOptions twin = Twin(chosen, search_candidates::kDefaultDirectMinBytes);
   const PlanResult at_default = MakePlan(Llama405bH100(), twin);
   ASSERT_TRUE(at_default.ok());
   EXPECT_GT(at_default.stats.direct, 0);
@@ -132,13 +134,7 @@ TEST(AutoSize, RoundsKeptGoInPlaceWhereStagingLoses) {
   const PlanSummary& c = chosen.plan.summary;
   EXPECT_FALSE(chosen.stats.round_per_phase);
   EXPECT_EQ(c.direct_min_bytes, 0);
-  PlannerOptions twin;
-  twin.segment_bytes = c.segment_bytes;
-  twin.per_round = chosen.stats.per_round;
-  twin.offload_fraction = c.offload_fraction;
-  twin.destination_per_layer = c.memory_policy.find("dest-per-layer") != std::string::npos;
-  twin.source_to_host = c.memory_policy.find("source-to-host") != std::string::npos;
-  twin.direct_min_bytes = search_candidates::kDefaultDirectMinBytes;
+  const PlannerOptions twin = Twin(chosen, search_candidates::kDefaultDirectMinBytes);
   const PlanResult at_default = MakePlan(s, twin);
   ASSERT_TRUE(at_default.ok());
   EXPECT_LT(c.predicted_time_s, at_default.plan.summary.predicted_time_s);
