@@ -11,10 +11,12 @@
 // At-scale plans (hundreds of GPUs, ~25 CPU-s): `slow`. So are the search's
 // answers on qwen3-30b-a3b colocated (128 GPUs, a few CPU-s each in Release,
 // minutes under the sanitizers).
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -124,7 +126,10 @@ TEST(AutoSize, RoundsKeptAreTriedAtTheOtherInPlaceThresholds) {
 
 // Where staging every piece loses, every contiguous piece in place: grid deepseek-v3 TP2xPP8xEP16 -> TP8xDP16 EP128
 // on 128 H200 colocated keeps rounds (11.3 MiB x 512; no round per phase fits): 320.2 ms at 64 MiB, staged 324.0, in
-// place 318.3. The answer is in place (so staging lost) and faster than its twin at 64 MiB.
+// place 318.3. Where a threshold won, the next larger sizes of the grid are tried at it, each kept while simulated
+// faster: 13.4 MiB x 512 in place, 316.2 ms (at 64 MiB it does not fit). So the answer is in place (staging lost), its
+// twin at the size below is faster in place than at 64 MiB, the answer faster than that twin (the climb started there)
+// and no slower than its twin at the size above.
 TEST(AutoSize, RoundsKeptGoInPlaceWhereStagingLoses) {
   const Scenario s = LoadScenario(std::string(RESHARD_SOURCE_DIR) +
                                   "/bench/results/2026-12-05-cpu-direct-threshold/"
@@ -134,10 +139,24 @@ TEST(AutoSize, RoundsKeptGoInPlaceWhereStagingLoses) {
   const PlanSummary& c = chosen.plan.summary;
   EXPECT_FALSE(chosen.stats.round_per_phase);
   EXPECT_EQ(c.direct_min_bytes, 0);
-  const PlannerOptions twin = Twin(chosen, search_candidates::kDefaultDirectMinBytes);
-  const PlanResult at_default = MakePlan(s, twin);
-  ASSERT_TRUE(at_default.ok());
-  EXPECT_LT(c.predicted_time_s, at_default.plan.summary.predicted_time_s);
+  // The grid's sizes next to the one kept.
+  const std::vector<int64_t> sizes = search_candidates::SegmentSizes(s, {}, false);
+  int64_t below = 0, above = std::numeric_limits<int64_t>::max();
+  for (int64_t x : sizes) {
+    if (x < c.segment_bytes) below = std::max(below, x);
+    if (x > c.segment_bytes) above = std::min(above, x);
+  }
+  ASSERT_GT(below, 0);
+  ASSERT_LT(above, std::numeric_limits<int64_t>::max());
+  PlannerOptions at_default = Twin(chosen, search_candidates::kDefaultDirectMinBytes), smaller = Twin(chosen, 0),
+                 larger = Twin(chosen, 0);
+  at_default.segment_bytes = smaller.segment_bytes = below;
+  larger.segment_bytes = above;
+  const PlanResult d = MakePlan(s, at_default), b = MakePlan(s, smaller), a = MakePlan(s, larger);
+  ASSERT_TRUE(d.ok() && b.ok() && a.ok());
+  EXPECT_LT(b.plan.summary.predicted_time_s, d.plan.summary.predicted_time_s) << below << " B";
+  EXPECT_LT(c.predicted_time_s, b.plan.summary.predicted_time_s) << below << " B";
+  EXPECT_LE(c.predicted_time_s, a.plan.summary.predicted_time_s) << above << " B";
 }
 
 // The relays of a large plan are chosen on the round estimate, which can err
