@@ -436,12 +436,26 @@ struct NicLevels {
   std::vector<int32_t> nic_gpu;
   std::vector<std::vector<int32_t>> takers;  // per domain
   std::vector<size_t> cursor;                // per domain: the next taker to fill
+  std::vector<std::vector<int32_t>> nics;    // per domain: its NICs
+  std::vector<int32_t> lowest;               // per domain: its least loaded NIC when last looked (-1: look again)
   // The taker of `domain` with room for half of `bytes` at least (-1: none).
   int32_t Taker(int32_t domain, int64_t bytes, const std::vector<int64_t>& load) {
     auto& tk = takers[domain];
     size_t& at = cursor[domain];
     while (at < tk.size() && 2 * (level[tk[at]] - load[tk[at]]) < bytes) ++at;
     return at == tk.size() ? -1 : tk[at];
+  }
+  // Where no taker has that room (AddSendRelays' level_all): the domain's least loaded NIC, if `bytes` moved there
+  // from NIC `from` leave both below `from`'s load now. O(domain NICs) after each move here, O(1) otherwise.
+  int32_t Lowest(int32_t domain, int32_t from, int64_t bytes, const std::vector<int64_t>& load) {
+    int32_t& low = lowest[domain];
+    if (low < 0)
+      for (int32_t n : nics[domain])
+        if (low < 0 || load[n] < load[low]) low = n;
+    if (low < 0 || low == from || load[low] + bytes >= load[from]) return -1;
+    const int32_t to = low;
+    low = -1;
+    return to;
   }
 };
 
@@ -450,13 +464,15 @@ NicLevels LevelNics(const Cluster& c, const std::vector<int64_t>& load) {
   const int32_t domain_gpus = c.gpus_per_node * c.nvlink_domain_nodes;
   const int32_t domains = (c.Gpus() + domain_gpus - 1) / domain_gpus;
   NicLevels L{std::vector<int64_t>(nics, 0), std::vector<int32_t>(nics, -1),
-              std::vector<std::vector<int32_t>>(domains), std::vector<size_t>(domains, 0)};
+              std::vector<std::vector<int32_t>>(domains), std::vector<size_t>(domains, 0),
+              std::vector<std::vector<int32_t>>(domains), std::vector<int32_t>(domains, -1)};
   for (int32_t g = c.Gpus() - 1; g >= 0; --g) L.nic_gpu[c.NicOf(g)] = g;
   for (int32_t d = 0; d < domains; ++d) {
     std::vector<int32_t> dn;
     for (int32_t n = 0; n < nics; ++n)
       if (L.nic_gpu[n] >= 0 && c.DomainOf(L.nic_gpu[n]) == d) dn.push_back(n);
     if (dn.size() < 2) continue;
+    L.nics[d] = dn;
     int64_t sum = 0;
     for (int32_t n : dn) sum += load[n];
     const int64_t mean = (sum + static_cast<int64_t>(dn.size()) - 1) / static_cast<int64_t>(dn.size());
@@ -505,7 +521,7 @@ void SortViaEntries(ScratchVector<SourcedFragment>& sourced) {
 
 }  // namespace
 
-int64_t Problem::AddSendRelays() {
+int64_t Problem::AddSendRelays(bool level_all) {
   const Cluster& c = scenario.cluster;
   if (c.nics_per_node <= 0) return 0;
   // Network egress per NIC (AddRelays' entries travel over NVLink).
@@ -524,7 +540,8 @@ int64_t Problem::AddSendRelays() {
     const int64_t b = sf.elems * elem_bytes;
     const int64_t excess = load[from] - L.level[from];
     if (excess < min_excess || 2 * excess < b) continue;  // within half a fragment of its level
-    const int32_t to = L.Taker(c.DomainOf(sf.src_gpu), b, load);
+    int32_t to = L.Taker(c.DomainOf(sf.src_gpu), b, load);
+    if (to < 0 && level_all) to = L.Lowest(c.DomainOf(sf.src_gpu), from, b, load);
     if (to < 0) continue;  // no room for it: later (smaller) fragments may fit
     sf.via = L.nic_gpu[to];
     load[from] -= b;

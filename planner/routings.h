@@ -21,6 +21,7 @@ class Routings {
   // last named. Slot(): which routing exactly (kSendOnRelayed where that base
   // is kRelayed), for a caller that must come back to it.
   static constexpr int32_t kPlain = 0, kRelayed = 1, kSendRelayed = 2, kSendOnRelayed = 3;
+  static constexpr int32_t kLevelledKey = 4;  // Key() of a levelled routing: its slot's + this
   explicit Routings(Problem& prob) : prob_(prob) {}
   // The relayed bytes (0: no box is relayed; both routings are the same).
   int64_t RelayedBytes() {
@@ -53,7 +54,28 @@ class Routings {
     UseSlot(slot);
     return send_bytes_[base];
   }
+  // The sender-relayed routing in use made again on its base with every NIC
+  // levelled (Problem::AddSendRelays(level_all), then AddRecvRelays); returns
+  // the one it replaces, for Unlevel. Its Key() is its own (schedules cached
+  // for the other are not its); no other routing is used until Unlevel or
+  // for good.
+  Problem::Routing Level() {
+    RESHARD_CHECK(now_ >= kSendRelayed && !levelled_, "levels a sender-relayed routing");
+    Problem::Routing old = prob_.SaveRouting();
+    prob_.RestoreRouting(saved_[now_ - kSendRelayed]);  // a copy of the base
+    prob_.AddSendRelays(true);
+    prob_.AddRecvRelays();
+    levelled_ = true;
+    return old;
+  }
+  void Unlevel(Problem::Routing old) {
+    RESHARD_CHECK(levelled_, "unlevels a levelled routing");
+    prob_.RestoreRouting(std::move(old));
+    levelled_ = false;
+  }
+  bool Levelled() const { return levelled_; }
   void Use(int32_t routing) {
+    RESHARD_CHECK(!levelled_, "a levelled routing is kept or given back before another is used");
     RESHARD_CHECK(routing >= kPlain && routing <= kSendRelayed, "a routing is plain, relayed or sender-relayed");
     UseSlot(routing == kSendRelayed ? kSendRelayed + std::max(send_base_, 0) : routing);
   }
@@ -62,6 +84,7 @@ class Routings {
   int32_t Slot() const { return now_; }
   void UseSlot(int32_t slot) {
     if (slot == now_) return;
+    RESHARD_CHECK(!levelled_, "a levelled routing is kept or given back before another is used");
     RESHARD_CHECK(slot == kPlain || (slot == kRelayed ? relayed_bytes_ >= 0 : send_bytes_[slot - kSendRelayed] >= 0),
                   "a routing is made before it is used");
     Swap(saved_[now_]);
@@ -71,6 +94,7 @@ class Routings {
   // The routing the problem holds, as a schedule cache key: equal routings
   // get one key.
   int32_t Key() const {
+    if (levelled_) return now_ + kLevelledKey;
     if (now_ >= kSendRelayed && send_bytes_[now_ - kSendRelayed] > 0) return now_;
     const int32_t base = now_ >= kSendRelayed ? now_ - kSendRelayed : now_;
     return base == kRelayed && relayed_bytes_ > 0 ? kRelayed : kPlain;
@@ -86,6 +110,7 @@ class Routings {
   Problem& prob_;
   Problem::Routing saved_[4];  // per slot: the routings the problem does not hold now
   int32_t now_ = kPlain;
+  bool levelled_ = false;
   int64_t relayed_bytes_ = -1;
   int32_t send_base_ = -1;        // the base kSendRelayed names
   int64_t send_bytes_[2] = {-1, -1};  // per base: its sender-relayed routing's bytes (-1: not made)

@@ -434,6 +434,28 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     // are filled (grid deepseek-v3 on H200: TP1xPP16xEP8 rounds 364.5 ms, in place 319.6; TP2xPP8xEP16 320.2, 325.6).
     if (all_none && !search->best()->schedule->all_in_one_round && options.direct_min_bytes < 0 && s.plan.direct_min_bytes < 0)
       keep_if_faster(run(prob, o.all, predicted->time_s, false, {}, false, {0}));
+    // Kept on sender relays: the same order, policy and relay placement on the routing with every NIC levelled
+    // (Routings::Level), kept where simulated faster, where its port bound is kLevelledBoundGain lower (grid
+    // deepseek-v3 TP1xPP16xEP8 -> TP8xDP16 EP128 on 128 GB200: bound 61.1 -> 58.1 ms, plan 68.4 -> 67.7; TP2xPP8xEP16
+    // 63.6 -> 58.0, 69.1 -> 69.0; TP8xPP4xEP32 64.8 -> 58.3, 69.7 on both). Last: the search before tried its
+    // candidates on the routing the estimates chose, and a levelled one made first moved other rows either way
+    // (bench/results/2026-12-07-cpu-domain-balance).
+    if (routes.Now() == Routings::kSendRelayed && send_relayed_bytes > 0) {
+      const double held_bound_s = PortBoundSeconds(prob);
+      Problem::Routing held = routes.Level();
+      bool kept = false;
+      if (PortBoundSeconds(prob) < held_bound_s * (1 - kLevelledBoundGain)) {
+        const Search::Candidate& b = *search->best();  // b goes with the search a try replaces
+        const Order order = won_order(*search);
+        const PlanPolicy policy = b.policy;
+        const bool in_place = b.schedule->relays_in_place;
+        const double held_s = predicted->time_s;
+        keep_if_faster(run(prob, order, kNone, false, {policy}, in_place));
+        kept = predicted->time_s < held_s;
+      }
+      if (kept) send_relayed_bytes = prob.send_relayed_bytes, recv_relayed_bytes = prob.recv_relayed_bytes;
+      else routes.Unlevel(std::move(held));
+    }
   }
   PlanResult res;
   res.stats.fragments = prob.Fragments();

@@ -56,9 +56,10 @@ class ScheduleCache;
 //    smallest size tried. The first plan that fits is kept and simulated, then where the estimate errs a few more
 //    (a round per phase, one with relays in place where the relay phase is long, rounds at the largest size, rounds
 //    of as many segments as fit, rounds of three where two won, rounds kept at the default threshold with every piece
-//    staged, then, where that loses, with every contiguous piece in place, and where either won the next larger sizes
-//    at its threshold while each is faster, a memory-releasing policy's dest-per-layer twin): the fastest wins. Segment counts jump between neighbouring sizes: the finer grid finds the sizes that cut
-//    evenly.
+//    staged, then, where that loses, with every contiguous piece in place, and where either won the next larger size
+//    at its threshold, a memory-releasing policy's dest-per-layer twin, and last, a plan kept on sender relays on the
+//    routing with every NIC levelled, where its port bound is kLevelledBoundGain lower): the fastest wins. Segment
+//    counts jump between neighbouring sizes: the finer grid finds the sizes that cut evenly.
 // Relays (Problem::AddRelays): where any box would reach several GPUs of one NVLink domain over the network, the whole
 // search runs with and without relays and relays are kept only if predicted faster (simulated or estimated as above;
 // the estimate adds the relay rounds as a second phase). Large plans search first the side whose first candidate

@@ -132,6 +132,12 @@ inline constexpr double kRelaysInPlaceMinShare = 0.2;
 // than this on the round estimate, sender-side relays are tried on top of
 // them too (PlanProblem), and the simulator decides.
 inline constexpr double kRelayBand = 0.05;
+// Large plans kept on sender relays are planned again on the routing with
+// every NIC levelled (Routings::Level) where its port bound is at least this
+// much lower (search.cc): the GB200 grid deepseek-v3 rows 5-10 %, the others
+// of the 34 at-scale rows under 1 % (grid deepseek-v3 H200 TP8xPP4xEP32 0.95
+// %, whose plan on it simulated 0.6 % slower).
+inline constexpr double kLevelledBoundGain = 0.01;
 // Large plans: receive-side relays that take less than this share of the
 // network's bytes off it and leave the busiest port's bound within this
 // share of the plain routing's make a routing that is the plain one but for
