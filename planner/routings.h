@@ -57,8 +57,9 @@ class Routings {
   // The sender-relayed routing in use made again on its base with every NIC
   // levelled (Problem::AddSendRelays(level_all), then AddRecvRelays); returns
   // the one it replaces, for Unlevel. Its Key() is its own (schedules cached
-  // for the other are not its); no other routing is used until Unlevel or
-  // for good.
+  // for the other are not its); no other routing is used until Unlevel
+  // (PlanProblem gives a kept one back once its plan is emitted: a plan
+  // session plans on these routings again).
   Problem::Routing Level() {
     RESHARD_CHECK(now_ >= kSendRelayed && !levelled_, "levels a sender-relayed routing");
     Problem::Routing old = prob_.SaveRouting();

@@ -237,6 +237,9 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     }
     if (!use_relays) routes.UseSlot(before);
   }
+  // The sender-relayed routing a levelled plan replaced (the last large-plan try): given back after the plan is
+  // emitted.
+  std::optional<Problem::Routing> levelled_held;
   // Large plans rank candidates by the round estimate, close for a round per phase but optimistic for rounds (ports
   // idle while a round's flows ramp up, wait for peers or end early). So the plan in hand is simulated, and the
   // candidates below where it may have erred too; the fastest is kept.
@@ -419,8 +422,9 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
       // Where one won: the next larger size of the grid at its threshold, round and policy, kept where simulated
       // faster (staging every piece or sending each in place adds no op of a piece's own to a round, so somewhat
       // larger segments fill the rounds: llama3-405b TP4xPP16 -> TP16xDP8 on 128 H100 staged 16 MiB x 3 1102.9 ms,
-      // 19 MiB 1099.1; grid deepseek-v3 TP2xPP8xEP16 -> TP8xDP16 EP128 on 128 H200 in place 11.3 MiB x 512 318.3,
-      // 13.4 MiB 316.2). One step: a second gains < 0.1 % on llama3-405b for two more simulations of ~1.5 M ops.
+      // 19 MiB 1098.1; grid deepseek-v3 TP2xPP8xEP16 -> TP8xDP16 EP128 on 128 H200 in place 11.3 MiB x 512 318.3,
+      // 13.4 MiB 316.2). One step: the next one up lost on every at-scale row (llama3-405b at 22.6 MiB), a
+      // simulation of ~1.5 M ops there.
       if (predicted->time_s < held_s) {
         size_t up = sizes.size();
         for (size_t j = 0; j < sizes.size(); ++j)
@@ -449,12 +453,17 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
         const Order order = won_order(*search);
         const PlanPolicy policy = b.policy;
         const bool in_place = b.schedule->relays_in_place;
+        const int64_t direct = b.schedule->direct_min_bytes;
         const double held_s = predicted->time_s;
-        keep_if_faster(run(prob, order, kNone, false, {policy}, in_place));
+        keep_if_faster(run(prob, order, kNone, false, {policy}, in_place, {direct}));
         kept = predicted->time_s < held_s;
       }
-      if (kept) send_relayed_bytes = prob.send_relayed_bytes, recv_relayed_bytes = prob.recv_relayed_bytes;
-      else routes.Unlevel(std::move(held));
+      if (kept) {
+        send_relayed_bytes = prob.send_relayed_bytes, recv_relayed_bytes = prob.recv_relayed_bytes;
+        levelled_held = std::move(held);  // given back once the plan is emitted (below)
+      } else {
+        routes.Unlevel(std::move(held));
+      }
     }
   }
   PlanResult res;
@@ -487,6 +496,8 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     return res;
   }
   search->Kept();
+  // A plan session plans again on `routes` (plan_session.h): the routing slot goes back to its unlevelled one.
+  if (levelled_held) routes.Unlevel(std::move(*levelled_held));
   const Schedule& sc = *best->schedule;
   Plan& plan = best->emitted.plan;
   PlanSummary& sum = plan.summary;

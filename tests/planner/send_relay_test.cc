@@ -391,14 +391,16 @@ TEST(SendRelays, LevelledRoutingEndsEveryNicWithinAFragmentOfItsDomainsMean) {
     return std::make_pair(out, domain);
   };
   auto entries = [](const Problem& p) {
-    std::vector<std::tuple<int32_t, int32_t, int32_t, int32_t, bool>> out;
+    std::vector<std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t, int64_t, bool, bool, int32_t, bool>> out;
     for (const SourcedFragment& sf : p.sourced)
-      out.emplace_back(sf.src_gpu, sf.dst_gpu, sf.dst_rank, sf.via, sf.via_recv);
+      out.emplace_back(sf.src_gpu, sf.dst_gpu, sf.src_slot, sf.dst_rank, sf.frag, sf.elems, sf.relay, sf.feeds, sf.via,
+                       sf.via_recv);
     return out;
   };
   const std::vector<int64_t> before = NicEgress(prob);
   const auto held = entries(prob);
   const auto [over_before, domains_before] = above_mean(before);
+  // One NIC ~0.69 GB above its mean, more than 4 of this row's largest fragments (58.7 MB).
   EXPECT_GT(*std::max_element(over_before.begin(), over_before.end()), 4 * largest);
 
   const int32_t key = routes.Key();
