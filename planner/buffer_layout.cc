@@ -5,8 +5,6 @@
 #include <numeric>
 #include <utility>
 
-#include <fmt/format.h>
-
 namespace reshard {
 
 SideBuffers LayoutBuffers(const Layout& l) {
@@ -123,7 +121,7 @@ std::vector<int64_t> OptimizerBufferBytes(int64_t optimizer_bytes, const std::ve
   return out;
 }
 
-std::string LayerName(int32_t layer) { return layer < 0 ? "emb" : fmt::format("L{}", layer); }
+std::string LayerName(int32_t layer) { return layer < 0 ? "emb" : Label("L", layer); }
 
 RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, const Layout& dst,
                              const SideBuffers& src_buffers, const SideBuffers& dst_buffers,
@@ -143,7 +141,7 @@ RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, cons
     out.src_first[r] = static_cast<int32_t>(p.buffers.size());
     for (size_t k = 0; k < layers.size(); ++k)
       AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kSourceWeights, elems[k] * eb, layers[k], true,
-                    fmt::format("src r{} {}", r, LayerName(layers[k])));
+                    Label("src r", r, " ", LayerName(layers[k])));
     out.opt_first[r] = static_cast<int32_t>(p.buffers.size());
     const int64_t opt = gpu_state_done[g] ? 0 : mem[g].optimizer;
     if (opt > 0) {
@@ -152,14 +150,14 @@ RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, cons
       for (size_t i = 0; i < bytes.size(); ++i) {
         const int32_t layer = layers[i / static_cast<size_t>(states)];
         AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kOptimizer, bytes[i], layer, true,
-                      states == 1 ? fmt::format("opt r{} {}", r, LayerName(layer))
-                                  : fmt::format("opt r{} {} s{}", r, LayerName(layer), i % static_cast<size_t>(states)));
+                      states == 1 ? Label("opt r", r, " ", LayerName(layer))
+                                  : Label("opt r", r, " ", LayerName(layer), " s", i % static_cast<size_t>(states)));
       }
       out.opt_slots[r] = static_cast<int32_t>(bytes.size());
     }
     if (!gpu_state_done[g] && mem[g].gradients > 0)
       AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kGradients, mem[g].gradients, -1, true,
-                    fmt::format("grad r{}", r));
+                    Label("grad r", r));
     gpu_state_done[g] = true;
   }
   std::vector<bool> kv_done(gpus, false);
@@ -168,13 +166,13 @@ RefitBuffers AddRefitBuffers(Plan& p, const Scenario& s, const Layout& src, cons
     const int32_t g = dst_gpu[r], shard = dst.rank_shard[r];
     if (!kv_done[g] && mem[g].kv_cache > 0)
       AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kKvCache, mem[g].kv_cache, -1, true,
-                    fmt::format("kv gpu{}", g));
+                    Label("kv gpu", g));
     kv_done[g] = true;
     const auto& layers = dst_buffers.slot_layer[shard];
     out.dst_first[r] = static_cast<int32_t>(p.buffers.size());
     for (size_t k = 0; k < layers.size(); ++k)
       AddPlanBuffer(p, g, MemorySpace::kDevice, BufferRole::kDestinationWeights, dst_buffers.slot_elems[shard][k] * eb,
-                    layers[k], false, fmt::format("dst r{} {}", r, LayerName(layers[k])));
+                    layers[k], false, Label("dst r", r, " ", LayerName(layers[k])));
   }
   if (!content) return out;
   // Content: what source buffers hold and destination buffers must hold.
@@ -202,7 +200,7 @@ int32_t AppendMemoryOp(Plan& p, OpKind kind, int32_t buffer, int32_t stream, std
   const PlanBuffer& b = p.buffers[buffer];
   Op op;
   op.kind = kind, op.gpu = b.gpu, op.stream = stream, op.buffer = buffer, op.deps = std::move(deps);
-  op.label = fmt::format("{} {}", kind == OpKind::kAlloc ? "alloc" : "free", b.name);
+  op.label = Label(kind == OpKind::kAlloc ? "alloc " : "free ", b.name);
   return AppendOp(p, std::move(op));
 }
 

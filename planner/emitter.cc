@@ -7,8 +7,6 @@
 #include <tuple>
 #include <utility>
 
-#include <fmt/format.h>
-
 #include "model/error.h"
 #include "model/union_find.h"
 #include "planner/buffer_layout.h"
@@ -197,7 +195,7 @@ class Emitter {
     Direction& d = DirectionOf(gpu, send);
     if (d.slot_buffer[k] < 0) {
       const int32_t buf = AddPlanBuffer(out_.plan, gpu, MemorySpace::kDevice, BufferRole::kStaging, d.slot_bytes, -1,
-                                        false, fmt::format("{} stage{} gpu{}", send ? "send" : "recv", k, gpu));
+                                        false, Label(send ? "send stage" : "recv stage", k, " gpu", gpu));
       d.slot_buffer[k] = buf;
       buffers_.resize(out_.plan.buffers.size());
       // A receive slot is allocated on a comm stream (AllocStream), just before its first transfer: on the compute
@@ -220,7 +218,7 @@ class Emitter {
     if (so.forward < 0) {
       const Segment& sg = sc_.segments[seg];
       so.forward = AddPlanBuffer(out_.plan, sg.dst_gpu, MemorySpace::kDevice, BufferRole::kStaging, sg.bytes, -1,
-                                 false, fmt::format("relay s{} gpu{}", seg, sg.dst_gpu));
+                                 false, Label("relay s", seg, " gpu", sg.dst_gpu));
       buffers_.resize(out_.plan.buffers.size());
       buffers_[so.forward].alloc = memory_->Alloc(so.forward, AllocStream(seg));
     }
@@ -272,7 +270,7 @@ class Emitter {
     if (sg.relay) {
       for (const CopyPair& cp : op.copies) WaitForRegionWrites(cp.src, op.deps);
     }
-    if (full_) op.label = fmt::format("pack s{}", seg);
+    if (full_) op.label = Label("pack s", seg);
     segment_ops_[seg].pack = Emit(std::move(op));
     if (!sg.relay) ReadDone(bufs, segment_ops_[seg].pack);
   }
@@ -332,9 +330,9 @@ class Emitter {
     op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
     if (full_) {
       const LocalBatch& e = sc_.locals[last - 1];
-      op.label = last - first == 1 ? fmt::format("local copy gpu{} r{} slot {}", lb.gpu, lb.src_rank, lb.src_slot)
-                                   : fmt::format("local copy gpu{} r{} slot {} .. r{} slot {}", lb.gpu, lb.src_rank,
-                                                 lb.src_slot, e.src_rank, e.src_slot);
+      op.label = last - first == 1 ? Label("local copy gpu", lb.gpu, " r", lb.src_rank, " slot ", lb.src_slot)
+                                   : Label("local copy gpu", lb.gpu, " r", lb.src_rank, " slot ", lb.src_slot, " .. r",
+                                           e.src_rank, " slot ", e.src_slot);
     }
     std::vector<int32_t> written;
     for (const CopyPair& cp : op.copies) written.push_back(cp.dst.buffer);
@@ -387,8 +385,8 @@ class Emitter {
     auto flush = [&] {
       if (send.region.buffer < 0) return;
       if (full_) {
-        send.label = fmt::format("send s{}.{}", i, ops);
-        recv.label = fmt::format("recv s{}.{}", i, ops);
+        send.label = Label("send s", i, ".", ops);
+        recv.label = Label("recv s", i, ".", ops);
       }
       ++ops;
       EmitPair(i, std::move(send), std::move(recv));
@@ -519,8 +517,8 @@ class Emitter {
     }
     recv.region = ContiguousRegion(rslot, 0, sg.bytes);
     if (full_) {
-      send.label = fmt::format("send s{}", i);
-      recv.label = fmt::format("recv s{}", i);
+      send.label = Label("send s", i);
+      recv.label = Label("recv s", i);
     }
     EmitPair(i, std::move(send), std::move(recv));
   }
@@ -540,7 +538,7 @@ class Emitter {
     }
     const auto& recvs = segment_ops_[i].recvs;
     op.deps.insert(op.deps.end(), recvs.begin(), recvs.end());
-    if (full_) op.label = fmt::format("unpack s{}", i);
+    if (full_) op.label = Label("unpack s", i);
     segment_ops_[i].unpack = Emit(std::move(op));
     for (int32_t b : written) Wrote(b, kStreamCompute, segment_ops_[i].unpack);
   }

@@ -1,10 +1,14 @@
-// The memory ledger (planner/memory_ledger.h) on hand-made plans: an
+// The memory ledger (planner/memory_ledger.h) on hand-made plans (and the
+// labels of its memory ops, last): an
 // allocation waits for the releases it takes, and for those earlier
 // allocations took, on every stream, so the live bytes stay within the budget
 // whatever the order the streams run in.
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "model/cluster.h"
@@ -80,6 +84,22 @@ TEST(MemoryLedger, AnAllocationWaitsForTheLatestTakenReleaseOfEachStream) {
   EXPECT_TRUE(DependsOn(p, az, f1));
   EXPECT_TRUE(DependsOn(p, az, f2));
   EXPECT_EQ(ledger.PlannedPeak(0), 100 * kMiB);
+}
+
+// Labels and buffer names (planner/buffer_layout.h's Label) read as fmt's
+// "{}" writes text and integers: plan.json, traces and golden digests keep
+// the names they had when the planner formatted them with fmt.
+TEST(Label, WritesTextAndIntegersAsFmtDoes) {
+  EXPECT_EQ(Label("send s", 12, ".", 3), fmt::format("send s{}.{}", 12, 3));
+  EXPECT_EQ(Label("opt r", int32_t{-7}, " ", LayerName(4), " s", size_t{2}), "opt r-7 L4 s2");
+  EXPECT_EQ(Label("x", std::numeric_limits<int64_t>::min()), fmt::format("x{}", std::numeric_limits<int64_t>::min()));
+  EXPECT_EQ(Label("y", std::numeric_limits<uint64_t>::max()), fmt::format("y{}", std::numeric_limits<uint64_t>::max()));
+  EXPECT_EQ(Label(), "");
+  EXPECT_EQ(LayerName(-1), "emb");
+  Plan p;
+  const int32_t b = AddPlanBuffer(p, 0, MemorySpace::kDevice, BufferRole::kStaging, kMiB, -1, false, "recv stage3 gpu1");
+  EXPECT_EQ(p.ops[AppendMemoryOp(p, OpKind::kAlloc, b, kStreamComm, {})].label, "alloc recv stage3 gpu1");
+  EXPECT_EQ(p.ops[AppendMemoryOp(p, OpKind::kFree, b, kStreamComm, {})].label, "free recv stage3 gpu1");
 }
 
 }  // namespace
