@@ -382,12 +382,13 @@ void FlowNetwork::Freeze(int32_t s, double rate) {
   new_rate_[s] = rate;
   --left_;
   const double near = rate / (1 - 1e-9);
-  near_.clear();
+  if (near_.size() < static_cast<size_t>(kMaxFlowPorts)) near_.resize(kMaxFlowPorts);
+  near_count_ = 0;
   for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[s][k] >= 0; ++k) {
     const int32_t p = slot_ports_[s][k];
     port_left_[p] -= rate;
     --port_unfrozen_[p];
-    if (port_key_[p] <= near) near_.push_back(p);
+    if (port_key_[p] <= near) near_[near_count_++] = p;
   }
 }
 
@@ -397,7 +398,9 @@ void FlowNetwork::Freeze(int32_t s, double rate) {
 // is. The port's own state is not read again and is left alone.
 void FlowNetwork::FreezePort(int32_t q, double rate) {
   const std::vector<PortFlow>& list = ports[q].flows;
-  near_.resize(list.size() * (kMaxFlowPorts - 1) + 1);
+  // Grown only: a resize down and up again zero-filled it on every call (1.7 % of deepseek-v3's planning).
+  const size_t most = list.size() * (kMaxFlowPorts - 1) + 1;
+  if (near_.size() < most) near_.resize(most);
   int32_t left = left_, n = 0;
   double unused = 0;
   const double near = rate / (1 - 1e-9);
@@ -415,7 +418,7 @@ void FlowNetwork::FreezePort(int32_t q, double rate) {
       n += live & (port_key_[p] <= near ? 1 : 0);
     });
   }
-  near_.resize(n);
+  near_count_ = n;
   left_ = left;
 }
 
@@ -427,7 +430,8 @@ inline double FlowNetwork::ShareOf(int32_t q) const {
 // The ports a freeze listed (near_, perhaps twice) whose share dropped below
 // their key get it as key.
 void FlowNetwork::LowerNear() {
-  for (int32_t q : near_) {
+  for (int32_t i = 0; i < near_count_; ++i) {
+    const int32_t q = near_[i];
     if (port_unfrozen_[q] == 0) continue;
     const double share = ShareOf(q);
     if (share < port_key_[q]) {

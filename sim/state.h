@@ -329,7 +329,8 @@ class FlowNetwork {
   std::vector<double> port_capacity_, port_left_;
   std::vector<double> port_key_;  // the port's key in shares_ (at most its share)
   std::vector<int32_t> port_unfrozen_;
-  std::vector<int32_t> near_;  // ports whose share the last freeze may have lowered
+  std::vector<int32_t> near_;  // ports whose share the last freeze may have lowered: the first near_count_
+  int32_t near_count_ = 0;
   std::vector<int32_t> changed_;  // slots whose rate changed, listed by Share
   std::vector<std::pair<int32_t, double>> initial_shares_;
   IndexedHeap<double> shares_;  // ports by (fair share, id); a key may lag below the share
