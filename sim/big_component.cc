@@ -170,15 +170,19 @@ bool FlowNetwork::Connected(int32_t u, int32_t v) {
     std::fill(search_b_.begin(), search_b_.end(), 0);
     search_mark_ = 1;
   }
-  search_qa_.assign(1, u);
-  search_qb_.assign(1, v);
+  // Each side queues a port at most once: queues of one slot a port, filled by index (a push_back per port
+  // reached was 1.5 % of deepseek-v3's planning instructions).
+  if (search_qa_.size() < ports.size()) search_qa_.resize(ports.size()), search_qb_.resize(ports.size());
+  search_qa_[0] = u, search_qb_[0] = v;
+  size_t na = 1, nb = 1;
   search_a_[u] = search_mark_;
   search_b_[v] = search_mark_;
   size_t ha = 0, hb = 0;
   int64_t read = 0;
-  while (ha < search_qa_.size() && hb < search_qb_.size()) {
-    const bool from_a = search_qa_.size() - ha <= search_qb_.size() - hb;
-    std::vector<int32_t>& queue = from_a ? search_qa_ : search_qb_;
+  while (ha < na && hb < nb) {
+    const bool from_a = na - ha <= nb - hb;
+    int32_t* queue = from_a ? search_qa_.data() : search_qb_.data();
+    size_t& n = from_a ? na : nb;
     std::vector<uint32_t>& mine = from_a ? search_a_ : search_b_;
     const std::vector<uint32_t>& theirs = from_a ? search_b_ : search_a_;
     const int32_t q = queue[from_a ? ha++ : hb++];
@@ -186,7 +190,7 @@ bool FlowNetwork::Connected(int32_t u, int32_t v) {
       if (theirs[r] == search_mark_) return true;
       if (mine[r] != search_mark_) {
         mine[r] = search_mark_;
-        queue.push_back(r);
+        queue[n++] = r;
       }
       return false;
     };
