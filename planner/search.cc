@@ -447,18 +447,18 @@ PlanResult PlanProblem(const Scenario& s, const PlannerOptions& options, Problem
     if (routes.Now() == Routings::kSendRelayed && send_relayed_bytes > 0) {
       const double held_bound_s = PortBoundSeconds(prob);
       Problem::Routing held = routes.Level();
-      bool kept = false;
+      bool levelled_kept = false;
       if (PortBoundSeconds(prob) < held_bound_s * (1 - kLevelledBoundGain)) {
         const Search::Candidate& b = *search->best();  // b goes with the search a try replaces
         const Order order = won_order(*search);
         const PlanPolicy policy = b.policy;
-        const bool in_place = b.schedule->relays_in_place;
+        const bool b_in_place = b.schedule->relays_in_place;
         const int64_t direct = b.schedule->direct_min_bytes;
         const double held_s = predicted->time_s;
-        keep_if_faster(run(prob, order, kNone, false, {policy}, in_place, {direct}));
-        kept = predicted->time_s < held_s;
+        keep_if_faster(run(prob, order, kNone, false, {policy}, b_in_place, {direct}));
+        levelled_kept = predicted->time_s < held_s;
       }
-      if (kept) {
+      if (levelled_kept) {
         send_relayed_bytes = prob.send_relayed_bytes, recv_relayed_bytes = prob.recv_relayed_bytes;
         levelled_held = std::move(held);  // given back once the plan is emitted (below)
       } else {
