@@ -67,15 +67,19 @@ HostIssue HostIssueTimes(const Plan& plan, const HostCosts& c, const HostIssueOp
   }
 
   const int64_t event_ns = o.op_events ? c.event_record_ns : 0;
-  auto waits = [&](const Op& op) {
-    if (!o.op_events) return int64_t{0};
-    int64_t n = 0;
-    for (int32_t d : op.deps) {
-      const Op& dep = plan.ops[d];
-      if (dep.gpu != op.gpu || dep.stream != op.stream) ++n;
-    }
-    return n * c.stream_wait_ns;
-  };
+  // Per op, its waits on other streams' events: counted in one pass in op order over a compact (GPU, stream) per
+  // op, not per dependency at the scattered ~200-byte Op it names as the issue order visits them.
+  std::vector<int32_t> cross_waits;
+  if (o.op_events) {
+    std::vector<uint64_t> where(nops);
+    for (int32_t i = 0; i < nops; ++i)
+      where[i] = static_cast<uint64_t>(static_cast<uint32_t>(plan.ops[i].gpu)) << 32 |
+                 static_cast<uint32_t>(plan.ops[i].stream);
+    cross_waits.assign(nops, 0);
+    for (int32_t i = 0; i < nops; ++i)
+      for (int32_t d : plan.ops[i].deps) cross_waits[i] += where[d] != where[i] ? 1 : 0;
+  }
+  auto waits = [&](const Op& op) { return o.op_events ? cross_waits[op.id] * c.stream_wait_ns : int64_t{0}; };
   // Allocs and frees record one event (after) or none (OpEventCounts).
   if (o.op_events) out.op_events = OpEventCounts(plan);
   const std::vector<uint8_t>& events = out.op_events;
