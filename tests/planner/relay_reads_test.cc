@@ -8,17 +8,21 @@
 // phase, which then forwarded bytes before they came (grid deepseek-v3
 // TP8xPP4xEP32 -> TP16xDP8 EP128 on 128 H200: packs at 66 ms, their bytes in
 // at 122 ms). Also: relays of bytes received in place on lane 1 go on lane 1
-// (comm_lanes.h RelaysAfterInPlaceFeeds).
+// (comm_lanes.h RelaysAfterInPlaceFeeds). Last: AddRelays' groups where a
+// rank's fragments do not come in box order.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "model/layout.h"
 #include "model/scenario.h"
 #include "plan/plan.h"
 #include "planner/comm_lanes.h"
@@ -26,6 +30,7 @@
 #include "planner/problem.h"
 #include "planner/search_candidates.h"
 #include "planner/segments.h"
+#include "planner/transfer_set.h"
 #include "sim/simulator.h"
 #include "tests/planner/planner_test_util.h"
 
@@ -257,6 +262,74 @@ TEST(RelayReads, AnInPlaceRelayOfPartsBackToBackWaitsForTheWritersOfEachPart) {
     }
   }
   EXPECT_GT(other_lane_writers, 0) << "no relayed send read bytes received on the other lane";
+}
+
+// AddRelays groups the receivers of each box in a domain by merging every
+// destination rank's fragments in (tensor, box) order; a rank whose fragments
+// come in another order is sorted first. Here they do: two destination ranks
+// (GPUs 8 and 9, one NVLink domain on node 1) each hold an 8 x 8 matrix as
+// two pieces of columns [0, 4) and [4, 8), so their fragments (rows [0, 4)
+// and [4, 8) of each piece, from the two source ranks' row halves on node 0)
+// come (0,0), (4,0), (0,4), (4,4) by piece, not by box. Each of the four
+// boxes (16 bf16 elements, 32 B) lands once on the domain and is relayed to
+// the other GPU over NVLink: 4 x 32 = 128 B relayed, each box fed by the
+// GPU of less network ingress so far (ties: GPU 8 first, then the other as
+// ingress grows: 8, 9, 8, 9 by bytes).
+TEST(RelayGroups, FragmentsOutOfBoxOrderAreGroupedByBox) {
+  Scenario s = planner_testing::FromYaml(planner_testing::Yaml(
+      "tiny-llama", "{preset: dgx-h200, nodes: 2}", "{tp: 2, gpus: \"0-1\"}", "{tp: 2, gpus: \"8-9\"}"));
+  ModelSpec m;
+  m.tensors.push_back(TensorSpec{"w", TensorKind::kMlpGate, 0, MakeShape({8, 8})});
+  s.model = m;
+  const Shape& w = s.model.tensors[0].shape;
+  ProblemInputs in;
+  in.byte_view = false;
+  for (int64_t lo : {0, 4}) {
+    Shard sh;
+    sh.buffers.push_back(LocalBuffer{"w", 0, 4 * 8});
+    sh.pieces.push_back(Piece{0, SliceBox(w, 0, lo, lo + 4), 0, 0, {8, 1, 1}});
+    in.src.shards.push_back(sh);
+  }
+  in.src.rank_shard = {0, 1};
+  Shard cols;
+  for (int64_t lo : {0, 4}) {
+    cols.buffers.push_back(LocalBuffer{lo == 0 ? "w0" : "w1", 0, 8 * 4});
+    cols.pieces.push_back(Piece{0, SliceBox(w, 1, lo, lo + 4), static_cast<int32_t>(cols.buffers.size() - 1), 0, {4, 1, 1}});
+  }
+  in.dst.shards = {cols, cols};
+  in.dst.rank_shard = {0, 1};
+  in.memory_at_start.resize(static_cast<size_t>(s.cluster.Gpus()));
+  for (int32_t g = 0; g < s.cluster.Gpus(); ++g) in.memory_at_start[g].gpu = g;
+  Problem prob(s, &in);
+  // The fragments do come out of box order (else this test checks nothing new).
+  const std::vector<Fragment>& frags = prob.transfer_set.shard_fragments[0];
+  ASSERT_EQ(frags.size(), 4u);
+  EXPECT_FALSE(std::is_sorted(frags.begin(), frags.end(), [](const Fragment& a, const Fragment& b) {
+    return std::tie(a.tensor, a.box) < std::tie(b.tensor, b.box);
+  }));
+  EXPECT_EQ(prob.AddRelays(), 4 * 16 * 2);
+  // Per box: one entry fed over the network, the other relayed from the feeder's GPU.
+  std::map<std::pair<int64_t, int64_t>, std::vector<const SourcedFragment*>> by_box;
+  for (const SourcedFragment& sf : prob.sourced) {
+    const Box& b = prob.FragmentOf(sf.dst_rank, sf.frag).box;
+    by_box[{b.lo[0], b.lo[1]}].push_back(&sf);
+  }
+  ASSERT_EQ(by_box.size(), 4u);
+  std::vector<int32_t> feeders;
+  for (const auto& [lo, entries] : by_box) {
+    ASSERT_EQ(entries.size(), 2u);
+    const SourcedFragment* feed = entries[0]->feeds ? entries[0] : entries[1];
+    const SourcedFragment* relay = entries[0]->feeds ? entries[1] : entries[0];
+    EXPECT_TRUE(feed->feeds && !feed->relay);
+    EXPECT_TRUE(relay->relay && !relay->feeds);
+    EXPECT_EQ(relay->src_gpu, feed->dst_gpu);
+    EXPECT_NE(relay->dst_gpu, feed->dst_gpu);
+    EXPECT_LT(feed->src_gpu, 2);
+    feeders.push_back(feed->dst_gpu);
+  }
+  // Both GPUs feed two boxes (the least-ingress choice alternates).
+  EXPECT_EQ(std::count(feeders.begin(), feeders.end(), 8), 2);
+  EXPECT_EQ(std::count(feeders.begin(), feeders.end(), 9), 2);
 }
 
 }  // namespace
