@@ -79,6 +79,9 @@ void FlowNetwork::Init(const PortModel& model, SimObserver* obs, int32_t max_flo
   in_big_.assign(np, 0);
   search_a_.assign(np, 0);
   search_b_.assign(np, 0);
+  search_qa_.assign(np, 0);  // Connected queues a port at most once a side
+  search_qb_.assign(np, 0);
+  near_.assign(kMaxFlowPorts, 0);  // a Freeze lists at most its route's ports; FreezePort grows it
   port_load_.assign(np, 0);
   port_region_.assign(np, 0);
   port_outside_.assign(np, 0);
@@ -382,7 +385,6 @@ void FlowNetwork::Freeze(int32_t s, double rate) {
   new_rate_[s] = rate;
   --left_;
   const double near = rate / (1 - 1e-9);
-  if (near_.size() < static_cast<size_t>(kMaxFlowPorts)) near_.resize(kMaxFlowPorts);
   near_count_ = 0;
   for (int32_t k = 0; k < kMaxFlowPorts && slot_ports_[s][k] >= 0; ++k) {
     const int32_t p = slot_ports_[s][k];
