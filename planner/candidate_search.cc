@@ -289,14 +289,16 @@ void Search::RunCandidates(const std::vector<std::pair<size_t, int32_t>>& order)
     if (best_->schedule == held) break;
   }
   // Then half that size at twice the segments per round (rounds of the same bytes, more flows sharing each port),
-  // doubled while kept (qwen3-235b TP2xPP8xEP4 -> TP4xDP8 EP32 on 32 H200 colocated: 64 MiB x 2 318.1 ms, x 4
-  // 324.7; 32 MiB x 4 304.2, x 8 297.6).
+  // doubled until kHalfSizeMisses in a row are not kept (qwen3-235b TP2xPP8xEP4 -> TP4xDP8 EP32 on 32 H200
+  // colocated: 64 MiB x 2 318.1 ms, x 4 324.7; 32 MiB x 4 304.2, x 8 297.6).
   const auto half = std::find(sizes_.begin(), sizes_.end(), sizes_[at] / 2);
+  int32_t half_misses = 0;
   for (int32_t pr = 2 * best_->schedule->per_round; grow_per_round_ && half != sizes_.end(); pr *= 2) {
     const std::shared_ptr<const Schedule> held = best_->schedule;
     if (held->all_in_one_round || held->per_round < 2 || held->rounds <= 2 || pr >= kPerRoundAll) break;
     Consider(static_cast<size_t>(half - sizes_.begin()), direct, pr);
-    if (best_->schedule == held) break;
+    if (best_->schedule != held) half_misses = 0;
+    else if (++half_misses >= kHalfSizeMisses) break;
   }
   // A round per phase has no rounds to fill evenly: its segment size sets only the ops (fewest at the largest size),
   // its threshold the staging (every staged segment held at once). Tried at the largest size under every threshold.

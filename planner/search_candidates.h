@@ -39,6 +39,12 @@ inline constexpr double kPerRoundGain = 0.01;
 // H100 colocated simulated 4-16 MiB (190-850 K ops) after 32 MiB lost, in
 // each of its three routings.
 inline constexpr int32_t kSmallSizeLosses = 2;
+// Small plans: half the kept size at twice its segments per round, doubled
+// while kept, stops after this many doublings in a row are not kept (grid
+// qwen3-235b TP2xPP8xEP4 -> TP4xDP8 EP32 on 32 H200 colocated, with pairs
+// interleaved and rounds levelled: 64 MiB x 2 306.8 ms, 32 MiB x 4 302.5 not
+// 1 % faster, x 8 295.4; one miss stopped it there).
+inline constexpr int32_t kHalfSizeMisses = 2;
 // Relay waves tried where a round per phase with a relay phase was kept
 // (PlannerOptions::relay_waves == 0), each kept only if simulated faster,
 // more only where fewer won; their shares from FirstWaveShare.

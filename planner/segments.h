@@ -27,7 +27,12 @@
 // port idles whenever its flow ramps up, waits for its peer or ends before
 // the round's slowest; with several, max-min sharing gives the port's
 // capacity to the flows still running (each capped by its size's
-// efficiency), and the round ends when its last flow does. Relayed
+// efficiency), and the round ends when its last flow does. With several,
+// a sender's pairs of one priority take turns in the colouring order
+// (InterleavePairs: a pair runs one transfer at a time, so its segments in
+// one round run back to back), and each class's rounds are then levelled by
+// bytes (planner/round_balance.h: segments move to nearby rounds they do not
+// lengthen, keeping per_round). Relayed
 // segments (Problem::AddRelays) are coloured apart, in rounds after all
 // others: their sender must have received the bytes first. A sender-relayed
 // pair (Problem::AddSendRelays) is cut like any other and each segment
@@ -142,6 +147,17 @@ struct Schedule {
 // round per phase.
 Schedule MakeSchedule(const Problem& prob, int64_t segment_bytes, int64_t direct_min_bytes, int32_t per_round = 1,
                       bool relays_in_place = false);
+
+// Reorders `order` (indices into `segments`, sorted by (priority, sender,
+// receiver)) so that within a priority the pairs take turns: every pair's
+// first segment of that priority, then every pair's second, and so on (pairs
+// in their order). Why: a GPU pair runs one transfer at a time (the
+// simulator's Channel, as NCCL's connection of a pair), so a pair's segments
+// coloured back to back land in one round of several segments per GPU and run
+// one after another while the port's other flows end (tiny-llama TP2xPP2 ->
+// TP1xDP4 on four GPUs of a slow NVLink, 2 per round: 7.40 -> 6.16 ms;
+// bench/results/2026-12-08-cpu-rounds-in-turns). O(n log n).
+void InterleavePairs(std::vector<int32_t>& order, const std::vector<Segment>& segments);
 
 // The most of `segments` (indices into sc.segments, in round order) that
 // share one round. O(segments).
