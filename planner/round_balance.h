@@ -17,7 +17,8 @@
 // it). Each move takes one port load at the round's maximum below it and
 // puts nothing at or above it, so the sorted load vector falls
 // lexicographically and the loop ends. Deterministic: ties by index.
-// O(moves · window · segments of a port and round) plus O(P · R) to start.
+// O(moves · (window · segments of a port and round + P)) plus O(P · R) to
+// start, for P = 2 · gpus ports and R rounds.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,9 @@
 
 namespace reshard {
 
-// How far (in rounds) a segment may move: rounds keep roughly the layer
-// order the colouring gave them.
+// How far (in rounds) one move may take a segment: rounds keep roughly the
+// layer order the colouring gave them (window 3: smaller gains; 32: two of 34
+// at-scale rows slower, bench/results/2026-12-08-cpu-rounds-in-turns).
 inline constexpr int32_t kRoundBalanceWindow = 8;
 
 // One segment of the rounds levelled: its ports (out: sender GPU, in:
